@@ -1,0 +1,488 @@
+//! `CoderControlPlane`: one Coder server (coderd) Deployment and everything around it.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{
+    Affinity, EnvFromSource, EnvVar, LocalObjectReference as K8sLocalObjectReference, PodSecurityContext,
+    ResourceRequirements, SecurityContext, Toleration, TopologySpreadConstraint, Volume, VolumeMount,
+};
+use k8s_openapi::api::rbac::v1::PolicyRule;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::{CustomResource, KubeSchema};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::shared::{SecretKeySelector, ServiceSpec, WorkloadPhase, conditions_schema, default_coder_image};
+
+/// Finalizer that removes the workspace Roles and RoleBindings, also in other namespaces.
+pub const WORKSPACE_RBAC_FINALIZER: &str = "coder.com/workspace-rbac-cleanup";
+/// Environment variable that carries Coder's PostgreSQL connection URL.
+pub const PG_CONNECTION_URL_ENV: &str = "CODER_PG_CONNECTION_URL";
+/// Condition: the database Secret named by `spec.database` resolves to a PostgreSQL URL.
+pub const CONDITION_DATABASE_SECRET_RESOLVED: &str = "DatabaseSecretResolved";
+/// Condition: the control plane owns its operator token Secret.
+pub const CONDITION_OPERATOR_TOKEN_SECRET_OWNED: &str = "OperatorTokenSecretOwned";
+/// Condition: the licence in `spec.licenseSecretRef` is applied in Coder.
+pub const CONDITION_LICENSE_APPLIED: &str = "LicenseApplied";
+
+/// A Coder control plane: the Coder server Deployment, its Service, ServiceAccount, workspace RBAC, exposure, operator
+/// access to Coder's database, licence and entitlements.
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[kube(
+    group = "coder.com",
+    version = "v1alpha1",
+    kind = "CoderControlPlane",
+    plural = "codercontrolplanes",
+    namespaced,
+    status = "CoderControlPlaneStatus",
+    derive = "PartialEq",
+    derive = "Default",
+    doc = "CoderControlPlane runs a Coder server (coderd) and manages its database secret, operator access, licence, entitlements, TLS and exposure.",
+    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
+    printcolumn(name = "URL", type_ = "string", json_path = ".status.url", priority = "1"),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+)]
+#[x_kube(validation = kube::core::Rule::new(
+    "!(has(self.database) && has(self.extraEnv) && self.extraEnv.exists(e, e.name == 'CODER_PG_CONNECTION_URL'))"
+).message("spec.extraEnv must not set CODER_PG_CONNECTION_URL when spec.database.connectionSecretRef is set"))]
+#[serde(rename_all = "camelCase")]
+pub struct CoderControlPlaneSpec {
+    /// Container image of the Coder server.
+    #[serde(default = "default_coder_image")]
+    pub image: String,
+    /// Number of Coder server replicas.
+    #[serde(default = "crate::shared::default_replicas", skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub replicas: Option<i32>,
+    /// Service in front of the Coder server. Defaults to a ClusterIP Service on port 80.
+    #[serde(default)]
+    pub service: ServiceSpec,
+    /// Extra arguments appended after `--http-address=0.0.0.0:8080`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub extra_args: Vec<String>,
+    /// Extra environment variables appended after the ones the operator sets.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 256))]
+    pub extra_env: Vec<EnvVar>,
+    /// Pull secrets for the Coder image.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub image_pull_secrets: Vec<K8sLocalObjectReference>,
+    /// Operator access: a `coder-k8s-operator` user and API token created in Coder's database, used by the operator
+    /// and by the aggregated API server.
+    #[serde(default)]
+    pub operator_access: OperatorAccessSpec,
+    /// Secret key that holds a Coder licence JWT. The key defaults to `license`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub license_secret_ref: Option<SecretKeySelector>,
+    /// ServiceAccount of the Coder server pods.
+    #[serde(default)]
+    pub service_account: ServiceAccountSpec,
+    /// RBAC that lets Coder manage workspace pods.
+    #[serde(default)]
+    pub rbac: RbacSpec,
+    /// Resources of the Coder container.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourceRequirements>,
+    /// Security context of the Coder container.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub security_context: Option<SecurityContext>,
+    /// Security context of the Coder pods.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_security_context: Option<PodSecurityContext>,
+    /// Built-in TLS of the Coder server. A non-empty `secretNames` enables it.
+    #[serde(default)]
+    pub tls: TlsSpec,
+    /// Readiness probe on `/healthz`. Enabled by default.
+    #[serde(default = "default_readiness_probe")]
+    pub readiness_probe: ProbeSpec,
+    /// Liveness probe on `/healthz`. Disabled by default.
+    #[serde(default = "default_liveness_probe")]
+    pub liveness_probe: ProbeSpec,
+    /// Set `CODER_ACCESS_URL` to the in-cluster Service URL unless `extraEnv` or `envFrom` defines it. Default true.
+    #[serde(
+        default = "default_true",
+        rename = "envUseClusterAccessURL",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub env_use_cluster_access_url: Option<bool>,
+    /// Exposure outside the cluster through an Ingress or a Gateway API HTTPRoute.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expose: Option<ExposeSpec>,
+    /// Environment variables from ConfigMaps or Secrets.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64))]
+    #[x_kube(validation = kube::core::Rule::new("self.all(e, !(has(e.configMapRef) && has(e.secretRef)))")
+        .message("each envFrom entry may specify at most one of configMapRef or secretRef"))]
+    pub env_from: Vec<EnvFromSource>,
+    /// Extra volumes of the Coder pods.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volumes: Vec<Volume>,
+    /// Extra volume mounts of the Coder container.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volume_mounts: Vec<VolumeMount>,
+    /// Extra CA certificates, each mounted at `/etc/ssl/certs/<name>.crt`.
+    #[serde(default)]
+    pub certs: CertsSpec,
+    /// Node selector of the Coder pods.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub node_selector: BTreeMap<String, String>,
+    /// Tolerations of the Coder pods.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tolerations: Vec<Toleration>,
+    /// Affinity of the Coder pods.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub affinity: Option<Affinity>,
+    /// Topology spread constraints of the Coder pods.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub topology_spread_constraints: Vec<TopologySpreadConstraint>,
+    /// PostgreSQL connection of the Coder server. The URL stays in the Secret: the Deployment references it with
+    /// `secretKeyRef`, and the operator reads it only for the operator-access bootstrap.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub database: Option<DatabaseSpec>,
+    /// Settings used by CoderTemplateTest objects that reference this control plane.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template_tests: Option<TemplateTestsSpec>,
+    /// Opt-in for CoderAIGatewayKey objects that reference this control plane.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ai_gateway: Option<AIGatewaySpec>,
+    /// Opt-in for CoderMCPServer objects that reference this control plane.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp_servers: Option<MCPServersSpec>,
+}
+
+fn default_true() -> Option<bool> {
+    Some(true)
+}
+
+fn default_readiness_probe() -> ProbeSpec {
+    ProbeSpec {
+        enabled: Some(true),
+        ..ProbeSpec::default()
+    }
+}
+
+fn default_liveness_probe() -> ProbeSpec {
+    ProbeSpec {
+        enabled: Some(false),
+        ..ProbeSpec::default()
+    }
+}
+
+/// Operator access to Coder.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct OperatorAccessSpec {
+    /// Turn operator access off: the operator revokes its token and deletes the token Secret it owns.
+    #[serde(default)]
+    pub disabled: bool,
+    /// Name of the Secret that receives the operator token. Default `<control plane>-operator-token`. The Secret must
+    /// not exist yet or be owned by this control plane.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generated_token_secret_name: Option<String>,
+}
+
+/// ServiceAccount of the Coder server.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ServiceAccountSpec {
+    /// Do not create the ServiceAccount; use an existing one with `name`.
+    #[serde(default)]
+    pub disable_create: bool,
+    /// Name of the ServiceAccount. Default: the control plane name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Annotations of the ServiceAccount (for example a cloud IAM role).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
+    /// Labels of the ServiceAccount.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+}
+
+/// Workspace RBAC of the Coder ServiceAccount.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct RbacSpec {
+    /// Create a Role and RoleBinding that let Coder manage workspace pods and PVCs. Default true.
+    #[serde(default = "default_true", skip_serializing_if = "Option::is_none")]
+    pub workspace_perms: Option<bool>,
+    /// Also allow Deployments in the workspace Role. Default true.
+    #[serde(default = "default_true", skip_serializing_if = "Option::is_none")]
+    pub enable_deployments: Option<bool>,
+    /// Extra rules appended to the workspace Role.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub extra_rules: Vec<PolicyRule>,
+    /// Extra namespaces that receive the workspace Role and RoleBinding.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub workspace_namespaces: Vec<String>,
+}
+
+impl Default for RbacSpec {
+    fn default() -> Self {
+        Self {
+            workspace_perms: default_true(),
+            enable_deployments: default_true(),
+            extra_rules: Vec::new(),
+            workspace_namespaces: Vec::new(),
+        }
+    }
+}
+
+/// Built-in TLS of the Coder server.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct TlsSpec {
+    /// Names of `kubernetes.io/tls` Secrets mounted into the Coder container. Non-empty enables TLS on port 8443.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secret_names: Vec<String>,
+}
+
+/// An HTTP probe on `/healthz` of the Coder container.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ProbeSpec {
+    /// Whether the probe is configured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+    /// Seconds after the container starts before the first probe.
+    #[serde(default)]
+    #[schemars(range(min = 0))]
+    pub initial_delay_seconds: i32,
+    /// Seconds between probes. Default 10.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub period_seconds: Option<i32>,
+    /// Probe timeout in seconds. Default 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub timeout_seconds: Option<i32>,
+    /// Successes needed after a failure. Default 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub success_threshold: Option<i32>,
+    /// Failures before the probe gives up. Default 3.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub failure_threshold: Option<i32>,
+}
+
+/// Exposure of the Coder server outside the cluster. Set at most one of `ingress` and `gateway`.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[x_kube(validation = kube::core::Rule::new("!(has(self.ingress) && has(self.gateway))")
+    .message("only one of ingress or gateway may be set"))]
+#[serde(rename_all = "camelCase")]
+pub struct ExposeSpec {
+    /// Expose through a networking.k8s.io/v1 Ingress named like the control plane.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ingress: Option<IngressExposeSpec>,
+    /// Expose through a gateway.networking.k8s.io/v1 HTTPRoute named like the control plane.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway: Option<GatewayExposeSpec>,
+}
+
+/// Ingress exposure.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct IngressExposeSpec {
+    /// IngressClass name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub class_name: Option<String>,
+    /// Host name of the Coder access URL.
+    #[schemars(length(min = 1))]
+    pub host: String,
+    /// Wildcard host for workspace apps, for example `*.coder.example.com`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wildcard_host: Option<String>,
+    /// Annotations of the Ingress.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
+    /// TLS Secrets of the Ingress.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<IngressTlsSpec>,
+}
+
+/// TLS Secrets of the Ingress.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct IngressTlsSpec {
+    /// Secret with the certificate of `host`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_name: Option<String>,
+    /// Secret with the certificate of `wildcardHost`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wildcard_secret_name: Option<String>,
+}
+
+/// Gateway API exposure.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct GatewayExposeSpec {
+    /// Host name of the Coder access URL.
+    #[schemars(length(min = 1))]
+    pub host: String,
+    /// Wildcard host for workspace apps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wildcard_host: Option<String>,
+    /// Gateways the HTTPRoute attaches to.
+    #[schemars(length(min = 1))]
+    pub parent_refs: Vec<GatewayParentRef>,
+}
+
+/// A Gateway the HTTPRoute attaches to.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct GatewayParentRef {
+    /// Name of the Gateway.
+    #[schemars(length(min = 1))]
+    pub name: String,
+    /// Namespace of the Gateway. Default: the control plane namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// Listener of the Gateway.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub section_name: Option<String>,
+}
+
+/// Extra CA certificates for the Coder server.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct CertsSpec {
+    /// Secret keys with PEM CA certificates.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secrets: Vec<CertSecretSelector>,
+}
+
+/// A Secret key that holds a PEM CA certificate.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct CertSecretSelector {
+    /// Name of the Secret; the certificate is mounted at `/etc/ssl/certs/<name>.crt`.
+    #[schemars(length(min = 1))]
+    pub name: String,
+    /// Key inside the Secret.
+    #[schemars(length(min = 1))]
+    pub key: String,
+}
+
+/// PostgreSQL connection of the Coder server.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[x_kube(
+    validation = kube::core::Rule::new("self.connectionSecretRef.name != ''")
+        .message("connectionSecretRef.name must not be empty"),
+    validation = kube::core::Rule::new("has(self.connectionSecretRef.key) && self.connectionSecretRef.key != ''")
+        .message("connectionSecretRef.key must not be empty")
+)]
+#[serde(rename_all = "camelCase")]
+pub struct DatabaseSpec {
+    /// Secret key in the control plane namespace holding a `postgres://` or `postgresql://` URL. Both `name` and
+    /// `key` are required. The Coder container gets it as `CODER_PG_CONNECTION_URL` through `secretKeyRef`, and the
+    /// operator reads it for the operator-access bootstrap. Do not also set `CODER_PG_CONNECTION_URL` in `extraEnv`.
+    pub connection_secret_ref: SecretKeySelector,
+}
+
+/// Settings for CoderTemplateTest objects.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct TemplateTestsSpec {
+    /// UUID of the Coder user that owns test workspaces. The user must be an active plain member.
+    #[serde(default, rename = "ownerUserID", skip_serializing_if = "Option::is_none")]
+    pub owner_user_id: Option<String>,
+    /// Allow the annotation `coder.com/deletion-policy: retain` on template tests.
+    #[serde(default)]
+    pub allow_retain: bool,
+}
+
+/// Opt-in for AI Gateway keys.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct AIGatewaySpec {
+    /// Allow CoderAIGatewayKey objects to create keys in this Coder deployment. Without it they stall with
+    /// `NotAllowed`.
+    #[serde(default)]
+    pub allow_keys: bool,
+}
+
+/// Opt-in for MCP server configs.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct MCPServersSpec {
+    /// Coder organizations (names) in which CoderMCPServer objects may manage MCP server configs. An object whose
+    /// organization is not listed stalls with `MCPServersNotAllowed`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64))]
+    pub organizations: Vec<String>,
+}
+
+/// Observed state of a CoderControlPlane.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct CoderControlPlaneStatus {
+    /// Generation of the spec that this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// Ready replicas of the Coder Deployment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_replicas: Option<i32>,
+    /// In-cluster URL of the Coder server: `http://<svc>.<ns>.svc.cluster.local:<port>`, or
+    /// `https://<svc>.<ns>.svc.cluster.local:443` with TLS.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// The operator token Secret (key `token`). Absent while operator access is not ready.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operator_token_secret_ref: Option<SecretKeySelector>,
+    /// Whether the operator token works for this control plane.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operator_access_ready: Option<bool>,
+    /// Time of the last successful licence upload.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub license_last_applied: Option<Time>,
+    /// SHA-256 (hex) of the trimmed licence JWT last uploaded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub license_last_applied_hash: Option<String>,
+    /// Licence tier reported by the entitlements.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub license_tier: Option<LicenseTier>,
+    /// Time the entitlements were last read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entitlements_last_checked: Option<Time>,
+    /// Entitlement of the `external_provisioner_daemons` feature.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub external_provisioner_daemons_entitlement: Option<Entitlement>,
+    /// `Ready` once the Coder Deployment has a ready replica.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<WorkloadPhase>,
+    /// Conditions: `DatabaseSecretResolved`, `OperatorTokenSecretOwned`, `LicenseApplied`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "conditions_schema")]
+    pub conditions: Vec<Condition>,
+}
+
+/// Licence tier.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum LicenseTier {
+    /// No licence.
+    None,
+    /// A trial licence.
+    Trial,
+    /// Enterprise features.
+    Enterprise,
+    /// Premium features (`custom_roles` or `multiple_organizations` entitled).
+    Premium,
+    /// Could not be determined.
+    Unknown,
+}
+
+/// Entitlement of a Coder feature.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Entitlement {
+    /// Entitled.
+    Entitled,
+    /// Entitled during the licence's grace period.
+    GracePeriod,
+    /// Not entitled.
+    NotEntitled,
+    /// Could not be determined.
+    Unknown,
+}

@@ -1,0 +1,11 @@
+//! Types of the `coder.com/v1alpha1` custom resources, one module per kind, plus the generators of their CRDs and
+//! reference documentation.
+pub mod ai_gateway_key;
+pub mod ai_provider;
+pub mod control_plane;
+pub mod generate;
+pub mod mcp_server;
+pub mod provisioner;
+pub mod shared;
+pub mod template_test;
+pub mod workspace_proxy;

@@ -1,0 +1,161 @@
+//! `CoderProvisioner`: external provisioner daemons with a provisioner key.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{EnvVar, LocalObjectReference as K8sLocalObjectReference, ResourceRequirements};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::{CustomResource, KubeSchema};
+use serde::{Deserialize, Serialize};
+
+use crate::shared::{ControlPlaneReference, SecretKeySelector, WorkloadPhase, conditions_schema};
+
+/// Finalizer that deletes the provisioner key in Coder.
+pub const PROVISIONER_KEY_FINALIZER: &str = "coder.com/provisioner-key-cleanup";
+/// Data key of the provisioner key in its Secret when `spec.key.secretKey` is empty.
+pub const DEFAULT_KEY_SECRET_KEY: &str = "key";
+
+/// Condition types of a CoderProvisioner.
+pub mod conditions {
+    /// The referenced control plane exists and has a URL.
+    pub const CONTROL_PLANE_READY: &str = "ControlPlaneReady";
+    /// The control plane's operator token can be used.
+    pub const OPERATOR_ACCESS_READY: &str = "OperatorAccessReady";
+    /// The licence entitles external provisioner daemons.
+    pub const EXTERNAL_PROVISIONERS_ENTITLED: &str = "ExternalProvisionersEntitled";
+    /// The provisioner key exists in Coder.
+    pub const PROVISIONER_KEY_READY: &str = "ProvisionerKeyReady";
+    /// The provisioner key Secret holds the key.
+    pub const PROVISIONER_KEY_SECRET_READY: &str = "ProvisionerKeySecretReady";
+    /// The Deployment has ready replicas.
+    pub const DEPLOYMENT_READY: &str = "DeploymentReady";
+    /// Every Secret the pods receive is a marked credential Secret for the control plane's origin.
+    pub const CREDENTIALS_READY: &str = "CredentialsReady";
+}
+
+/// External Coder provisioner daemons (`coder provisioner start`) authenticated with a provisioner key that the
+/// operator creates in Coder.
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[kube(
+    group = "coder.com",
+    version = "v1alpha1",
+    kind = "CoderProvisioner",
+    plural = "coderprovisioners",
+    namespaced,
+    status = "CoderProvisionerStatus",
+    derive = "PartialEq",
+    derive = "Default",
+    doc = "CoderProvisioner runs external Coder provisioner daemons with a provisioner key managed by the operator.",
+    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
+    printcolumn(name = "Replicas", type_ = "integer", json_path = ".status.readyReplicas"),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+)]
+#[serde(rename_all = "camelCase")]
+pub struct CoderProvisionerSpec {
+    /// The CoderControlPlane in the same namespace whose Coder server the daemons connect to.
+    pub control_plane_ref: ControlPlaneReference,
+    /// Coder organization of the provisioner key.
+    #[serde(default = "default_organization")]
+    #[schemars(length(max = 128))]
+    pub organization_name: String,
+    /// The provisioner key.
+    #[serde(default)]
+    pub key: ProvisionerKeySpec,
+    /// Number of provisioner daemon replicas.
+    #[serde(default = "crate::shared::default_replicas", skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub replicas: Option<i32>,
+    /// Provisioner tags attached to the key; they route template and workspace jobs to these daemons.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tags: BTreeMap<String, String>,
+    /// Container image. Empty: the control plane's `spec.image`, then `ghcr.io/coder/coder:latest`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    /// Extra arguments appended after `provisioner start`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub extra_args: Vec<String>,
+    /// Extra environment variables. A `secretKeyRef` must name a credential Secret (label `coder.com/credential=true`,
+    /// annotation `coder.com/credential-destinations` listing the control plane's origin).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub extra_env: Vec<EnvVar>,
+    /// Resources of the provisioner container.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourceRequirements>,
+    /// Pull secrets for the image.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub image_pull_secrets: Vec<K8sLocalObjectReference>,
+    /// Grace period for running builds when a pod stops.
+    #[serde(default = "default_termination_grace", skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub termination_grace_period_seconds: Option<i64>,
+}
+
+fn default_organization() -> String {
+    "default".to_owned()
+}
+
+fn default_termination_grace() -> Option<i64> {
+    Some(600)
+}
+
+/// The provisioner key and its Secret.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ProvisionerKeySpec {
+    /// Name of the key in Coder. Default: the object name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 128))]
+    pub name: Option<String>,
+    /// Secret that receives the key. Default `<name>-provisioner-key`. It must not exist yet: the operator creates and
+    /// owns it, and refuses a Secret it does not own (reason `KeySecretNotOwned`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 253))]
+    pub secret_name: Option<String>,
+    /// Data key of the key in the Secret. Default `key`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 253))]
+    pub secret_key: Option<String>,
+}
+
+/// Observed state of a CoderProvisioner.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct CoderProvisionerStatus {
+    /// Generation of the spec that this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// Ready replicas of the provisioner Deployment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_replicas: Option<i32>,
+    /// `Ready` when every check passed and the Deployment has ready replicas.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<WorkloadPhase>,
+    /// Coder organization ID of the key. Deletion uses it, never the spec.
+    #[serde(default, rename = "organizationID", skip_serializing_if = "Option::is_none")]
+    pub organization_id: Option<String>,
+    /// Coder organization name of the key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub organization_name: Option<String>,
+    /// Coder ID of the provisioner key. Deletion uses it, never the spec.
+    #[serde(default, rename = "provisionerKeyID", skip_serializing_if = "Option::is_none")]
+    pub provisioner_key_id: Option<String>,
+    /// Name of the provisioner key in Coder.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provisioner_key_name: Option<String>,
+    /// Hash (FNV) of the sorted tags of the key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tags_hash: Option<String>,
+    /// Control plane the key was created for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub control_plane_ref_name: Option<String>,
+    /// URL of that control plane when the key was created.
+    #[serde(default, rename = "controlPlaneURL", skip_serializing_if = "Option::is_none")]
+    pub control_plane_url: Option<String>,
+    /// Secret that holds the provisioner key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_ref: Option<SecretKeySelector>,
+    /// Conditions: `ControlPlaneReady`, `OperatorAccessReady`, `ExternalProvisionersEntitled`, `ProvisionerKeyReady`,
+    /// `ProvisionerKeySecretReady`, `CredentialsReady`, `DeploymentReady`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "conditions_schema")]
+    pub conditions: Vec<Condition>,
+}

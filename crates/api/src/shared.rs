@@ -1,0 +1,154 @@
+//! Types shared by several kinds, and the constants of the compatibility contract.
+
+use std::collections::BTreeMap;
+
+use kube::KubeSchema;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// API group of every custom resource.
+pub const GROUP: &str = "coder.com";
+/// API version of every custom resource.
+pub const VERSION: &str = "v1alpha1";
+/// Data key of a token in a token Secret when the reference names no key.
+pub const DEFAULT_TOKEN_SECRET_KEY: &str = "token";
+/// Data key of a licence JWT when `licenseSecretRef.key` is empty.
+pub const DEFAULT_LICENSE_SECRET_KEY: &str = "license";
+/// Image used when a spec names none.
+pub const DEFAULT_CODER_IMAGE: &str = "ghcr.io/coder/coder:latest";
+
+/// Label that marks a Secret as a credential a proxy or provisioner may use.
+pub const CREDENTIAL_LABEL: &str = "coder.com/credential";
+/// Annotation that lists the origins a credential Secret may be sent to (comma separated).
+pub const CREDENTIAL_DESTINATIONS_ANNOTATION: &str = "coder.com/credential-destinations";
+
+/// A reference to one key of a Secret in the namespace of the object.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct SecretKeySelector {
+    /// Name of the Secret.
+    pub name: String,
+    /// Key inside the Secret. Each field that uses this type documents its default key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+}
+
+impl SecretKeySelector {
+    /// The key, or `default` when the reference names none.
+    pub fn key_or<'a>(&'a self, default: &'a str) -> &'a str {
+        match self.key.as_deref() {
+            Some(key) if !key.is_empty() => key,
+            _ => default,
+        }
+    }
+}
+
+/// A reference to a CoderControlPlane in the same namespace.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ControlPlaneReference {
+    /// Name of the CoderControlPlane in the same namespace.
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+}
+
+/// A reference to an object by name in the same namespace.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct LocalObjectReference {
+    /// Name of the referenced object.
+    pub name: String,
+}
+
+/// How a workload is exposed as a Kubernetes Service.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ServiceSpec {
+    /// Service type.
+    #[serde(default = "default_service_type", rename = "type")]
+    pub type_: ServiceType,
+    /// Service port.
+    #[serde(default = "default_service_port")]
+    #[schemars(range(min = 1, max = 65535))]
+    pub port: i32,
+    /// Annotations added to the Service.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
+}
+
+impl Default for ServiceSpec {
+    fn default() -> Self {
+        Self {
+            type_: default_service_type(),
+            port: default_service_port(),
+            annotations: BTreeMap::new(),
+        }
+    }
+}
+
+fn default_service_type() -> ServiceType {
+    ServiceType::ClusterIP
+}
+
+fn default_service_port() -> i32 {
+    80
+}
+
+/// Kubernetes Service types.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ServiceType {
+    /// A cluster-internal virtual IP.
+    #[default]
+    ClusterIP,
+    /// A port on every node.
+    NodePort,
+    /// An external load balancer.
+    LoadBalancer,
+}
+
+impl ServiceType {
+    /// The value Kubernetes uses in `Service.spec.type`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ClusterIP => "ClusterIP",
+            Self::NodePort => "NodePort",
+            Self::LoadBalancer => "LoadBalancer",
+        }
+    }
+}
+
+/// Phase of a long-running workload object.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum WorkloadPhase {
+    /// Not ready yet; the conditions say why.
+    #[default]
+    Pending,
+    /// Ready to serve.
+    Ready,
+}
+
+/// Default of `replicas` fields.
+pub(crate) fn default_replicas() -> Option<i32> {
+    Some(1)
+}
+
+/// Default of `image` fields that fall back to the Coder image.
+pub(crate) fn default_coder_image() -> String {
+    DEFAULT_CODER_IMAGE.to_owned()
+}
+
+#[allow(dead_code)]
+pub(crate) fn is_false(value: &bool) -> bool {
+    !*value
+}
+
+/// Schema of a `conditions` list: `metav1.Condition` items, merged by `type` under server-side apply.
+pub(crate) fn conditions_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    let item = generator.subschema_for::<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>();
+    schemars::json_schema!({
+        "type": "array",
+        "items": item,
+        "x-kubernetes-list-type": "map",
+        "x-kubernetes-list-map-keys": ["type"],
+    })
+}

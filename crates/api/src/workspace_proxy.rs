@@ -1,0 +1,121 @@
+//! `CoderWorkspaceProxy`: a Coder workspace proxy (`coder wsproxy server`) Deployment and Service.
+
+use k8s_openapi::api::core::v1::{EnvVar, LocalObjectReference as K8sLocalObjectReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::{CustomResource, KubeSchema};
+use serde::{Deserialize, Serialize};
+
+use crate::shared::{SecretKeySelector, ServiceSpec, WorkloadPhase, conditions_schema, default_coder_image};
+
+/// Condition types of a CoderWorkspaceProxy.
+pub mod conditions {
+    /// The proxy is registered in Coder and its token Secret is ready (bootstrap mode).
+    pub const PROXY_REGISTERED: &str = "ProxyRegistered";
+    /// Every Secret the pods receive is a marked credential Secret for the Coder origin.
+    pub const CREDENTIALS_READY: &str = "CredentialsReady";
+    /// The Deployment has ready replicas.
+    pub const DEPLOYMENT_READY: &str = "DeploymentReady";
+}
+
+/// A Coder workspace proxy: either with a proxy token you supply (direct mode) or registered in Coder by the operator
+/// (bootstrap mode).
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[kube(
+    group = "coder.com",
+    version = "v1alpha1",
+    kind = "CoderWorkspaceProxy",
+    plural = "coderworkspaceproxies",
+    namespaced,
+    status = "WorkspaceProxyStatus",
+    derive = "PartialEq",
+    derive = "Default",
+    doc = "CoderWorkspaceProxy runs a Coder workspace proxy and, in bootstrap mode, registers it in Coder.",
+    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
+    printcolumn(name = "Registered", type_ = "boolean", json_path = ".status.registered"),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkspaceProxySpec {
+    /// Container image.
+    #[serde(default = "default_coder_image")]
+    pub image: String,
+    /// Number of proxy replicas.
+    #[serde(default = "crate::shared::default_replicas", skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub replicas: Option<i32>,
+    /// Service in front of the proxy. Defaults to a ClusterIP Service on port 80.
+    #[serde(default)]
+    pub service: ServiceSpec,
+    /// URL of the primary Coder deployment. Defaults to `bootstrap.coderURL` in bootstrap mode.
+    #[serde(default, rename = "primaryAccessURL", skip_serializing_if = "Option::is_none")]
+    pub primary_access_url: Option<String>,
+    /// Secret key with the proxy session token (direct mode). The key defaults to `token`. The Secret must be a
+    /// credential Secret for the origin of the primary access URL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proxy_session_token_secret_ref: Option<SecretKeySelector>,
+    /// Register the proxy in Coder and generate its token (bootstrap mode).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bootstrap: Option<ProxyBootstrapSpec>,
+    /// Run only the DERP relay.
+    #[serde(default)]
+    pub derp_only: bool,
+    /// Extra arguments appended after `wsproxy server --http-address=0.0.0.0:3001`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub extra_args: Vec<String>,
+    /// Extra environment variables. A `secretKeyRef` must name a credential Secret for the Coder origin.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub extra_env: Vec<EnvVar>,
+    /// Pull secrets for the image.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub image_pull_secrets: Vec<K8sLocalObjectReference>,
+}
+
+/// Registration of the proxy in Coder by the operator.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ProxyBootstrapSpec {
+    /// URL of the Coder deployment to register with.
+    #[serde(rename = "coderURL")]
+    #[schemars(length(min = 1))]
+    pub coder_url: String,
+    /// Secret key with a Coder session token that may manage workspace proxies. The key defaults to `token`. The
+    /// Secret must be a credential Secret for the origin of `coderURL`.
+    pub credentials_secret_ref: SecretKeySelector,
+    /// Name of the proxy in Coder. Default: the object name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proxy_name: Option<String>,
+    /// Display name of the proxy in Coder.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub display_name: Option<String>,
+    /// Icon of the proxy in Coder.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub icon: Option<String>,
+    /// Secret that receives the generated proxy token. Default `<name>-proxy-token`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generated_token_secret_name: Option<String>,
+}
+
+/// Observed state of a CoderWorkspaceProxy.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkspaceProxyStatus {
+    /// Generation of the spec that this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// Ready replicas of the proxy Deployment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_replicas: Option<i32>,
+    /// Whether the proxy is registered in Coder (bootstrap mode).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub registered: Option<bool>,
+    /// Secret with the proxy token the pods use.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proxy_token_secret_ref: Option<SecretKeySelector>,
+    /// `Ready` when the Deployment has ready replicas.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<WorkloadPhase>,
+    /// Conditions.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "conditions_schema")]
+    pub conditions: Vec<Condition>,
+}

@@ -1,0 +1,176 @@
+//! Runs the components of the selected `--app` mode until SIGTERM or SIGINT.
+
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::admin::{self, AdminState};
+use crate::cli::{AppMode, Args, Settings, StartupError};
+use crate::{aggregated, controller, leader, mcp};
+
+/// Checks every startup rule of the mode before anything listens, so flag errors exit at once.
+pub fn startup_checks(args: &Args) -> Result<Settings, StartupError> {
+    let settings = args.validate()?;
+    match settings.mode {
+        AppMode::McpHttp => {
+            mcp::read_token_file(args.mcp_token_file.as_deref())?;
+        }
+        AppMode::AggregatedApiserver => {
+            aggregated::standalone_backend(
+                settings.coder_url.as_ref(),
+                &args.coder_session_token,
+                &args.coder_namespace,
+            )?;
+        }
+        AppMode::All | AppMode::Controller => {}
+    }
+    Ok(settings)
+}
+
+/// Runs the process after [`startup_checks`] passed.
+pub async fn run(args: Args, settings: Settings) -> Result<()> {
+    let mut registry = Registry::default();
+    let leader_gauge = Gauge::<i64>::default();
+    registry.register(
+        "coder_k8s_leader",
+        "1 while this replica holds the controller leader Lease",
+        leader_gauge.clone(),
+    );
+    let admin_state = AdminState::new(registry);
+    let listener = TcpListener::bind(&settings.health_probe_bind_address)
+        .await
+        .with_context(|| format!("listen on --health-probe-bind-address {}", settings.health_probe_bind_address))?;
+    tracing::info!(address = %settings.health_probe_bind_address, mode = settings.mode.as_str(), "serving /healthz, /readyz and /metrics");
+
+    let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    let admin_shutdown = wait_for(shutdown_rx.clone());
+    let admin = tokio::spawn(
+        axum::serve(listener, admin::router(admin_state.clone()))
+            .with_graceful_shutdown(admin_shutdown)
+            .into_future(),
+    );
+
+    let components = run_components(&args, &settings, admin_state, leader_gauge, shutdown_rx);
+    let result = tokio::select! {
+        result = components => result,
+        () = shutdown_signal() => {
+            tracing::info!("shutdown signal received; stopping");
+            Ok(())
+        }
+    };
+    let _ = shutdown_tx.send(true);
+    match tokio::time::timeout(Duration::from_secs(10), admin).await {
+        Ok(Ok(Ok(()))) | Err(_) => {}
+        Ok(Ok(Err(error))) => tracing::warn!(%error, "admin server stopped with an error"),
+        Ok(Err(error)) => tracing::warn!(%error, "admin server task failed"),
+    }
+    result
+}
+
+async fn run_components(
+    args: &Args,
+    settings: &Settings,
+    admin_state: AdminState,
+    leader_gauge: Gauge<i64>,
+    shutdown: watch::Receiver<bool>,
+) -> Result<()> {
+    match settings.mode {
+        AppMode::McpHttp => {
+            tracing::warn!("the MCP server is not built yet; serving health only");
+            admin_state.set_ready(true);
+            wait_for(shutdown).await;
+            Ok(())
+        }
+        AppMode::AggregatedApiserver => {
+            let backend = aggregated::standalone_backend(
+                settings.coder_url.as_ref(),
+                &args.coder_session_token,
+                &args.coder_namespace,
+            )?;
+            tracing::warn!(configured = backend.is_some(), "the aggregated API server is not built yet; serving health only");
+            admin_state.set_ready(true);
+            wait_for(shutdown).await;
+            Ok(())
+        }
+        AppMode::All | AppMode::Controller => {
+            if settings.mode == AppMode::All {
+                tracing::warn!("the aggregated API server is not built yet; running the controller part of --app=all");
+            }
+            let client = kube::Client::try_default()
+                .await
+                .context("connect to Kubernetes (in-cluster config, KUBECONFIG or ~/.kube/config)")?;
+            run_controller(client, settings.leader_elect, admin_state, leader_gauge, shutdown).await
+        }
+    }
+}
+
+async fn run_controller(
+    client: kube::Client,
+    leader_elect: bool,
+    admin_state: AdminState,
+    leader_gauge: Gauge<i64>,
+    shutdown: watch::Receiver<bool>,
+) -> Result<()> {
+    admin_state.set_ready(true);
+    tracing::warn!(kinds = ?controller::KINDS, "the reconcilers are not built yet; nothing is reconciled");
+    if !leader_elect {
+        leader_gauge.set(1);
+        wait_for(shutdown).await;
+        return Ok(());
+    }
+    let namespace = leader::current_lease_namespace();
+    let mut leading = leader::elect(client, &namespace)
+        .await
+        .with_context(|| format!("start leader election on Lease {namespace}/{}", leader::LEASE_NAME))?;
+    let mut shutdown = shutdown;
+    loop {
+        let is_leader = *leading.borrow_and_update();
+        leader_gauge.set(i64::from(is_leader));
+        tracing::info!(lease = leader::LEASE_NAME, %namespace, is_leader, "leader election state");
+        tokio::select! {
+            changed = leading.changed() => {
+                if changed.is_err() {
+                    anyhow::bail!("leader election stopped");
+                }
+                if is_leader && !*leading.borrow() {
+                    // Another replica took over: exit so a restart starts from a clean state.
+                    anyhow::bail!("lost the leader Lease {namespace}/{}", leader::LEASE_NAME);
+                }
+            }
+            _ = shutdown.changed() => return Ok(()),
+        }
+    }
+}
+
+async fn wait_for(mut shutdown: watch::Receiver<bool>) {
+    while !*shutdown.borrow_and_update() {
+        if shutdown.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = term => {}
+    }
+}

@@ -1,0 +1,214 @@
+//! Command-line flags and their startup validation. The error texts are part of the v0.1.5 contract.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Parser;
+
+use crate::duration::parse_go_duration;
+
+/// The modes of `--app`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AppMode {
+    /// Controllers plus the aggregated API server (the default). Never the MCP server.
+    All,
+    /// Controllers only.
+    Controller,
+    /// The aggregated API server only, with a static Coder backend from the flags.
+    AggregatedApiserver,
+    /// The MCP server only.
+    McpHttp,
+}
+
+impl AppMode {
+    /// Parses `--app`; an unknown value gets the exact v0.1.5 error.
+    pub fn parse(value: &str) -> Result<Self, StartupError> {
+        match value {
+            "all" => Ok(Self::All),
+            "controller" => Ok(Self::Controller),
+            "aggregated-apiserver" => Ok(Self::AggregatedApiserver),
+            "mcp-http" => Ok(Self::McpHttp),
+            other => Err(StartupError(format!(
+                "assertion failed: unsupported --app value {other:?}; must be one of: all, controller, aggregated-apiserver, mcp-http"
+            ))),
+        }
+    }
+
+    /// The value as written on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::All => "all",
+            Self::Controller => "controller",
+            Self::AggregatedApiserver => "aggregated-apiserver",
+            Self::McpHttp => "mcp-http",
+        }
+    }
+}
+
+/// Log output format.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    #[default]
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Flags of the `coder-k8s` binary.
+#[derive(Parser, Debug, Clone)]
+#[command(name = "coder-k8s", version, about = "Kubernetes operator, aggregated API server and MCP server for Coder")]
+pub struct Args {
+    /// Component to run: all, controller, aggregated-apiserver or mcp-http.
+    #[arg(long, default_value = "all")]
+    pub app: String,
+    /// Coder URL for the standalone aggregated API server.
+    #[arg(long, default_value = "")]
+    pub coder_url: String,
+    /// Coder session token (owner) for the standalone aggregated API server.
+    #[arg(long, default_value = "", env = "CODER_SESSION_TOKEN", hide_env_values = true)]
+    pub coder_session_token: String,
+    /// Kubernetes namespace that the standalone aggregated API server serves.
+    #[arg(long, default_value = "")]
+    pub coder_namespace: String,
+    /// Timeout of every Coder API call (Go duration, for example 30s). 0 means 30s.
+    #[arg(long, default_value = "30s")]
+    pub coder_request_timeout: String,
+    /// File with the MCP bearer token (required for --app=mcp-http).
+    #[arg(long)]
+    pub mcp_token_file: Option<PathBuf>,
+    /// Address of the health, readiness and metrics server.
+    #[arg(long, default_value = "0.0.0.0:8081")]
+    pub health_probe_bind_address: String,
+    /// Log format.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+    /// Leader election on the Lease `coder-k8s-controller.coder.com`. Only the holder runs the controllers.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub leader_elect: bool,
+}
+
+/// A startup error: printed as is, exit code 1.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct StartupError(pub String);
+
+/// Validated settings derived from [`Args`].
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub mode: AppMode,
+    pub coder_url: Option<url::Url>,
+    pub coder_request_timeout: Duration,
+    pub health_probe_bind_address: String,
+    pub log_format: LogFormat,
+    pub leader_elect: bool,
+}
+
+/// Default Coder request timeout.
+pub const DEFAULT_CODER_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+impl Args {
+    /// Validates the flags that every mode checks at startup.
+    pub fn validate(&self) -> Result<Settings, StartupError> {
+        let mode = AppMode::parse(&self.app)?;
+        let coder_url = if self.coder_url.is_empty() {
+            None
+        } else {
+            Some(validate_coder_url(&self.coder_url)?)
+        };
+        Ok(Settings {
+            mode,
+            coder_url,
+            coder_request_timeout: validate_request_timeout(&self.coder_request_timeout)?,
+            health_probe_bind_address: self.health_probe_bind_address.clone(),
+            log_format: self.log_format,
+            leader_elect: self.leader_elect,
+        })
+    }
+}
+
+/// `--coder-url` must parse, have a scheme and a host, and use http or https (case-insensitive).
+pub fn validate_coder_url(value: &str) -> Result<url::Url, StartupError> {
+    let invalid = |reason: &str| StartupError(format!("assertion failed: invalid --coder-url {value:?}: {reason}"));
+    const NEEDS: &str = "must include scheme and host (for example, https://coder.example.com)";
+    if !value.contains("://") {
+        // A relative reference such as `coder.example.com` has neither scheme nor host.
+        return Err(invalid(NEEDS));
+    }
+    let parsed = match url::Url::parse(value) {
+        Ok(parsed) => parsed,
+        Err(url::ParseError::EmptyHost) => return Err(invalid(NEEDS)),
+        Err(error) => return Err(invalid(&error.to_string())),
+    };
+    if parsed.host_str().is_none_or(str::is_empty) {
+        return Err(invalid(NEEDS));
+    }
+    if !matches!(parsed.scheme(), "http" | "https") {
+        return Err(invalid("scheme must be http or https"));
+    }
+    Ok(parsed)
+}
+
+/// `--coder-request-timeout`: a Go duration; 0 means the 30 s default; negative is an error.
+pub fn validate_request_timeout(value: &str) -> Result<Duration, StartupError> {
+    let parsed = parse_go_duration(value).map_err(|error| {
+        StartupError(format!("assertion failed: invalid --coder-request-timeout {value:?}: {error}"))
+    })?;
+    if parsed.negative {
+        return Err(StartupError(format!(
+            "assertion failed: coder request timeout must not be negative (got {value:?})"
+        )));
+    }
+    Ok(if parsed.duration.is_zero() { DEFAULT_CODER_REQUEST_TIMEOUT } else { parsed.duration })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_app_has_the_contract_message() {
+        let error = AppMode::parse("bogus").unwrap_err();
+        assert_eq!(
+            error.0,
+            r#"assertion failed: unsupported --app value "bogus"; must be one of: all, controller, aggregated-apiserver, mcp-http"#
+        );
+        for mode in [AppMode::All, AppMode::Controller, AppMode::AggregatedApiserver, AppMode::McpHttp] {
+            assert_eq!(AppMode::parse(mode.as_str()), Ok(mode));
+        }
+    }
+
+    #[test]
+    fn coder_url_rules() {
+        assert!(validate_coder_url("https://coder.example.com").is_ok());
+        assert!(validate_coder_url("HTTP://coder.example.com:8080/").is_ok());
+        assert_eq!(
+            validate_coder_url("coder.example.com").unwrap_err().0,
+            r#"assertion failed: invalid --coder-url "coder.example.com": must include scheme and host (for example, https://coder.example.com)"#
+        );
+        assert_eq!(
+            validate_coder_url("http://").unwrap_err().0,
+            r#"assertion failed: invalid --coder-url "http://": must include scheme and host (for example, https://coder.example.com)"#
+        );
+        assert_eq!(
+            validate_coder_url("ftp://coder.example.com").unwrap_err().0,
+            r#"assertion failed: invalid --coder-url "ftp://coder.example.com": scheme must be http or https"#
+        );
+        let parse_error = validate_coder_url("http://exa mple.com").unwrap_err().0;
+        assert!(parse_error.starts_with(r#"assertion failed: invalid --coder-url "http://exa mple.com": "#));
+    }
+
+    #[test]
+    fn request_timeout_rules() {
+        assert_eq!(validate_request_timeout("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(validate_request_timeout("0"), Ok(DEFAULT_CODER_REQUEST_TIMEOUT));
+        assert_eq!(validate_request_timeout("1m30s"), Ok(Duration::from_secs(90)));
+        assert!(
+            validate_request_timeout("-5s")
+                .unwrap_err()
+                .0
+                .starts_with("assertion failed: coder request timeout must not be negative")
+        );
+        assert!(validate_request_timeout("soon").is_err());
+    }
+}

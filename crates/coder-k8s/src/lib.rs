@@ -1,0 +1,11 @@
+//! The `coder-k8s` process: one binary whose `--app` selects the controllers, the aggregated API server or the MCP
+//! server.
+pub mod admin;
+pub mod aggregated;
+pub mod app;
+pub mod cli;
+pub mod controller;
+pub mod duration;
+pub mod leader;
+pub mod mcp;
+pub mod telemetry;

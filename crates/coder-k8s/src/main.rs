@@ -1,0 +1,28 @@
+use std::process::ExitCode;
+
+use clap::Parser;
+use coder_k8s::{app, cli::Args, telemetry};
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    telemetry::init(args.log_format);
+    let settings = match app::startup_checks(&args) {
+        Ok(settings) => settings,
+        Err(error) => return fail(&error),
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(error) => return fail(&error),
+    };
+    match runtime.block_on(app::run(args, settings)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => fail(&format!("{error:#}")),
+    }
+}
+
+/// Logs `application failed` and prints the error alone on stderr, then exits 1 (the v0.1.5 behaviour).
+fn fail(error: &dyn std::fmt::Display) -> ExitCode {
+    tracing::error!(logger = "setup", error = %error, "application failed");
+    eprintln!("{error}");
+    ExitCode::from(1)
+}

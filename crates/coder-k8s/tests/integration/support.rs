@@ -1,0 +1,66 @@
+//! Helpers shared by the integration tests.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+
+use coder_k8s_testenv::ControlPlane;
+use tokio::sync::OnceCell;
+
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The shared control plane with every CRD installed and Established (once per test process).
+pub async fn control_plane_with_crds() -> &'static ControlPlane {
+    static INSTALLED: OnceCell<()> = OnceCell::const_new();
+    let cp = coder_k8s_testenv::shared().await.expect("start the test control plane");
+    INSTALLED
+        .get_or_init(|| async {
+            let out = kubectl(cp, &["apply", "--server-side", "-f", &path("config/crd/bases")], None);
+            assert_success(&out, "install CRDs");
+            let out = kubectl(
+                cp,
+                &["wait", "--for=condition=Established", "crd", "--all", "--timeout=60s"],
+                None,
+            );
+            assert_success(&out, "wait for CRDs");
+        })
+        .await;
+    cp
+}
+
+pub fn path(relative: &str) -> String {
+    repo_root().join(relative).display().to_string()
+}
+
+/// Runs the real kubectl against the control plane, with optional stdin.
+pub fn kubectl(cp: &ControlPlane, args: &[&str], stdin: Option<&str>) -> Output {
+    let mut command: Command = cp.kubectl();
+    command.args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
+    if stdin.is_some() {
+        command.stdin(Stdio::piped());
+    }
+    let mut child = command.spawn().expect("run kubectl");
+    if let Some(input) = stdin {
+        child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    }
+    child.wait_with_output().expect("wait for kubectl")
+}
+
+pub fn assert_success(out: &Output, what: &str) {
+    assert!(
+        out.status.success(),
+        "{what} failed: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+pub fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}

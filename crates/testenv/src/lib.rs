@@ -1,0 +1,43 @@
+//! A real etcd + kube-apiserver (and optionally kube-controller-manager, kube-scheduler and kwok) for
+//! integration tests and a local developer environment.
+//!
+//! The binaries are built from published Go modules by `hack/build-testenv.sh` into a cache under
+//! `~/.cache/coder-k8s/testenv`; the first start on a machine runs that build (it can take 20+ minutes).
+//!
+//! ```no_run
+//! # async fn example() -> anyhow::Result<()> {
+//! let cp = coder_k8s_testenv::shared().await?;
+//! let ns = cp.namespace("my-test").await?;
+//! let client = cp.client()?;
+//! # let _ = (ns, client);
+//! # Ok(())
+//! # }
+//! ```
+
+mod binaries;
+mod control_plane;
+mod kubeconfig;
+pub mod kwok;
+mod namespace;
+mod pki;
+mod process;
+
+pub use binaries::{Binaries, build_script};
+pub use control_plane::{ControlPlane, ControlPlaneBuilder, DEFAULT_STARTUP_TIMEOUT};
+pub use kubeconfig::CONTEXT_NAME;
+pub use namespace::TestNamespace;
+pub use pki::{ADMIN_USER, Pki};
+pub use process::{ManagedProcess, is_alive, log_tail, send_signal};
+
+use anyhow::Result;
+use tokio::sync::OnceCell;
+
+/// The control plane shared by every test in this process (etcd + kube-apiserver, no KCM), started on
+/// first use. Nothing in it is tied to the runtime that started it, so every `#[tokio::test]` can use it;
+/// take clients from [`ControlPlane::client`] in each test. Its processes stop and its temp dir is removed
+/// shortly after the test process exits. Isolate tests with [`ControlPlane::namespace`].
+pub async fn shared() -> Result<&'static ControlPlane> {
+    static SHARED: OnceCell<ControlPlane> = OnceCell::const_new();
+    // If the starting test is cancelled or fails, the next caller tries again.
+    SHARED.get_or_try_init(|| ControlPlane::builder().start()).await
+}

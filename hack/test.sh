@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The whole test suite, exactly as CI runs it (.ci/run calls this script):
+# format check, clippy, generated-file drift check, unit and integration tests on a real etcd + kube-apiserver.
+# It builds the Go test control plane into ~/.cache/coder-k8s when missing.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+source hack/lib.sh
+
+require_tool cargo "install Rust with rustup (https://rustup.rs); rust-toolchain.toml pins the version"
+require_tool go "install Go 1.26 (https://go.dev/dl); it builds the test control plane only"
+require_tool kubectl "install kubectl v1.32 or newer (https://kubernetes.io/docs/tasks/tools/)"
+
+step "build the test control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok) if missing"
+hack/build-testenv.sh
+
+step "cargo fmt --check"
+cargo fmt --all -- --check
+
+step "cargo clippy (warnings are errors)"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+
+step "generated files are up to date (CRDs, API reference, dist/install.yaml)"
+cargo xtask check
+
+step "cargo test (unit tests and integration tests on the real control plane)"
+cargo test --workspace --locked -- --test-threads="${CODER_K8S_TEST_THREADS:-4}"
