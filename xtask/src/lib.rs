@@ -58,7 +58,9 @@ pub fn generated_files(root: &Path) -> Result<Vec<GeneratedFile>> {
     });
 
     let mut install = String::from(generate::GENERATED_HEADER);
-    install.push_str("# Controller-only install bundle: namespace, CRDs, operator RBAC, Deployment (--app=controller).\n");
+    install.push_str(
+        "# Controller-only install bundle: namespace, CRDs, operator RBAC, Deployment (--app=controller).\n",
+    );
     let mut documents = vec![read(root, "config/default/namespace-coder-system.yaml")?];
     documents.extend(crd_docs.iter().map(|d| strip_header(d).to_owned()));
     for path in INSTALL_RBAC {
@@ -88,14 +90,19 @@ fn controller_deployment(yaml: &str) -> Result<String> {
         .and_then(serde_json::Value::as_object_mut)
         .context("deploy/deployment.yaml has no container")?;
     container.insert("args".into(), serde_json::json!(["--app=controller"]));
-    if let Some(ports) = container.get_mut("ports").and_then(serde_json::Value::as_array_mut) {
+    if let Some(ports) = container
+        .get_mut("ports")
+        .and_then(serde_json::Value::as_array_mut)
+    {
         ports.retain(|p| p.get("name").and_then(serde_json::Value::as_str) == Some("health"));
     }
     serde_saphyr::to_string(&deployment).context("serialise the controller Deployment")
 }
 
 fn strip_header(document: &str) -> &str {
-    document.strip_prefix(generate::GENERATED_HEADER).unwrap_or(document)
+    document
+        .strip_prefix(generate::GENERATED_HEADER)
+        .unwrap_or(document)
 }
 
 fn read(root: &Path, path: &str) -> Result<String> {

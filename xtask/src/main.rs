@@ -19,7 +19,9 @@ fn main() -> ExitCode {
                 for path in &drifted {
                     eprintln!("out of date: {}", path.display());
                 }
-                anyhow::bail!("generated files drifted from the Rust types; run `cargo xtask generate` and commit")
+                anyhow::bail!(
+                    "generated files drifted from the Rust types; run `cargo xtask generate` and commit"
+                )
             }
         }),
         _ => Err(anyhow::anyhow!("usage: cargo xtask generate|check")),

@@ -26,7 +26,7 @@ pub const DEFAULT_ROTATION_INTERVAL: &str = "720h";
 /// Default grace period before a replaced key is deleted.
 pub const DEFAULT_GRACE_PERIOD: &str = "1h";
 /// Go duration syntax accepted by `rotationInterval` and `gracePeriod` (no sign, no `µs`).
-pub const DURATION_PATTERN: &str = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$";
+pub const DURATION_PATTERN: &str = "^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$";
 /// Longest Secret name (a DNS subdomain).
 const MAX_SECRET_NAME_LENGTH: usize = 253;
 
@@ -65,7 +65,7 @@ pub const REASON_ROTATING: &str = "Rotating";
 pub const REASON_DELETING: &str = "Deleting";
 
 /// One Coder AI Gateway key, kept in a Secret that the object owns and rotated on a schedule.
-#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[kube(
     group = "coder.com",
     version = "v1alpha1",
@@ -78,16 +78,26 @@ pub const REASON_DELETING: &str = "Deleting";
     doc = "CoderAIGatewayKey keeps one Coder AI Gateway key in a Secret that the object owns: the operator creates the key, rotates it, deletes replaced keys after a grace period and deletes every key of the object when the object is deleted. The control plane must opt in with spec.aiGateway.allowKeys.",
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
     printcolumn(name = "Secret", type_ = "string", json_path = ".status.secretRef.name"),
-    printcolumn(name = "Key", type_ = "string", json_path = ".status.currentKey.name", priority = "1"),
-    printcolumn(name = "Reason", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].reason", priority = "1"),
+    printcolumn(
+        name = "Key",
+        type_ = "string",
+        json_path = ".status.currentKey.name",
+        priority = "1"
+    ),
+    printcolumn(
+        name = "Reason",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].reason",
+        priority = "1"
+    ),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
 )]
 #[x_kube(
     validation = kube::core::Rule::new(
-        "!has(self.rotationInterval) || duration(self.rotationInterval) >= duration('1h')"
+        "!has(self.rotationInterval) || !self.rotationInterval.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || duration(self.rotationInterval) >= duration('1h')"
     ).message("rotationInterval must be at least 1h"),
     validation = kube::core::Rule::new(
-        "!has(self.rotationInterval) || !has(self.gracePeriod) || duration(self.gracePeriod) < duration(self.rotationInterval)"
+        "!has(self.rotationInterval) || !has(self.gracePeriod) || !self.rotationInterval.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || !self.gracePeriod.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || duration(self.gracePeriod) < duration(self.rotationInterval)"
     ).message("gracePeriod must be shorter than rotationInterval"),
     validation = kube::core::Rule::new(
         "has(self.secretName) == has(oldSelf.secretName) && (!has(self.secretName) || self.secretName == oldSelf.secretName)"
@@ -167,7 +177,10 @@ impl CoderAIGatewayKey {
 
 /// The object UID as it appears in key names: without dashes, lowercase.
 fn compact_uid(uid: &str) -> String {
-    uid.chars().filter(|c| *c != '-').map(|c| c.to_ascii_lowercase()).collect()
+    uid.chars()
+        .filter(|c| *c != '-')
+        .map(|c| c.to_ascii_lowercase())
+        .collect()
 }
 
 /// Prefix of every key name of the object with this UID: `ck8s-<uid without dashes>-`. The operator and the cleanup
@@ -204,14 +217,17 @@ pub fn default_secret_name(object_name: &str) -> String {
         end -= 1;
     }
     let prefix = object_name[..end].trim_end_matches(['-', '.']);
-    format!("{prefix}-{:08x}{DEFAULT_SECRET_NAME_SUFFIX}", fnv32a(object_name.as_bytes()))
+    format!(
+        "{prefix}-{:08x}{DEFAULT_SECRET_NAME_SUFFIX}",
+        fnv32a(object_name.as_bytes())
+    )
 }
 
 /// 32-bit FNV-1a hash.
 fn fnv32a(bytes: &[u8]) -> u32 {
-    bytes
-        .iter()
-        .fold(0x811c_9dc5_u32, |hash, byte| (hash ^ u32::from(*byte)).wrapping_mul(0x0100_0193))
+    bytes.iter().fold(0x811c_9dc5_u32, |hash, byte| {
+        (hash ^ u32::from(*byte)).wrapping_mul(0x0100_0193)
+    })
 }
 
 /// Observed state of a CoderAIGatewayKey.
@@ -236,7 +252,11 @@ pub struct CoderAIGatewayKeyStatus {
     pub pending_key: Option<PendingAIGatewayKey>,
     /// Deployment ID (from `GET /api/v2/buildinfo`) of the Coder deployment that holds the keys. When the control
     /// plane reaches another deployment, the object stalls with `CoderDeploymentChanged`.
-    #[serde(default, rename = "coderDeploymentID", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        rename = "coderDeploymentID",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub coder_deployment_id: Option<String>,
     /// `Pending` while the operator works, `Ready` when the current key is in the Secret, `Stalled` when a person
     /// must act.
@@ -268,7 +288,7 @@ pub struct AIGatewayKeyStatus {
 }
 
 /// A replaced key that keeps working until its grace period is over.
-#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct PreviousAIGatewayKey {
     /// ID of the key in Coder.
@@ -296,7 +316,9 @@ pub struct PendingAIGatewayKey {
     pub started_at: Option<Time>,
 }
 
-/// Phase of a CoderAIGatewayKey.
+/// Phase of the CoderAIGatewayKey: `Pending` while the operator works towards the spec, `Ready` when the
+/// current key exists in Coder and is in the output Secret, `Stalled` when the operator cannot go on without
+/// a change by a person (the `Stalled` condition says why).
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum AIGatewayKeyPhase {
     /// The operator is working towards the spec; the conditions say what it waits for.
@@ -328,7 +350,10 @@ mod tests {
     fn key_names_satisfy_coder_rule() {
         let name = key_name(UID, 7);
         assert!(name.len() <= 64);
-        assert!(name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-'));
+        assert!(
+            name.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        );
         assert!(!name.contains("--"));
     }
 
@@ -382,7 +407,8 @@ mod tests {
     #[test]
     fn spec_defaults_when_parsed() {
         let spec: CoderAIGatewayKeySpec =
-            serde_json::from_value(serde_json::json!({"controlPlaneRef": {"name": "cp"}})).expect("parse spec");
+            serde_json::from_value(serde_json::json!({"controlPlaneRef": {"name": "cp"}}))
+                .expect("parse spec");
         assert_eq!(spec.rotation_interval, "720h");
         assert_eq!(spec.grace_period, "1h");
         assert_eq!(spec.secret_key, "key");
@@ -412,8 +438,14 @@ mod tests {
     #[test]
     fn duration_pattern_is_in_the_schema() {
         let json = serde_json::to_value(CoderAIGatewayKey::crd()).expect("serialise the CRD");
-        let spec = &json["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"];
+        let spec =
+            &json["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"];
         assert_eq!(spec["rotationInterval"]["pattern"], DURATION_PATTERN);
         assert_eq!(spec["gracePeriod"]["pattern"], DURATION_PATTERN);
+        let rules = serde_json::to_string(&json).expect("serialise");
+        assert!(
+            rules.contains(&format!("matches('{DURATION_PATTERN}')")),
+            "CEL guards use the same pattern"
+        );
     }
 }

@@ -66,8 +66,8 @@ pub const REASON_DELETING: &str = "Deleting";
     derive = "Default",
     doc = "CoderAIProvider manages one AI provider (AI settings > Providers) in the Coder deployment of a CoderControlPlane: it creates, updates and deletes the provider and feeds it API keys from Secrets.",
     validation = kube::core::Rule::new(
-        "has(self.spec.name) || self.metadata.name.matches('^[a-z0-9]+(-[a-z0-9]+)*$')"
-    ).message("spec.name is required when metadata.name is not a valid Coder provider name (lowercase letters and digits, single hyphens between them)"),
+        "has(self.spec.name) || (size(self.metadata.name) <= 63 && self.metadata.name.matches('^[a-z0-9]+(-[a-z0-9]+)*$'))"
+    ).message("spec.name is required when metadata.name is not a valid Coder provider name (at most 63 lowercase letters and digits, single hyphens between them)"),
     printcolumn(name = "Type", type_ = "string", json_path = ".spec.type"),
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
     printcolumn(name = "Reason", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].reason", priority = "1"),
@@ -103,7 +103,7 @@ pub struct CoderAIProviderSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 63), regex(pattern = NAME_PATTERN))]
     pub name: Option<String>,
-    /// Name shown in the Coder dashboard. When unset, Coder shows its own default for the type.
+    /// Name shown in the Coder dashboard. When unset, Coder chooses it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 128))]
     pub display_name: Option<String>,
@@ -113,12 +113,15 @@ pub struct CoderAIProviderSpec {
     /// Absolute `http` or `https` URL of the upstream API, for example `https://api.openai.com/v1/`. Coder requires
     /// it for every type.
     #[serde(rename = "baseURL")]
-    #[schemars(length(min = 1, max = 2048), regex(pattern = r"^https?://[^\s/?#]+([/?#]\S*)?$"))]
+    #[schemars(
+        length(min = 1, max = 2048),
+        regex(pattern = r"^https?://[^\s/?#]+([/?#]\S*)?$")
+    )]
     pub base_url: String,
     /// Secret keys (same namespace) that hold the provider API keys, sent to Coder in this order. The key defaults
-    /// to `api-key`. Values are sent verbatim and must not start or end with whitespace. Must be empty for types
-    /// `bedrock` (credentials in `settings.bedrock`) and `copilot` (request-time GitHub OAuth tokens). Coder never
-    /// returns the keys; the operator sends them again when a referenced Secret changes.
+    /// to `api-key`. Surrounding whitespace, such as a trailing newline, is removed before sending. Must be empty
+    /// for types `bedrock` (credentials in `settings.bedrock`) and `copilot` (request-time GitHub OAuth tokens).
+    /// Coder never returns the keys; the operator sends them again when a referenced Secret changes.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 16))]
     pub api_key_secret_refs: Vec<SecretKeySelector>,
@@ -154,7 +157,9 @@ pub fn is_valid_provider_name(name: &str) -> bool {
         && !name.starts_with('-')
         && !name.ends_with('-')
         && !name.contains("--")
-        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
 }
 
 /// Protocol Coder uses to talk to an upstream AI provider (Coder's `AIProviderType`).
@@ -245,11 +250,18 @@ pub struct BedrockSettings {
     pub small_fast_model: Option<String>,
     /// IAM role that Coder assumes through STS before it calls Bedrock.
     #[serde(default, rename = "roleARN", skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 2048), regex(pattern = r"^arn:[a-z0-9-]+:iam::[0-9]{12}:role/\S+$"))]
+    #[schemars(
+        length(min = 1, max = 2048),
+        regex(pattern = r"^arn:[a-z0-9-]+:iam::[0-9]{12}:role/\S+$")
+    )]
     pub role_arn: Option<String>,
     /// Secret key (same namespace) with the AWS access key ID. The key defaults to `AWS_ACCESS_KEY_ID`. Set together
     /// with `secretAccessKeySecretRef`.
-    #[serde(default, rename = "accessKeyIDSecretRef", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        rename = "accessKeyIDSecretRef",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub access_key_id_secret_ref: Option<SecretKeySelector>,
     /// Secret key (same namespace) with the AWS secret access key. The key defaults to `AWS_SECRET_ACCESS_KEY`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -268,7 +280,11 @@ pub struct CoderAIProviderStatus {
     pub provider_id: Option<String>,
     /// Deployment ID (from `GET /api/v2/buildinfo`) of the Coder deployment that holds the provider. When the control
     /// plane reaches another deployment, the object stalls with `CoderDeploymentChanged`.
-    #[serde(default, rename = "coderDeploymentID", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        rename = "coderDeploymentID",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub coder_deployment_id: Option<String>,
     /// `Pending` while the operator works, `Ready` when Coder matches the spec, `Stalled` when a person must act.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -279,7 +295,9 @@ pub struct CoderAIProviderStatus {
     pub conditions: Vec<Condition>,
 }
 
-/// Phase of a CoderAIProvider.
+/// Phase of the CoderAIProvider: `Pending` while the operator works towards the spec, `Ready` when the
+/// provider in Coder matches the spec, `Stalled` when the operator cannot go on without a change by a person
+/// (the `Stalled` condition says why).
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum AIProviderPhase {
     /// The operator is working towards the spec; the conditions say what it waits for.
@@ -316,7 +334,13 @@ mod tests {
             .map(|c| c.name.as_str())
             .collect();
         assert_eq!(columns, ["Type", "Phase", "Reason", "Age"]);
-        assert!(version.subresources.as_ref().and_then(|s| s.status.as_ref()).is_some());
+        assert!(
+            version
+                .subresources
+                .as_ref()
+                .and_then(|s| s.status.as_ref())
+                .is_some()
+        );
     }
 
     #[test]
@@ -359,7 +383,10 @@ mod tests {
         .expect("parse spec");
         assert_eq!(spec.type_, AIProviderType::OpenAICompat);
         assert!(spec.is_enabled());
-        assert_eq!(spec.api_key_secret_refs[0].key_or(DEFAULT_API_KEY_SECRET_KEY), "api-key");
+        assert_eq!(
+            spec.api_key_secret_refs[0].key_or(DEFAULT_API_KEY_SECRET_KEY),
+            "api-key"
+        );
         let value = serde_json::to_value(&spec).expect("serialise spec");
         assert_eq!(value["type"], "openai-compat");
         assert_eq!(value["baseURL"], "https://llm.example.com/v1/");

@@ -51,7 +51,10 @@ pub struct CoderControlPlaneSpec {
     #[serde(default = "default_coder_image")]
     pub image: String,
     /// Number of Coder server replicas.
-    #[serde(default = "crate::shared::default_replicas", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default = "crate::shared::default_replicas",
+        skip_serializing_if = "Option::is_none"
+    )]
     #[schemars(range(min = 0))]
     pub replicas: Option<i32>,
     /// Service in front of the Coder server. Defaults to a ClusterIP Service on port 80.

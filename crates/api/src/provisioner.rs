@@ -2,7 +2,9 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{EnvVar, LocalObjectReference as K8sLocalObjectReference, ResourceRequirements};
+use k8s_openapi::api::core::v1::{
+    EnvVar, LocalObjectReference as K8sLocalObjectReference, ResourceRequirements,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
@@ -61,7 +63,10 @@ pub struct CoderProvisionerSpec {
     #[serde(default)]
     pub key: ProvisionerKeySpec,
     /// Number of provisioner daemon replicas.
-    #[serde(default = "crate::shared::default_replicas", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default = "crate::shared::default_replicas",
+        skip_serializing_if = "Option::is_none"
+    )]
     #[schemars(range(min = 0))]
     pub replicas: Option<i32>,
     /// Provisioner tags attached to the key; they route template and workspace jobs to these daemons.
@@ -84,7 +89,10 @@ pub struct CoderProvisionerSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub image_pull_secrets: Vec<K8sLocalObjectReference>,
     /// Grace period for running builds when a pod stops.
-    #[serde(default = "default_termination_grace", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default = "default_termination_grace",
+        skip_serializing_if = "Option::is_none"
+    )]
     #[schemars(range(min = 0))]
     pub termination_grace_period_seconds: Option<i64>,
 }

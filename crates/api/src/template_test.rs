@@ -37,7 +37,10 @@ pub struct CoderTemplateTestSpec {
     /// The CoderControlPlane in the same namespace whose operator access runs the test.
     pub control_plane_ref: TemplateTestControlPlaneReference,
     /// Template to test, as `<organization>.<template>`.
-    #[schemars(length(max = 65), regex(pattern = r"^[a-zA-Z0-9]+(-[a-zA-Z0-9]+)*\.[a-zA-Z0-9]+(-[a-zA-Z0-9]+)*$"))]
+    #[schemars(
+        length(max = 65),
+        regex(pattern = r"^[a-zA-Z0-9]+(-[a-zA-Z0-9]+)*\.[a-zA-Z0-9]+(-[a-zA-Z0-9]+)*$")
+    )]
     #[x_kube(
         validation = kube::core::Rule::new("self.split('.').all(s, s.size() <= 32)")
             .message("organization and template names must each have at most 32 characters"),
@@ -90,7 +93,10 @@ pub struct TemplateTestControlPlaneReference {
 pub struct TemplateVersionSelector {
     /// Name of the template version.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 64), regex(pattern = r"^[a-zA-Z0-9]+([_.-][a-zA-Z0-9]+)*$"))]
+    #[schemars(
+        length(min = 1, max = 64),
+        regex(pattern = r"^[a-zA-Z0-9]+([_.-][a-zA-Z0-9]+)*$")
+    )]
     pub name: Option<String>,
     /// UUID of the template version.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -158,7 +164,11 @@ pub struct CoderTemplateTestStatus {
     #[serde(default, rename = "templateID", skip_serializing_if = "Option::is_none")]
     pub template_id: Option<String>,
     /// Coder template version ID under test.
-    #[serde(default, rename = "templateVersionID", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        rename = "templateVersionID",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub template_version_id: Option<String>,
     /// Name of the template version under test.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -40,7 +40,10 @@ pub struct WorkspaceProxySpec {
     #[serde(default = "default_coder_image")]
     pub image: String,
     /// Number of proxy replicas.
-    #[serde(default = "crate::shared::default_replicas", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default = "crate::shared::default_replicas",
+        skip_serializing_if = "Option::is_none"
+    )]
     #[schemars(range(min = 0))]
     pub replicas: Option<i32>,
     /// Service in front of the proxy. Defaults to a ClusterIP Service on port 80.

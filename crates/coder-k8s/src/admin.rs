@@ -55,7 +55,10 @@ async fn metrics(State(state): State<AdminState>) -> impl IntoResponse {
     match encode(&mut body, &state.registry) {
         Ok(()) => (
             StatusCode::OK,
-            [(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")],
+            [(
+                header::CONTENT_TYPE,
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            )],
             body,
         )
             .into_response(),
@@ -89,10 +92,19 @@ mod tests {
         registry.register("coder_k8s_test_gauge", "a test gauge", gauge);
         let state = AdminState::new(registry);
         let app = router(state.clone());
-        assert_eq!(get_path(app.clone(), "/healthz").await, (StatusCode::OK, "ok".to_owned()));
-        assert_eq!(get_path(app.clone(), "/readyz").await.0, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(
+            get_path(app.clone(), "/healthz").await,
+            (StatusCode::OK, "ok".to_owned())
+        );
+        assert_eq!(
+            get_path(app.clone(), "/readyz").await.0,
+            StatusCode::SERVICE_UNAVAILABLE
+        );
         state.set_ready(true);
-        assert_eq!(get_path(app.clone(), "/readyz").await, (StatusCode::OK, "ok".to_owned()));
+        assert_eq!(
+            get_path(app.clone(), "/readyz").await,
+            (StatusCode::OK, "ok".to_owned())
+        );
         let (status, body) = get_path(app, "/metrics").await;
         assert_eq!(status, StatusCode::OK);
         assert!(body.contains("coder_k8s_test_gauge 3"), "{body}");

@@ -43,7 +43,12 @@ pub async fn run(args: Args, settings: Settings) -> Result<()> {
     let admin_state = AdminState::new(registry);
     let listener = TcpListener::bind(&settings.health_probe_bind_address)
         .await
-        .with_context(|| format!("listen on --health-probe-bind-address {}", settings.health_probe_bind_address))?;
+        .with_context(|| {
+            format!(
+                "listen on --health-probe-bind-address {}",
+                settings.health_probe_bind_address
+            )
+        })?;
     tracing::info!(address = %settings.health_probe_bind_address, mode = settings.mode.as_str(), "serving /healthz, /readyz and /metrics");
 
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
@@ -91,14 +96,19 @@ async fn run_components(
                 &args.coder_session_token,
                 &args.coder_namespace,
             )?;
-            tracing::warn!(configured = backend.is_some(), "the aggregated API server is not built yet; serving health only");
+            tracing::warn!(
+                configured = backend.is_some(),
+                "the aggregated API server is not built yet; serving health only"
+            );
             admin_state.set_ready(true);
             wait_for(shutdown).await;
             Ok(())
         }
         AppMode::All | AppMode::Controller => {
             if settings.mode == AppMode::All {
-                tracing::warn!("the aggregated API server is not built yet; running the controller part of --app=all");
+                tracing::warn!(
+                    "the aggregated API server is not built yet; running the controller part of --app=all"
+                );
             }
             let client = kube::Client::try_default()
                 .await
@@ -123,9 +133,12 @@ async fn run_controller(
         return Ok(());
     }
     let namespace = leader::current_lease_namespace();
-    let mut leading = leader::elect(client, &namespace)
-        .await
-        .with_context(|| format!("start leader election on Lease {namespace}/{}", leader::LEASE_NAME))?;
+    let mut leading = leader::elect(client, &namespace).await.with_context(|| {
+        format!(
+            "start leader election on Lease {namespace}/{}",
+            leader::LEASE_NAME
+        )
+    })?;
     let mut shutdown = shutdown;
     loop {
         let is_leader = *leading.borrow_and_update();

@@ -57,7 +57,11 @@ pub enum LogFormat {
 
 /// Flags of the `coder-k8s` binary.
 #[derive(Parser, Debug, Clone)]
-#[command(name = "coder-k8s", version, about = "Kubernetes operator, aggregated API server and MCP server for Coder")]
+#[command(
+    name = "coder-k8s",
+    version,
+    about = "Kubernetes operator, aggregated API server and MCP server for Coder"
+)]
 pub struct Args {
     /// Component to run: all, controller, aggregated-apiserver or mcp-http.
     #[arg(long, default_value = "all")]
@@ -129,7 +133,11 @@ impl Args {
 
 /// `--coder-url` must parse, have a scheme and a host, and use http or https (case-insensitive).
 pub fn validate_coder_url(value: &str) -> Result<url::Url, StartupError> {
-    let invalid = |reason: &str| StartupError(format!("assertion failed: invalid --coder-url {value:?}: {reason}"));
+    let invalid = |reason: &str| {
+        StartupError(format!(
+            "assertion failed: invalid --coder-url {value:?}: {reason}"
+        ))
+    };
     const NEEDS: &str = "must include scheme and host (for example, https://coder.example.com)";
     if !value.contains("://") {
         // A relative reference such as `coder.example.com` has neither scheme nor host.
@@ -152,14 +160,20 @@ pub fn validate_coder_url(value: &str) -> Result<url::Url, StartupError> {
 /// `--coder-request-timeout`: a Go duration; 0 means the 30 s default; negative is an error.
 pub fn validate_request_timeout(value: &str) -> Result<Duration, StartupError> {
     let parsed = parse_go_duration(value).map_err(|error| {
-        StartupError(format!("assertion failed: invalid --coder-request-timeout {value:?}: {error}"))
+        StartupError(format!(
+            "assertion failed: invalid --coder-request-timeout {value:?}: {error}"
+        ))
     })?;
     if parsed.negative {
         return Err(StartupError(format!(
             "assertion failed: coder request timeout must not be negative (got {value:?})"
         )));
     }
-    Ok(if parsed.duration.is_zero() { DEFAULT_CODER_REQUEST_TIMEOUT } else { parsed.duration })
+    Ok(if parsed.duration.is_zero() {
+        DEFAULT_CODER_REQUEST_TIMEOUT
+    } else {
+        parsed.duration
+    })
 }
 
 #[cfg(test)]
@@ -173,7 +187,12 @@ mod tests {
             error.0,
             r#"assertion failed: unsupported --app value "bogus"; must be one of: all, controller, aggregated-apiserver, mcp-http"#
         );
-        for mode in [AppMode::All, AppMode::Controller, AppMode::AggregatedApiserver, AppMode::McpHttp] {
+        for mode in [
+            AppMode::All,
+            AppMode::Controller,
+            AppMode::AggregatedApiserver,
+            AppMode::McpHttp,
+        ] {
             assert_eq!(AppMode::parse(mode.as_str()), Ok(mode));
         }
     }

@@ -17,7 +17,10 @@ pub fn parse_go_duration(input: &str) -> Result<SignedDuration, String> {
         _ => (false, input),
     };
     if rest == "0" {
-        return Ok(SignedDuration { negative, duration: Duration::ZERO });
+        return Ok(SignedDuration {
+            negative,
+            duration: Duration::ZERO,
+        });
     }
     if rest.is_empty() {
         return Err("invalid duration".to_owned());
@@ -30,9 +33,13 @@ pub fn parse_go_duration(input: &str) -> Result<SignedDuration, String> {
         if number_end == 0 {
             return Err("invalid duration".to_owned());
         }
-        let number: f64 = rest[..number_end].parse().map_err(|_| "invalid duration".to_owned())?;
+        let number: f64 = rest[..number_end]
+            .parse()
+            .map_err(|_| "invalid duration".to_owned())?;
         rest = &rest[number_end..];
-        let unit_end = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
+        let unit_end = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
         let unit = &rest[..unit_end];
         rest = &rest[unit_end..];
         let scale = match unit {
@@ -49,7 +56,10 @@ pub fn parse_go_duration(input: &str) -> Result<SignedDuration, String> {
     if !total_nanos.is_finite() || total_nanos > u64::MAX as f64 {
         return Err("invalid duration: overflow".to_owned());
     }
-    Ok(SignedDuration { negative, duration: Duration::from_nanos(total_nanos as u64) })
+    Ok(SignedDuration {
+        negative,
+        duration: Duration::from_nanos(total_nanos as u64),
+    })
 }
 
 #[cfg(test)]

@@ -27,7 +27,10 @@ pub fn lease_namespace(pod_namespace: Option<String>, service_account_file: &Pat
 
 /// The Lease namespace of this process.
 pub fn current_lease_namespace() -> String {
-    lease_namespace(std::env::var("POD_NAMESPACE").ok(), Path::new(SERVICE_ACCOUNT_NAMESPACE_FILE))
+    lease_namespace(
+        std::env::var("POD_NAMESPACE").ok(),
+        Path::new(SERVICE_ACCOUNT_NAMESPACE_FILE),
+    )
 }
 
 /// Identity of this replica: the pod name when known, else host name and process ID.

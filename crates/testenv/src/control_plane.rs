@@ -183,7 +183,7 @@ impl ControlPlaneBuilder {
         })
         .await?;
 
-        let mut apiserver_args = self.apiserver_args(&cp, &etcd_url, apiserver);
+        let mut apiserver_args = self.default_apiserver_args(&cp, &etcd_url, apiserver);
         apiserver_args.extend(self.apiserver_args.iter().cloned());
         let apiserver_proc = cp.spawn("kube-apiserver", &binaries.kube_apiserver, &apiserver_args)?;
         let admin = cp.client()?;
@@ -270,7 +270,7 @@ impl ControlPlaneBuilder {
         Ok(cp)
     }
 
-    fn apiserver_args(&self, cp: &ControlPlane, etcd_url: &str, port: u16) -> Vec<String> {
+    fn default_apiserver_args(&self, cp: &ControlPlane, etcd_url: &str, port: u16) -> Vec<String> {
         let pki = &cp.pki;
         let mut args = vec![
             format!("--etcd-servers={etcd_url}"),

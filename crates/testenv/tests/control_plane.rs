@@ -190,3 +190,15 @@ async fn deployment_becomes_available_with_kwok() {
     }
     assert!(!dir.exists(), "{} survived drop", dir.display());
 }
+
+#[tokio::test]
+async fn start_failure_reports_the_component_log() {
+    let err = ControlPlane::builder()
+        .apiserver_arg("--no-such-flag")
+        .start()
+        .await
+        .unwrap_err();
+    let message = format!("{err:#}");
+    assert!(message.contains("kube-apiserver exited"), "{message}");
+    assert!(message.contains("unknown flag: --no-such-flag"), "{message}");
+}

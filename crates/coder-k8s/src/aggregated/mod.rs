@@ -57,13 +57,25 @@ mod tests {
     fn standalone_flag_combinations() {
         let url = url::Url::parse("https://coder.example.com").unwrap();
         assert_eq!(standalone_backend(None, "", ""), Ok(None));
-        assert!(standalone_backend(Some(&url), "", "ns").unwrap_err().0.starts_with("coder client provider is partially configured: "));
-        assert!(standalone_backend(None, "tok", "ns").unwrap_err().0.starts_with("coder client provider is partially configured: "));
+        assert!(
+            standalone_backend(Some(&url), "", "ns")
+                .unwrap_err()
+                .0
+                .starts_with("coder client provider is partially configured: ")
+        );
+        assert!(
+            standalone_backend(None, "tok", "ns")
+                .unwrap_err()
+                .0
+                .starts_with("coder client provider is partially configured: ")
+        );
         assert_eq!(
             standalone_backend(Some(&url), "tok", "").unwrap_err().0,
             "coder client provider namespace is not configured: configure --coder-namespace"
         );
-        let backend = standalone_backend(Some(&url), "tok-secret", "coder").unwrap().unwrap();
+        let backend = standalone_backend(Some(&url), "tok-secret", "coder")
+            .unwrap()
+            .unwrap();
         assert_eq!(backend.namespace, "coder");
         assert!(!format!("{backend:?}").contains("tok-secret"));
     }

@@ -33,16 +33,27 @@ pub fn read_token_file(path: Option<&Path>) -> Result<McpToken, StartupError> {
     })?;
     let shown = path.display();
     let content = std::fs::read(path).map_err(|error| {
-        StartupError(format!("assertion failed: read --mcp-token-file {:?}: {error}", shown.to_string()))
+        StartupError(format!(
+            "assertion failed: read --mcp-token-file {:?}: {error}",
+            shown.to_string()
+        ))
     })?;
     let content = String::from_utf8(content).map_err(|_| {
-        StartupError(format!("assertion failed: --mcp-token-file {:?} is not UTF-8 text", shown.to_string()))
+        StartupError(format!(
+            "assertion failed: --mcp-token-file {:?} is not UTF-8 text",
+            shown.to_string()
+        ))
     })?;
     let token = content
         .strip_suffix("\r\n")
         .or_else(|| content.strip_suffix('\n'))
         .unwrap_or(&content);
-    let fail = |reason: &str| StartupError(format!("assertion failed: --mcp-token-file {:?} {reason}", shown.to_string()));
+    let fail = |reason: &str| {
+        StartupError(format!(
+            "assertion failed: --mcp-token-file {:?} {reason}",
+            shown.to_string()
+        ))
+    };
     if token.is_empty() {
         return Err(fail("is empty"));
     }
@@ -50,7 +61,9 @@ pub fn read_token_file(path: Option<&Path>) -> Result<McpToken, StartupError> {
         return Err(fail("contains whitespace; it must hold exactly one token"));
     }
     if token.len() < MIN_TOKEN_BYTES {
-        return Err(fail(&format!("holds a token shorter than {MIN_TOKEN_BYTES} bytes")));
+        return Err(fail(&format!(
+            "holds a token shorter than {MIN_TOKEN_BYTES} bytes"
+        )));
     }
     Ok(McpToken(token.to_owned()))
 }
@@ -74,17 +87,32 @@ mod tests {
         let (_d, path) = with_file(good.as_bytes());
         assert!(read_token_file(Some(&path)).is_ok());
 
-        assert!(read_token_file(None).unwrap_err().0.contains("--mcp-token-file is required"));
+        assert!(
+            read_token_file(None)
+                .unwrap_err()
+                .0
+                .contains("--mcp-token-file is required")
+        );
         let (_d, path) = with_file(b"");
         assert!(read_token_file(Some(&path)).unwrap_err().0.ends_with("is empty"));
         let (_d, path) = with_file(b"short\n");
-        assert!(read_token_file(Some(&path)).unwrap_err().0.contains("shorter than 32 bytes"));
+        assert!(
+            read_token_file(Some(&path))
+                .unwrap_err()
+                .0
+                .contains("shorter than 32 bytes")
+        );
         let (_d, path) = with_file(format!("{good} {good}").as_bytes());
         assert!(read_token_file(Some(&path)).unwrap_err().0.contains("whitespace"));
         let (_d, path) = with_file(format!("{good}\n\n").as_bytes());
         assert!(read_token_file(Some(&path)).unwrap_err().0.contains("whitespace"));
         let missing = std::path::Path::new("/nonexistent/token");
-        assert!(read_token_file(Some(missing)).unwrap_err().0.contains("read --mcp-token-file"));
+        assert!(
+            read_token_file(Some(missing))
+                .unwrap_err()
+                .0
+                .contains("read --mcp-token-file")
+        );
     }
 
     #[test]

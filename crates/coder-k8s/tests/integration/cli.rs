@@ -18,7 +18,10 @@ fn assert_fails_with(args: &[&str], message: &str) {
     let out = coder_k8s(args);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
-    assert!(stderr.lines().any(|line| line == message), "{args:?}: expected line {message:?} in {stderr}");
+    assert!(
+        stderr.lines().any(|line| line == message),
+        "{args:?}: expected line {message:?} in {stderr}"
+    );
 }
 
 #[test]
@@ -45,7 +48,10 @@ fn coder_url_errors() {
 fn negative_request_timeout_is_refused() {
     let out = coder_k8s(&["--app=controller", "--coder-request-timeout=-1s"]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("assertion failed: coder request timeout must not be negative"));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("assertion failed: coder request timeout must not be negative")
+    );
 }
 
 #[test]
@@ -66,7 +72,10 @@ fn mcp_http_needs_a_valid_token_file() {
 
 #[test]
 fn standalone_aggregated_flags_must_be_complete() {
-    let out = coder_k8s(&["--app=aggregated-apiserver", "--coder-url=https://coder.example.com"]);
+    let out = coder_k8s(&[
+        "--app=aggregated-apiserver",
+        "--coder-url=https://coder.example.com",
+    ]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("coder client provider is partially configured: "));
     let out = coder_k8s(&[
@@ -75,13 +84,19 @@ fn standalone_aggregated_flags_must_be_complete() {
         "--coder-session-token=abc",
     ]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr)
-        .lines()
-        .any(|l| l == "coder client provider namespace is not configured: configure --coder-namespace"));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .lines()
+            .any(|l| l == "coder client provider namespace is not configured: configure --coder-namespace")
+    );
 }
 
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 async fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
@@ -111,7 +126,10 @@ async fn wait_for_body(port: u16, path: &str, needle: &str) -> String {
 }
 
 fn sigterm(child: &std::process::Child) {
-    let status = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
     assert!(status.success());
 }
 
@@ -152,9 +170,12 @@ async fn controller_mode_takes_the_leader_lease_on_a_real_apiserver() {
     let ns = cp.namespace("leader").await.expect("namespace");
     let port = free_port();
     let mut child = Command::new(env!("CARGO_BIN_EXE_coder-k8s"))
-        .args(["--app=controller", &format!("--health-probe-bind-address=127.0.0.1:{port}")])
+        .args([
+            "--app=controller",
+            &format!("--health-probe-bind-address=127.0.0.1:{port}"),
+        ])
         .env("KUBECONFIG", cp.kubeconfig_path())
-        .env("POD_NAMESPACE", &ns)
+        .env("POD_NAMESPACE", ns.name())
         .env("POD_NAME", "coder-k8s-test-0")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -165,7 +186,15 @@ async fn controller_mode_takes_the_leader_lease_on_a_real_apiserver() {
     assert!(metrics.contains("coder_k8s_leader 1"));
     let out = cp
         .kubectl()
-        .args(["get", "lease", "coder-k8s-controller.coder.com", "-n", &ns, "-o", "jsonpath={.spec.holderIdentity}"])
+        .args([
+            "get",
+            "lease",
+            "coder-k8s-controller.coder.com",
+            "-n",
+            ns.name(),
+            "-o",
+            "jsonpath={.spec.holderIdentity}",
+        ])
         .output()
         .unwrap();
     assert_eq!(String::from_utf8_lossy(&out.stdout), "coder-k8s-test-0");

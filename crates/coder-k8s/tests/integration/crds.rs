@@ -19,7 +19,13 @@ async fn every_crd_is_established() {
     for plural in ALL_PLURALS {
         let out = kubectl(
             cp,
-            &["get", "crd", &format!("{plural}.coder.com"), "-o", "jsonpath={.status.conditions[?(@.type==\"Established\")].status}"],
+            &[
+                "get",
+                "crd",
+                &format!("{plural}.coder.com"),
+                "-o",
+                "jsonpath={.status.conditions[?(@.type==\"Established\")].status}",
+            ],
             None,
         );
         assert_success(&out, plural);
@@ -31,7 +37,11 @@ async fn every_crd_is_established() {
 async fn samples_apply_with_kubectl() {
     let cp = control_plane_with_crds().await;
     let out = kubectl(cp, &["create", "namespace", "coder"], None);
-    assert!(out.status.success() || stderr(&out).contains("AlreadyExists"), "{}", stderr(&out));
+    assert!(
+        out.status.success() || stderr(&out).contains("AlreadyExists"),
+        "{}",
+        stderr(&out)
+    );
     let out = kubectl(cp, &["apply", "-f", &path("config/samples")], None);
     assert_success(&out, "kubectl apply -f config/samples/");
     let applied = stdout(&out);
@@ -40,19 +50,38 @@ async fn samples_apply_with_kubectl() {
         "coderprovisioner.coder.com/coderprovisioner-sample",
         "coderworkspaceproxy.coder.com/coderworkspaceproxy-sample",
         "codertemplatetest.coder.com/codertemplatetest-sample",
+        "coderaiprovider.coder.com/coderaiprovider-sample",
+        "coderaigatewaykey.coder.com/coderaigatewaykey-sample",
+        "codermcpserver.coder.com/codermcpserver-sample",
     ] {
         assert!(applied.contains(name), "{name} missing in: {applied}");
     }
     // Defaults from the schema are applied by the apiserver.
     let out = kubectl(
         cp,
-        &["get", "coderprovisioner", "coderprovisioner-sample", "-n", "coder", "-o", "jsonpath={.spec.organizationName} {.spec.terminationGracePeriodSeconds}"],
+        &[
+            "get",
+            "coderprovisioner",
+            "coderprovisioner-sample",
+            "-n",
+            "coder",
+            "-o",
+            "jsonpath={.spec.organizationName} {.spec.terminationGracePeriodSeconds}",
+        ],
         None,
     );
     assert_eq!(stdout(&out), "default 600");
     let out = kubectl(
         cp,
-        &["get", "codercontrolplane", "codercontrolplane-sample", "-n", "coder", "-o", "jsonpath={.spec.replicas} {.spec.service.type} {.spec.service.port} {.spec.envUseClusterAccessURL}"],
+        &[
+            "get",
+            "codercontrolplane",
+            "codercontrolplane-sample",
+            "-n",
+            "coder",
+            "-o",
+            "jsonpath={.spec.replicas} {.spec.service.type} {.spec.service.port} {.spec.envUseClusterAccessURL}",
+        ],
         None,
     );
     assert_eq!(stdout(&out), "1 ClusterIP 80 true");
@@ -61,9 +90,13 @@ async fn samples_apply_with_kubectl() {
 /// Applies `manifest` (namespace `ns`) and returns kubectl's stderr, asserting the apply failed.
 async fn rejected(manifest: &str) -> String {
     let cp = control_plane_with_crds().await;
-    let ns = cp.namespace("cel").await.expect("namespace");
+    let ns = cp.namespace("cel").await.expect("namespace").name().to_owned();
     let out = kubectl(cp, &["apply", "-n", &ns, "-f", "-"], Some(manifest));
-    assert!(!out.status.success(), "expected a rejection, got: {}", stdout(&out));
+    assert!(
+        !out.status.success(),
+        "expected a rejection, got: {}",
+        stdout(&out)
+    );
     stderr(&out)
 }
 
@@ -81,7 +114,10 @@ spec:
 "#,
     )
     .await;
-    assert!(message.contains("only one of ingress or gateway may be set"), "{message}");
+    assert!(
+        message.contains("only one of ingress or gateway may be set"),
+        "{message}"
+    );
 }
 
 #[tokio::test]
@@ -100,7 +136,9 @@ spec:
     )
     .await;
     assert!(
-        message.contains("spec.extraEnv must not set CODER_PG_CONNECTION_URL when spec.database.connectionSecretRef is set"),
+        message.contains(
+            "spec.extraEnv must not set CODER_PG_CONNECTION_URL when spec.database.connectionSecretRef is set"
+        ),
         "{message}"
     );
 }
@@ -118,7 +156,10 @@ spec:
 "#,
     )
     .await;
-    assert!(message.contains("connectionSecretRef.key must not be empty"), "{message}");
+    assert!(
+        message.contains("connectionSecretRef.key must not be empty"),
+        "{message}"
+    );
     let message = rejected(
         r#"
 apiVersion: coder.com/v1alpha1
@@ -130,7 +171,10 @@ spec:
 "#,
     )
     .await;
-    assert!(message.contains("connectionSecretRef.name must not be empty"), "{message}");
+    assert!(
+        message.contains("connectionSecretRef.name must not be empty"),
+        "{message}"
+    );
 }
 
 #[tokio::test]
@@ -164,15 +208,23 @@ spec:
 "#;
 
 fn template_test(template: &str, version: &str) -> String {
-    TEMPLATE_TEST.replace("TEMPLATE", template).replace("VERSION", version)
+    TEMPLATE_TEST
+        .replace("TEMPLATE", template)
+        .replace("VERSION", version)
 }
 
 #[tokio::test]
 async fn template_test_rules() {
     let message = rejected(&template_test("no-dot-here", "{active: true}")).await;
-    assert!(message.contains("spec.template") && message.contains("should match"), "{message}");
+    assert!(
+        message.contains("spec.template") && message.contains("should match"),
+        "{message}"
+    );
     let message = rejected(&template_test("coder.new", "{active: true}")).await;
-    assert!(message.contains("organization and template names must not be new or create"), "{message}");
+    assert!(
+        message.contains("organization and template names must not be new or create"),
+        "{message}"
+    );
     let long = format!("coder.{}", "a".repeat(33));
     let message = rejected(&template_test(&long, "{active: true}")).await;
     assert!(
@@ -180,7 +232,10 @@ async fn template_test_rules() {
         "{message}"
     );
     let message = rejected(&template_test("coder.docker", "{name: v1, active: true}")).await;
-    assert!(message.contains("set exactly one of name, id, or active"), "{message}");
+    assert!(
+        message.contains("set exactly one of name, id, or active"),
+        "{message}"
+    );
     let message = rejected(&template_test("coder.docker", "{active: false}")).await;
     assert!(message.contains("active must be true when set"), "{message}");
 }
@@ -188,7 +243,12 @@ async fn template_test_rules() {
 #[tokio::test]
 async fn template_test_spec_is_immutable() {
     let cp = control_plane_with_crds().await;
-    let ns = cp.namespace("immutable").await.expect("namespace");
+    let ns = cp
+        .namespace("immutable")
+        .await
+        .expect("namespace")
+        .name()
+        .to_owned();
     let manifest = template_test("coder.docker", "{active: true}");
     let out = kubectl(cp, &["apply", "-n", &ns, "-f", "-"], Some(&manifest));
     assert_success(&out, "create template test");
@@ -215,14 +275,22 @@ async fn kubectl_explain_shows_field_descriptions() {
         }
         tokio::time::sleep(std::time::Duration::from_secs(1)).await;
     }
-    assert!(last.contains("PostgreSQL connection of the Coder server"), "{last}");
+    assert!(
+        last.contains("PostgreSQL connection of the Coder server"),
+        "{last}"
+    );
     assert!(last.contains("connectionSecretRef"), "{last}");
 }
 
 #[tokio::test]
 async fn provisioner_printer_columns() {
     let cp = control_plane_with_crds().await;
-    let ns = cp.namespace("columns").await.expect("namespace");
+    let ns = cp
+        .namespace("columns")
+        .await
+        .expect("namespace")
+        .name()
+        .to_owned();
     let manifest = r#"
 apiVersion: coder.com/v1alpha1
 kind: CoderProvisioner
@@ -230,7 +298,10 @@ metadata: {name: p1}
 spec:
   controlPlaneRef: {name: codercontrolplane-sample}
 "#;
-    assert_success(&kubectl(cp, &["apply", "-n", &ns, "-f", "-"], Some(manifest)), "create provisioner");
+    assert_success(
+        &kubectl(cp, &["apply", "-n", &ns, "-f", "-"], Some(manifest)),
+        "create provisioner",
+    );
     let out = kubectl(cp, &["get", "coderprovisioners", "-n", &ns], None);
     assert_success(&out, "get coderprovisioners");
     let header = stdout(&out).lines().next().unwrap_or_default().to_owned();

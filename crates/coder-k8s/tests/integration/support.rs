@@ -14,14 +14,26 @@ pub fn repo_root() -> PathBuf {
 /// The shared control plane with every CRD installed and Established (once per test process).
 pub async fn control_plane_with_crds() -> &'static ControlPlane {
     static INSTALLED: OnceCell<()> = OnceCell::const_new();
-    let cp = coder_k8s_testenv::shared().await.expect("start the test control plane");
+    let cp = coder_k8s_testenv::shared()
+        .await
+        .expect("start the test control plane");
     INSTALLED
         .get_or_init(|| async {
-            let out = kubectl(cp, &["apply", "--server-side", "-f", &path("config/crd/bases")], None);
+            let out = kubectl(
+                cp,
+                &["apply", "--server-side", "-f", &path("config/crd/bases")],
+                None,
+            );
             assert_success(&out, "install CRDs");
             let out = kubectl(
                 cp,
-                &["wait", "--for=condition=Established", "crd", "--all", "--timeout=60s"],
+                &[
+                    "wait",
+                    "--for=condition=Established",
+                    "crd",
+                    "--all",
+                    "--timeout=60s",
+                ],
                 None,
             );
             assert_success(&out, "wait for CRDs");
