@@ -24,4 +24,13 @@ step "generated files are up to date (CRDs, API reference, dist/install.yaml)"
 cargo xtask check
 
 step "cargo test (unit tests and integration tests on the real control plane)"
-cargo test --workspace --locked -- --test-threads="${CODER_K8S_TEST_THREADS:-4}"
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+set +e
+cargo test --workspace --all-targets --locked -- --test-threads="${CODER_K8S_TEST_THREADS:-4}" 2>&1 | tee "$log"
+status=${PIPESTATUS[0]}
+set -e
+# One closing line for the whole workspace (cargo prints one result line per test binary).
+awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
+     END { printf "\ncargo-test: %d passed, %d failed\n", p, f }' "$log"
+exit "$status"
