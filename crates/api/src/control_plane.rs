@@ -489,3 +489,64 @@ pub enum Entitlement {
     /// Could not be determined.
     Unknown,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::shared::ServiceType;
+
+    #[test]
+    fn empty_spec_gets_the_contract_defaults() {
+        let spec: CoderControlPlaneSpec = serde_json::from_str("{}").unwrap();
+        assert_eq!(spec.image, "ghcr.io/coder/coder:latest");
+        assert_eq!(spec.replicas, Some(1));
+        assert_eq!(spec.service.type_, ServiceType::ClusterIP);
+        assert_eq!(spec.service.port, 80);
+        assert_eq!(spec.readiness_probe.enabled, Some(true));
+        assert_eq!(spec.liveness_probe.enabled, Some(false));
+        assert_eq!(spec.env_use_cluster_access_url, Some(true));
+        assert_eq!(spec.rbac.workspace_perms, Some(true));
+        assert_eq!(spec.rbac.enable_deployments, Some(true));
+        assert!(!spec.operator_access.disabled);
+    }
+
+    #[test]
+    fn json_names_match_v015() {
+        let spec: CoderControlPlaneSpec = serde_json::from_value(serde_json::json!({
+            "envUseClusterAccessURL": false,
+            "operatorAccess": {"generatedTokenSecretName": "tok"},
+            "templateTests": {"ownerUserID": "u", "allowRetain": true},
+            "licenseSecretRef": {"name": "lic"},
+        }))
+        .unwrap();
+        assert_eq!(spec.env_use_cluster_access_url, Some(false));
+        assert_eq!(
+            spec.operator_access.generated_token_secret_name.as_deref(),
+            Some("tok")
+        );
+        assert_eq!(
+            spec.template_tests
+                .as_ref()
+                .and_then(|t| t.owner_user_id.as_deref()),
+            Some("u")
+        );
+        let license = spec.license_secret_ref.unwrap();
+        assert_eq!(
+            license.key_or(crate::shared::DEFAULT_LICENSE_SECRET_KEY),
+            "license"
+        );
+
+        let status = CoderControlPlaneStatus {
+            external_provisioner_daemons_entitlement: Some(Entitlement::GracePeriod),
+            license_tier: Some(LicenseTier::Premium),
+            ..Default::default()
+        };
+        let value = serde_json::to_value(&status).unwrap();
+        assert_eq!(value["externalProvisionerDaemonsEntitlement"], "grace_period");
+        assert_eq!(value["licenseTier"], "premium");
+        assert!(
+            value.get("conditions").is_none(),
+            "empty fields are omitted for server-side apply"
+        );
+    }
+}

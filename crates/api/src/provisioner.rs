@@ -167,3 +167,27 @@ pub struct CoderProvisionerStatus {
     #[schemars(schema_with = "conditions_schema")]
     pub conditions: Vec<Condition>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_and_status_names() {
+        let spec: CoderProvisionerSpec =
+            serde_json::from_value(serde_json::json!({"controlPlaneRef": {"name": "cp"}})).unwrap();
+        assert_eq!(spec.organization_name, "default");
+        assert_eq!(spec.replicas, Some(1));
+        assert_eq!(spec.termination_grace_period_seconds, Some(600));
+        let status = CoderProvisionerStatus {
+            organization_id: Some("o".into()),
+            provisioner_key_id: Some("k".into()),
+            control_plane_url: Some("u".into()),
+            ..Default::default()
+        };
+        let value = serde_json::to_value(&status).unwrap();
+        assert_eq!(value["organizationID"], "o");
+        assert_eq!(value["provisionerKeyID"], "k");
+        assert_eq!(value["controlPlaneURL"], "u");
+    }
+}
