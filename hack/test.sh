@@ -14,6 +14,16 @@ require_tool kubectl "install kubectl v1.32 or newer (https://kubernetes.io/docs
 step "build the test control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok) if missing"
 hack/build-testenv.sh
 
+step "install PostgreSQL if missing (operator-access integration tests run a real server)"
+if compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null; then
+  echo "PostgreSQL server binaries found" >&2
+elif [ "$(id -u)" -eq 0 ]; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql
+else
+  echo "error: PostgreSQL server binaries not found under /usr/lib/postgresql/*/bin; install the Debian package postgresql (sudo apt-get install -y postgresql)" >&2
+  exit 1
+fi
+
 step "cargo fmt --check"
 cargo fmt --all -- --check
 

@@ -20,6 +20,7 @@ mod kubeconfig;
 pub mod kwok;
 mod namespace;
 mod pki;
+pub mod postgres;
 mod process;
 
 pub use binaries::{Binaries, build_script};
@@ -27,6 +28,7 @@ pub use control_plane::{ControlPlane, ControlPlaneBuilder, DEFAULT_STARTUP_TIMEO
 pub use kubeconfig::CONTEXT_NAME;
 pub use namespace::TestNamespace;
 pub use pki::{ADMIN_USER, Pki};
+pub use postgres::Postgres;
 pub use process::{ManagedProcess, is_alive, log_tail, send_signal};
 
 use anyhow::Result;
