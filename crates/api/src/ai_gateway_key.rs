@@ -207,27 +207,7 @@ pub fn key_serial(uid: &str, name: &str) -> Option<i64> {
 /// The default output Secret name for an object: `<name>-ai-gateway-key`. When that exceeds 253 characters, a
 /// prefix of the name is kept, followed by `-<8 hex of FNV-32a of the name>` and the suffix.
 pub fn default_secret_name(object_name: &str) -> String {
-    let full = format!("{object_name}{DEFAULT_SECRET_NAME_SUFFIX}");
-    if full.len() <= MAX_SECRET_NAME_LENGTH {
-        return full;
-    }
-    let keep = MAX_SECRET_NAME_LENGTH - DEFAULT_SECRET_NAME_SUFFIX.len() - 9;
-    let mut end = keep.min(object_name.len());
-    while !object_name.is_char_boundary(end) {
-        end -= 1;
-    }
-    let prefix = object_name[..end].trim_end_matches(['-', '.']);
-    format!(
-        "{prefix}-{:08x}{DEFAULT_SECRET_NAME_SUFFIX}",
-        fnv32a(object_name.as_bytes())
-    )
-}
-
-/// 32-bit FNV-1a hash.
-fn fnv32a(bytes: &[u8]) -> u32 {
-    bytes.iter().fold(0x811c_9dc5_u32, |hash, byte| {
-        (hash ^ u32::from(*byte)).wrapping_mul(0x0100_0193)
-    })
+    crate::shared::truncated_name(object_name, DEFAULT_SECRET_NAME_SUFFIX, MAX_SECRET_NAME_LENGTH)
 }
 
 /// Observed state of a CoderAIGatewayKey.
@@ -379,13 +359,6 @@ mod tests {
         let dotted = format!("{}.{}", "a".repeat(228), "b".repeat(30));
         let name = default_secret_name(&dotted);
         assert!(!name.contains(".-"), "{name}");
-    }
-
-    #[test]
-    fn fnv32a_matches_reference_values() {
-        assert_eq!(fnv32a(b""), 0x811c_9dc5);
-        assert_eq!(fnv32a(b"a"), 0xe40c_292c);
-        assert_eq!(fnv32a(b"foobar"), 0xbf9c_f968);
     }
 
     #[test]

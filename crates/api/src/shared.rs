@@ -127,6 +127,34 @@ pub enum WorkloadPhase {
     Ready,
 }
 
+/// Limit of names that must be DNS labels (Services, label values).
+pub const DNS_LABEL_MAX: usize = 63;
+/// Limit of names that must be DNS subdomains (Secrets, Deployments).
+pub const DNS_SUBDOMAIN_MAX: usize = 253;
+
+/// The contract's name rule for derived names: `<base><suffix>` when it fits in `limit`; otherwise a prefix of the
+/// base, then `-<8 hex of FNV-32a of the base>`, then the suffix.
+pub fn truncated_name(base: &str, suffix: &str, limit: usize) -> String {
+    let full = format!("{base}{suffix}");
+    if full.len() <= limit {
+        return full;
+    }
+    let keep = limit.saturating_sub(suffix.len() + 9);
+    let mut end = keep.min(base.len());
+    while !base.is_char_boundary(end) {
+        end -= 1;
+    }
+    let prefix = base[..end].trim_end_matches(['-', '.']);
+    format!("{prefix}-{:08x}{suffix}", fnv32a(base.as_bytes()))
+}
+
+/// 32-bit FNV-1a, the hash of the contract's name rules.
+pub fn fnv32a(bytes: &[u8]) -> u32 {
+    bytes.iter().fold(0x811c_9dc5_u32, |hash, byte| {
+        (hash ^ u32::from(*byte)).wrapping_mul(0x0100_0193)
+    })
+}
+
 /// Default of `replicas` fields.
 pub(crate) fn default_replicas() -> Option<i32> {
     Some(1)
@@ -151,4 +179,37 @@ pub(crate) fn conditions_schema(generator: &mut schemars::SchemaGenerator) -> sc
         "x-kubernetes-list-type": "map",
         "x-kubernetes-list-map-keys": ["type"],
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fnv32a_matches_reference_values() {
+        assert_eq!(fnv32a(b""), 0x811c_9dc5);
+        assert_eq!(fnv32a(b"a"), 0xe40c_292c);
+        assert_eq!(fnv32a(b"foobar"), 0xbf9c_f968);
+    }
+
+    #[test]
+    fn truncated_names_keep_the_limit_and_stay_distinct() {
+        assert_eq!(
+            truncated_name("sample", "-provisioner", DNS_LABEL_MAX),
+            "sample-provisioner"
+        );
+        let a = truncated_name(&"a".repeat(70), "-provisioner", DNS_LABEL_MAX);
+        let b = truncated_name(&format!("{}b", "a".repeat(69)), "-provisioner", DNS_LABEL_MAX);
+        assert!(a.len() <= DNS_LABEL_MAX && b.len() <= DNS_LABEL_MAX);
+        assert!(a.ends_with("-provisioner"));
+        assert_ne!(a, b);
+        assert_eq!(
+            a,
+            format!(
+                "{}-{:08x}-provisioner",
+                "a".repeat(42),
+                fnv32a("a".repeat(70).as_bytes())
+            )
+        );
+    }
 }
