@@ -27,42 +27,22 @@ pub const DEFAULT_ROTATION_INTERVAL: &str = "720h";
 pub const DEFAULT_GRACE_PERIOD: &str = "1h";
 /// Go duration syntax accepted by `rotationInterval` and `gracePeriod` (no sign, no `µs`).
 pub const DURATION_PATTERN: &str = "^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$";
-/// Longest Secret name (a DNS subdomain).
-const MAX_SECRET_NAME_LENGTH: usize = 253;
 
-/// Condition: the current key exists in Coder and is in the output Secret.
-pub const CONDITION_READY: &str = "Ready";
-/// Condition: the operator is still working towards the spec (creating, rotating or deleting keys).
-pub const CONDITION_RECONCILING: &str = "Reconciling";
-/// Condition: the operator cannot go on without a change by a person; the reason says which.
-pub const CONDITION_STALLED: &str = "Stalled";
+pub use crate::shared::status::{
+    CONDITION_READY, CONDITION_RECONCILING, CONDITION_STALLED, REASON_CLEANUP_RECORD_FAILED,
+    REASON_CODER_DEPLOYMENT_CHANGED, REASON_CODER_UNAVAILABLE, REASON_CONTROL_PLANE_NOT_READY,
+    REASON_DELETING, REASON_NOT_SUPPORTED, REASON_OPERATOR_ACCESS_NOT_READY, REASON_REJECTED,
+};
 
 /// Reason: the current key exists in Coder and is in the output Secret.
 pub const REASON_KEY_READY: &str = "KeyReady";
 /// Reason (stalled): the control plane does not set `spec.aiGateway.allowKeys: true`. An object that never created a
 /// key makes no Coder call.
 pub const REASON_NOT_ALLOWED: &str = "NotAllowed";
-/// Reason (stalled): the control plane now reaches another Coder deployment than the one that holds the keys. Nothing
-/// is created in the new deployment; a delete of the object removes the finalizer without a delete in Coder.
-pub const REASON_CODER_DEPLOYMENT_CHANGED: &str = "CoderDeploymentChanged";
-/// Reason: the referenced CoderControlPlane is missing, being deleted or not ready.
-pub const REASON_CONTROL_PLANE_NOT_READY: &str = "ControlPlaneNotReady";
-/// Reason: the control plane has no working operator token yet.
-pub const REASON_OPERATOR_ACCESS_NOT_READY: &str = "OperatorAccessNotReady";
 /// Reason (stalled): a Secret named `secretName` exists and this object is not its controller owner.
 pub const REASON_SECRET_NOT_OWNED: &str = "SecretNotOwned";
-/// Reason: Coder could not be reached, answered a proxy's 404, or `GET /api/v2/buildinfo` failed before a create.
-pub const REASON_CODER_UNAVAILABLE: &str = "CoderUnavailable";
-/// Reason: the cleanup record could not be written, so no create was sent.
-pub const REASON_CLEANUP_RECORD_FAILED: &str = "CleanupRecordFailed";
-/// Reason (stalled): this Coder deployment has no AI Gateway key API, or the AI Gateway is not enabled or entitled.
-pub const REASON_NOT_SUPPORTED: &str = "NotSupported";
-/// Reason (stalled): Coder rejected the request (a 4xx answer).
-pub const REASON_REJECTED: &str = "Rejected";
 /// Reason: a new key replaced the current one; the replaced key waits for its grace period.
 pub const REASON_ROTATING: &str = "Rotating";
-/// Reason: the object is being deleted and its keys are being deleted in Coder.
-pub const REASON_DELETING: &str = "Deleting";
 
 /// One Coder AI Gateway key, kept in a Secret that the object owns and rotated on a schedule.
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
@@ -207,7 +187,11 @@ pub fn key_serial(uid: &str, name: &str) -> Option<i64> {
 /// The default output Secret name for an object: `<name>-ai-gateway-key`. When that exceeds 253 characters, a
 /// prefix of the name is kept, followed by `-<8 hex of FNV-32a of the name>` and the suffix.
 pub fn default_secret_name(object_name: &str) -> String {
-    crate::shared::truncated_name(object_name, DEFAULT_SECRET_NAME_SUFFIX, MAX_SECRET_NAME_LENGTH)
+    crate::shared::truncated_name(
+        object_name,
+        DEFAULT_SECRET_NAME_SUFFIX,
+        crate::shared::DNS_SUBDOMAIN_MAX,
+    )
 }
 
 /// Observed state of a CoderAIGatewayKey.

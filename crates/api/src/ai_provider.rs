@@ -22,36 +22,16 @@ pub const DEFAULT_SECRET_ACCESS_KEY_SECRET_KEY: &str = "AWS_SECRET_ACCESS_KEY";
 /// Coder's rule for provider names (the CHECK constraint on `ai_providers.name`).
 pub const NAME_PATTERN: &str = "^[a-z0-9]+(-[a-z0-9]+)*$";
 
-/// Condition: the provider in Coder matches the spec.
-pub const CONDITION_READY: &str = "Ready";
-/// Condition: the operator is still working towards the spec.
-pub const CONDITION_RECONCILING: &str = "Reconciling";
-/// Condition: the operator cannot go on without a change by a person; the reason says which.
-pub const CONDITION_STALLED: &str = "Stalled";
+pub use crate::shared::status::{
+    CONDITION_READY, CONDITION_RECONCILING, CONDITION_STALLED, REASON_CLEANUP_RECORD_FAILED,
+    REASON_CODER_DEPLOYMENT_CHANGED, REASON_CODER_UNAVAILABLE, REASON_CONTROL_PLANE_NOT_READY,
+    REASON_DELETING, REASON_NOT_SUPPORTED, REASON_OPERATOR_ACCESS_NOT_READY, REASON_REJECTED, REASON_SYNCED,
+};
 
-/// Reason: the provider in Coder matches the spec.
-pub const REASON_SYNCED: &str = "Synced";
-/// Reason: the referenced CoderControlPlane is missing, being deleted or not ready.
-pub const REASON_CONTROL_PLANE_NOT_READY: &str = "ControlPlaneNotReady";
-/// Reason: the control plane has no working operator token yet.
-pub const REASON_OPERATOR_ACCESS_NOT_READY: &str = "OperatorAccessNotReady";
 /// Reason: a referenced Secret or one of its keys is missing or empty.
 pub const REASON_SECRET_NOT_READY: &str = "SecretNotReady";
-/// Reason: Coder could not be reached, or `GET /api/v2/buildinfo` failed before a create; retried after 30 s.
-pub const REASON_CODER_UNAVAILABLE: &str = "CoderUnavailable";
-/// Reason: the cleanup record could not be written, so no create was sent.
-pub const REASON_CLEANUP_RECORD_FAILED: &str = "CleanupRecordFailed";
-/// Reason (stalled): the control plane now reaches another Coder deployment than the one that holds the provider.
-/// Nothing is created in the new deployment; a delete of the object removes the finalizer without a delete in Coder.
-pub const REASON_CODER_DEPLOYMENT_CHANGED: &str = "CoderDeploymentChanged";
 /// Reason (stalled): a provider with this name exists in Coder and was not created for this object.
 pub const REASON_NAME_CONFLICT: &str = "NameConflict";
-/// Reason (stalled): Coder rejected the request (a 4xx answer other than a conflict).
-pub const REASON_REJECTED: &str = "Rejected";
-/// Reason (stalled): this Coder version has no AI provider API (`404 Route not found.`).
-pub const REASON_NOT_SUPPORTED: &str = "NotSupported";
-/// Reason: the object is being deleted and the provider is being deleted in Coder.
-pub const REASON_DELETING: &str = "Deleting";
 
 /// An AI provider in Coder (AI settings > Providers), kept in line with this spec by the operator.
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
@@ -334,13 +314,6 @@ mod tests {
             .map(|c| c.name.as_str())
             .collect();
         assert_eq!(columns, ["Type", "Phase", "Reason", "Age"]);
-        assert!(
-            version
-                .subresources
-                .as_ref()
-                .and_then(|s| s.status.as_ref())
-                .is_some()
-        );
     }
 
     #[test]

@@ -26,15 +26,12 @@ pub const DEFAULT_API_KEY_HEADER: &str = "Authorization";
 /// Rule for slugs: lowercase letters and digits, with single hyphens between them.
 pub const SLUG_PATTERN: &str = "^[a-z0-9]+(-[a-z0-9]+)*$";
 
-/// Condition: the config in Coder matches the spec.
-pub const CONDITION_READY: &str = "Ready";
-/// Condition: the operator is still working towards the spec.
-pub const CONDITION_RECONCILING: &str = "Reconciling";
-/// Condition: the operator cannot go on without a change by a person; the reason says which.
-pub const CONDITION_STALLED: &str = "Stalled";
+pub use crate::shared::status::{
+    CONDITION_READY, CONDITION_RECONCILING, CONDITION_STALLED, REASON_CODER_UNAVAILABLE,
+    REASON_CONTROL_PLANE_NOT_READY, REASON_DELETING, REASON_NOT_SUPPORTED, REASON_OPERATOR_ACCESS_NOT_READY,
+    REASON_REJECTED, REASON_SYNCED,
+};
 
-/// Reason: the config in Coder matches the spec.
-pub const REASON_SYNCED: &str = "Synced";
 /// Reason (stalled): the control plane does not list `spec.organization` in `spec.mcpServers.organizations`. When the
 /// control plane withdraws its opt-in, the operator disables the server in Coder.
 pub const REASON_MCP_SERVERS_NOT_ALLOWED: &str = "MCPServersNotAllowed";
@@ -44,12 +41,6 @@ pub const REASON_DISABLED_EXTERNALLY: &str = "DisabledExternally";
 /// destination: the label `coder.com/credential=true` or the origin in `coder.com/credential-destinations` is
 /// missing. The operator disables the server in Coder until the Secret consents again.
 pub const REASON_CREDENTIALS_NOT_READY: &str = "CredentialsNotReady";
-/// Reason: the referenced CoderControlPlane is missing, being deleted or not ready.
-pub const REASON_CONTROL_PLANE_NOT_READY: &str = "ControlPlaneNotReady";
-/// Reason: the control plane has no working operator token yet.
-pub const REASON_OPERATOR_ACCESS_NOT_READY: &str = "OperatorAccessNotReady";
-/// Reason: Coder could not be reached, or answered with a proxy's 404 or a server error.
-pub const REASON_CODER_UNAVAILABLE: &str = "CoderUnavailable";
 /// Reason (stalled): the Coder organization in `spec.organization` does not exist.
 pub const REASON_ORGANIZATION_NOT_FOUND: &str = "OrganizationNotFound";
 /// Reason (stalled): another MCP server config in Coder already uses the slug.
@@ -57,12 +48,6 @@ pub const REASON_SLUG_CONFLICT: &str = "SlugConflict";
 /// Reason: a group in `spec.access.groups` does not exist in Coder. The operator removed the access of unlisted groups
 /// and of users, and added no group.
 pub const REASON_GROUP_NOT_FOUND: &str = "GroupNotFound";
-/// Reason (stalled): Coder rejected the request (a 4xx answer other than a conflict).
-pub const REASON_REJECTED: &str = "Rejected";
-/// Reason (stalled): this Coder version has no organization MCP server API (Coder v2.37.2 or later is needed).
-pub const REASON_NOT_SUPPORTED: &str = "NotSupported";
-/// Reason: the object is being deleted and the config is being deleted in Coder.
-pub const REASON_DELETING: &str = "Deleting";
 
 /// An MCP server config in a Coder organization, kept in line with this spec by the operator.
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]

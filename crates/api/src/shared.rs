@@ -165,11 +165,6 @@ pub(crate) fn default_coder_image() -> String {
     DEFAULT_CODER_IMAGE.to_owned()
 }
 
-#[allow(dead_code)]
-pub(crate) fn is_false(value: &bool) -> bool {
-    !*value
-}
-
 /// Schema of a `conditions` list: `metav1.Condition` items, merged by `type` under server-side apply.
 pub(crate) fn conditions_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
     let item = generator.subschema_for::<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>();
@@ -179,6 +174,38 @@ pub(crate) fn conditions_schema(generator: &mut schemars::SchemaGenerator) -> sc
         "x-kubernetes-list-type": "map",
         "x-kubernetes-list-map-keys": ["type"],
     })
+}
+
+/// Condition types and reasons shared by the kinds that sync one object into Coder (CoderAIProvider,
+/// CoderAIGatewayKey, CoderMCPServer). Each kind re-exports the ones it uses next to its own reasons.
+pub mod status {
+    /// Condition: the object in Coder matches the spec.
+    pub const CONDITION_READY: &str = "Ready";
+    /// Condition: the operator is still working towards the spec.
+    pub const CONDITION_RECONCILING: &str = "Reconciling";
+    /// Condition: the operator cannot go on without a change by a person; the reason says which.
+    pub const CONDITION_STALLED: &str = "Stalled";
+    /// Reason: the object in Coder matches the spec.
+    pub const REASON_SYNCED: &str = "Synced";
+    /// Reason: the referenced CoderControlPlane is missing, being deleted or not ready.
+    pub const REASON_CONTROL_PLANE_NOT_READY: &str = "ControlPlaneNotReady";
+    /// Reason: the control plane has no working operator token yet.
+    pub const REASON_OPERATOR_ACCESS_NOT_READY: &str = "OperatorAccessNotReady";
+    /// Reason: Coder could not be reached, answered with a proxy's 404 or a server error, or `GET /api/v2/buildinfo`
+    /// failed before a create; retried.
+    pub const REASON_CODER_UNAVAILABLE: &str = "CoderUnavailable";
+    /// Reason: the cleanup record could not be written, so no create was sent.
+    pub const REASON_CLEANUP_RECORD_FAILED: &str = "CleanupRecordFailed";
+    /// Reason (stalled): the control plane now reaches another Coder deployment than the one that holds the object.
+    /// Nothing is created in the new deployment; a delete of the object removes the finalizer without a delete in Coder.
+    pub const REASON_CODER_DEPLOYMENT_CHANGED: &str = "CoderDeploymentChanged";
+    /// Reason (stalled): Coder rejected the request (a 4xx answer other than a conflict).
+    pub const REASON_REJECTED: &str = "Rejected";
+    /// Reason (stalled): this Coder version or licence has no API for the kind (`404 Route not found.`, or the
+    /// feature is not enabled).
+    pub const REASON_NOT_SUPPORTED: &str = "NotSupported";
+    /// Reason: the object is being deleted and it is being deleted in Coder.
+    pub const REASON_DELETING: &str = "Deleting";
 }
 
 #[cfg(test)]

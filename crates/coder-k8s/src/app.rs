@@ -12,15 +12,24 @@ use crate::admin::{self, AdminState};
 use crate::cli::{AppMode, Args, Settings, StartupError};
 use crate::{aggregated, controller, leader, mcp};
 
+/// Everything the startup checks produced; the components start from it without validating again.
+#[derive(Debug)]
+pub struct Startup {
+    pub settings: Settings,
+    /// The static Coder backend of `--app=aggregated-apiserver` (none: every request will answer 503).
+    pub standalone_backend: Option<aggregated::StaticBackend>,
+}
+
 /// Checks every startup rule of the mode before anything listens, so flag errors exit at once.
-pub fn startup_checks(args: &Args) -> Result<Settings, StartupError> {
+pub fn startup_checks(args: &Args) -> Result<Startup, StartupError> {
     let settings = args.validate()?;
+    let mut standalone_backend = None;
     match settings.mode {
         AppMode::McpHttp => {
             mcp::read_token_file(args.mcp_token_file.as_deref())?;
         }
         AppMode::AggregatedApiserver => {
-            aggregated::standalone_backend(
+            standalone_backend = aggregated::standalone_backend(
                 settings.coder_url.as_ref(),
                 &args.coder_session_token,
                 &args.coder_namespace,
@@ -28,11 +37,15 @@ pub fn startup_checks(args: &Args) -> Result<Settings, StartupError> {
         }
         AppMode::All | AppMode::Controller => {}
     }
-    Ok(settings)
+    Ok(Startup {
+        settings,
+        standalone_backend,
+    })
 }
 
 /// Runs the process after [`startup_checks`] passed.
-pub async fn run(args: Args, settings: Settings) -> Result<()> {
+pub async fn run(startup: Startup) -> Result<()> {
+    let settings = &startup.settings;
     let mut registry = Registry::default();
     let leader_gauge = Gauge::<i64>::default();
     registry.register(
@@ -59,7 +72,7 @@ pub async fn run(args: Args, settings: Settings) -> Result<()> {
             .into_future(),
     );
 
-    let components = run_components(&args, &settings, admin_state, leader_gauge, shutdown_rx);
+    let components = run_components(&startup, admin_state, leader_gauge, shutdown_rx);
     let result = tokio::select! {
         result = components => result,
         () = shutdown_signal() => {
@@ -77,12 +90,12 @@ pub async fn run(args: Args, settings: Settings) -> Result<()> {
 }
 
 async fn run_components(
-    args: &Args,
-    settings: &Settings,
+    startup: &Startup,
     admin_state: AdminState,
     leader_gauge: Gauge<i64>,
     shutdown: watch::Receiver<bool>,
 ) -> Result<()> {
+    let settings = &startup.settings;
     match settings.mode {
         AppMode::McpHttp => {
             tracing::warn!("the MCP server is not built yet; serving health only");
@@ -91,13 +104,8 @@ async fn run_components(
             Ok(())
         }
         AppMode::AggregatedApiserver => {
-            let backend = aggregated::standalone_backend(
-                settings.coder_url.as_ref(),
-                &args.coder_session_token,
-                &args.coder_namespace,
-            )?;
             tracing::warn!(
-                configured = backend.is_some(),
+                configured = startup.standalone_backend.is_some(),
                 "the aggregated API server is not built yet; serving health only"
             );
             admin_state.set_ready(true);

@@ -6,15 +6,15 @@ use coder_k8s::{app, cli::Args, telemetry};
 fn main() -> ExitCode {
     let args = Args::parse();
     telemetry::init(args.log_format);
-    let settings = match app::startup_checks(&args) {
-        Ok(settings) => settings,
+    let startup = match app::startup_checks(&args) {
+        Ok(startup) => startup,
         Err(error) => return fail(&error),
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(error) => return fail(&error),
     };
-    match runtime.block_on(app::run(args, settings)) {
+    match runtime.block_on(app::run(startup)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => fail(&format!("{error:#}")),
     }

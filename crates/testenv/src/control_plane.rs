@@ -1,7 +1,7 @@
 //! Starting etcd, kube-apiserver and optionally kube-controller-manager, kube-scheduler and kwok.
 
 use std::fs;
-use std::net::{Ipv4Addr, SocketAddr, TcpListener};
+use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus};
 use std::sync::Mutex;
@@ -142,7 +142,7 @@ impl ControlPlaneBuilder {
             None => None,
         };
         let pki = Pki::generate(&root.join("pki"))?;
-        let [etcd_client, etcd_peer, apiserver, kcm_port, scheduler_port] = free_ports()?;
+        let [etcd_client, etcd_peer, apiserver, kcm_port, scheduler_port] = crate::free_ports()?;
         let server_url = format!("https://127.0.0.1:{apiserver}");
         let kubeconfig_path = root.join("kubeconfig");
         fs::write(
@@ -589,19 +589,6 @@ fn prepare_user_dir(dir: &Path) -> Result<PathBuf> {
         }
     }
     Ok(dir)
-}
-
-/// Five distinct free loopback ports: etcd client and peer, kube-apiserver, KCM, scheduler.
-fn free_ports() -> Result<[u16; 5]> {
-    // Hold all listeners until every port is chosen, so the five differ.
-    let listeners = (0..5)
-        .map(|_| TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).context("binding a free loopback port"))
-        .collect::<Result<Vec<_>>>()?;
-    let mut ports = [0u16; 5];
-    for (port, listener) in ports.iter_mut().zip(&listeners) {
-        *port = listener.local_addr().context("reading a bound port")?.port();
-    }
-    Ok(ports)
 }
 
 /// etcd answers plain HTTP; a tiny HTTP/1.0 request avoids another client dependency.

@@ -43,3 +43,20 @@ pub async fn shared() -> Result<&'static ControlPlane> {
     // If the starting test is cancelled or fails, the next caller tries again.
     SHARED.get_or_try_init(|| ControlPlane::builder().start()).await
 }
+
+/// `N` distinct free loopback ports. Every listener is held until all are chosen, so the ports differ; a process
+/// may still take one before the caller binds it, which callers handle by retrying their start.
+pub fn free_ports<const N: usize>() -> anyhow::Result<[u16; N]> {
+    use anyhow::Context as _;
+    let listeners = (0..N)
+        .map(|_| {
+            std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0))
+                .context("binding a free loopback port")
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let mut ports = [0u16; N];
+    for (port, listener) in ports.iter_mut().zip(&listeners) {
+        *port = listener.local_addr().context("reading a bound port")?.port();
+    }
+    Ok(ports)
+}

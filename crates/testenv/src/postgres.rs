@@ -5,7 +5,6 @@
 //! stops once the test process is gone.
 
 use std::fs;
-use std::net::{Ipv4Addr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::sync::Mutex;
@@ -64,11 +63,6 @@ fn running_as_root() -> bool {
         .output()
         .map(|out| String::from_utf8_lossy(&out.stdout).trim() == "0")
         .unwrap_or(false)
-}
-
-fn free_port() -> Result<u16> {
-    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).context("binding a free loopback port")?;
-    Ok(listener.local_addr().context("reading a bound port")?.port())
 }
 
 impl Postgres {
@@ -140,7 +134,7 @@ impl Postgres {
                 String::from_utf8_lossy(&initdb.stderr)
             );
         }
-        let port = free_port()?;
+        let [port] = crate::free_ports()?;
         let postgres = bin.join("postgres");
         let mut args: Vec<String> = Vec::new();
         let program = if as_root {

@@ -35,12 +35,9 @@ pub fn standalone_backend(
         (None, false) => Err(StartupError(
             "coder client provider is partially configured: --coder-session-token is set but --coder-url is empty; configure both".to_owned(),
         )),
-        (Some(url), false) if namespace.is_empty() => {
-            let _ = url;
-            Err(StartupError(
-                "coder client provider namespace is not configured: configure --coder-namespace".to_owned(),
-            ))
-        }
+        (Some(_), false) if namespace.is_empty() => Err(StartupError(
+            "coder client provider namespace is not configured: configure --coder-namespace".to_owned(),
+        )),
         (Some(url), false) => Ok(Some(StaticBackend {
             url: url.clone(),
             token: token.to_owned(),

@@ -1,7 +1,6 @@
 //! The binary's flag errors (exit 1, exact v0.1.5 texts) and its health server, leader election and SIGTERM
 //! handling against the real control plane.
 
-use std::net::TcpListener;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -92,11 +91,8 @@ fn standalone_aggregated_flags_must_be_complete() {
 }
 
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    let [port] = coder_k8s_testenv::free_ports().unwrap();
+    port
 }
 
 async fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
