@@ -15,7 +15,6 @@ use sha2::{Digest as _, Sha256};
 use tokio_postgres::Client;
 use uuid::Uuid;
 
-const SCHEMA: &str = include_str!("fixtures/coder_schema.sql");
 const NS: &str = "coder";
 const CP: &str = "my-coder";
 
@@ -28,9 +27,8 @@ async fn fresh_db(tag: &str) -> (String, Client) {
         std::process::id(),
         COUNTER.fetch_add(1, Ordering::Relaxed)
     );
-    let url = pg.create_database(&name).await.unwrap();
+    let url = pg.create_coder_database(&name).await.unwrap();
     let client = pg.connect(&name).await.unwrap();
-    client.batch_execute(SCHEMA).await.unwrap();
     (url, client)
 }
 

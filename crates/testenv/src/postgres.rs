@@ -65,6 +65,9 @@ fn running_as_root() -> bool {
         .unwrap_or(false)
 }
 
+/// Coder's schema for the four tables the operator touches, written from Coder's column names and types.
+pub const CODER_SCHEMA_SQL: &str = include_str!("fixtures/coder_schema.sql");
+
 impl Postgres {
     /// initdb into a fresh temp dir and start the server; retried on a port conflict.
     pub async fn start() -> Result<Self> {
@@ -239,6 +242,18 @@ impl Postgres {
             .await
             .with_context(|| format!("creating database {name}"))?;
         Ok(self.url(name))
+    }
+
+    /// Creates database `name` with Coder's tables that the operator-access bootstrap and the Coder API test server
+    /// use (users, organizations, organization_members, api_keys, their enums, one default organization).
+    pub async fn create_coder_database(&self, name: &str) -> Result<String> {
+        let url = self.create_database(name).await?;
+        let client = self.connect(name).await?;
+        client
+            .batch_execute(CODER_SCHEMA_SQL)
+            .await
+            .with_context(|| format!("creating the Coder schema in {name}"))?;
+        Ok(url)
     }
 
     /// Stops the server and removes its directory. Idempotent.
