@@ -1,0 +1,939 @@
+//! The objects a CoderControlPlane should have, computed from its spec alone (contract §2.1). Pure: the reconciler
+//! applies the result with server-side apply; tests check it without an apiserver.
+
+use std::collections::BTreeMap;
+
+use coder_k8s_api::control_plane::{
+    CoderControlPlane, CoderControlPlaneSpec, PG_CONNECTION_URL_ENV, ProbeSpec,
+};
+use coder_k8s_api::shared::DEFAULT_CODER_IMAGE;
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
+use k8s_openapi::api::core::v1::{
+    Container, ContainerPort, EnvVar, EnvVarSource, HTTPGetAction, ObjectFieldSelector, PodSpec,
+    PodTemplateSpec, Probe, SecretKeySelector as K8sSecretKeySelector, SecretVolumeSource, Service,
+    ServiceAccount, ServicePort, ServiceSpec as K8sServiceSpec, Volume, VolumeMount,
+};
+use k8s_openapi::api::networking::v1::{
+    HTTPIngressPath, HTTPIngressRuleValue, Ingress, IngressBackend, IngressRule, IngressServiceBackend,
+    IngressSpec, IngressTLS, ServiceBackendPort,
+};
+use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::Resource;
+use serde_json::json;
+
+use super::names::{
+    ControlPlaneId, HTTP_CONTAINER_PORT, HTTPS_CONTAINER_PORT, WORKSPACE_RBAC_OWNER_UID_ANNOTATION,
+    volume_name, workspace_role_binding_name, workspace_role_name,
+};
+
+/// `CODER_ACCESS_URL`, set by the operator unless the user defines it.
+pub const ACCESS_URL_ENV: &str = "CODER_ACCESS_URL";
+/// Where TLS Secrets are mounted: `<dir>/<secret>/tls.crt`.
+const TLS_MOUNT_DIR: &str = "/etc/ssl/certs/coder";
+
+/// Everything the control plane owns, in apply order.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DesiredState {
+    /// `None` when `serviceAccount.disableCreate` is set.
+    pub service_account: Option<ServiceAccount>,
+    /// Role and RoleBinding per workspace namespace (own namespace first); empty when `workspacePerms` is false.
+    pub workspace_rbac: Vec<(Role, RoleBinding)>,
+    pub service: Service,
+    pub deployment: Deployment,
+    pub ingress: Option<Ingress>,
+    /// gateway.networking.k8s.io/v1 HTTPRoute (no typed struct in k8s-openapi).
+    pub http_route: Option<serde_json::Value>,
+}
+
+/// Facts the shell resolves for the builder.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Inputs {
+    /// Whether a ConfigMap or Secret named in `spec.envFrom` defines `CODER_ACCESS_URL` (with its prefix).
+    pub env_from_defines_access_url: bool,
+}
+
+/// Whether built-in TLS is on.
+pub fn tls_enabled(spec: &CoderControlPlaneSpec) -> bool {
+    !spec.tls.secret_names.is_empty()
+}
+
+/// `status.url`: `http://<svc>.<ns>.svc.cluster.local:<port>`, or `https://…:443` with TLS.
+pub fn status_url(id: &ControlPlaneId, spec: &CoderControlPlaneSpec) -> String {
+    if tls_enabled(spec) {
+        format!("https://{}:443", id.service_host())
+    } else {
+        format!("http://{}:{}", id.service_host(), spec.service.port)
+    }
+}
+
+/// The Service port that reaches Coder's plain HTTP listener: the spec port, or 80 when TLS takes 443.
+pub fn http_service_port(spec: &CoderControlPlaneSpec) -> i32 {
+    if tls_enabled(spec) && spec.service.port == 443 {
+        80
+    } else {
+        spec.service.port
+    }
+}
+
+/// The URL every operator component uses for Coder API calls: always plain HTTP on the Service (contract §5.4),
+/// because certificates for an external host rarely cover the Service name.
+pub fn internal_url(id: &ControlPlaneId, spec: &CoderControlPlaneSpec) -> String {
+    format!("http://{}:{}", id.service_host(), http_service_port(spec))
+}
+
+/// `spec.extraEnv` sets `CODER_PG_CONNECTION_URL` although `spec.database` is set (ConflictingConfiguration).
+pub fn database_conflict(spec: &CoderControlPlaneSpec) -> bool {
+    spec.database.is_some() && spec.extra_env.iter().any(|e| e.name == PG_CONNECTION_URL_ENV)
+}
+
+/// ServiceAccount name of the Coder pods.
+pub fn service_account_name(id: &ControlPlaneId, spec: &CoderControlPlaneSpec) -> String {
+    spec.service_account
+        .name
+        .clone()
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| id.name.clone())
+}
+
+/// Builds the desired objects. `None` when the object has no name, namespace or UID (not stored yet).
+pub fn desired_state(cp: &CoderControlPlane, inputs: &Inputs) -> Option<DesiredState> {
+    let id = ControlPlaneId::of(cp)?;
+    let owner = cp.controller_owner_ref(&())?;
+    let uid = cp.metadata.uid.clone()?;
+    let spec = &cp.spec;
+    let sa = service_account_name(&id, spec);
+    Some(DesiredState {
+        service_account: (!spec.service_account.disable_create)
+            .then(|| service_account(&id, spec, &sa, &owner)),
+        workspace_rbac: workspace_rbac(&id, spec, &sa, &uid, &owner),
+        service: service(&id, spec, &owner),
+        deployment: deployment(&id, spec, inputs, &sa, &owner),
+        ingress: ingress(&id, spec, &owner),
+        http_route: http_route(&id, spec, &owner),
+    })
+}
+
+fn meta(id: &ControlPlaneId, name: &str, owner: &OwnerReference) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name.to_owned()),
+        namespace: Some(id.namespace.clone()),
+        labels: Some(id.labels()),
+        owner_references: Some(vec![owner.clone()]),
+        ..ObjectMeta::default()
+    }
+}
+
+fn service_account(
+    id: &ControlPlaneId,
+    spec: &CoderControlPlaneSpec,
+    name: &str,
+    owner: &OwnerReference,
+) -> ServiceAccount {
+    let mut metadata = meta(id, name, owner);
+    let mut labels = id.labels();
+    labels.extend(spec.service_account.labels.clone());
+    metadata.labels = Some(labels);
+    if !spec.service_account.annotations.is_empty() {
+        metadata.annotations = Some(spec.service_account.annotations.clone());
+    }
+    ServiceAccount {
+        metadata,
+        ..ServiceAccount::default()
+    }
+}
+
+fn workspace_rules(spec: &CoderControlPlaneSpec) -> Vec<PolicyRule> {
+    let verbs: Vec<String> = [
+        "get",
+        "list",
+        "watch",
+        "create",
+        "update",
+        "patch",
+        "delete",
+        "deletecollection",
+    ]
+    .into_iter()
+    .map(str::to_owned)
+    .collect();
+    let mut rules = vec![PolicyRule {
+        api_groups: Some(vec![String::new()]),
+        resources: Some(vec!["pods".to_owned(), "persistentvolumeclaims".to_owned()]),
+        verbs: verbs.clone(),
+        ..PolicyRule::default()
+    }];
+    if spec.rbac.enable_deployments.unwrap_or(true) {
+        rules.push(PolicyRule {
+            api_groups: Some(vec!["apps".to_owned()]),
+            resources: Some(vec!["deployments".to_owned()]),
+            verbs,
+            ..PolicyRule::default()
+        });
+    }
+    rules.extend(spec.rbac.extra_rules.iter().cloned());
+    rules
+}
+
+fn workspace_rbac(
+    id: &ControlPlaneId,
+    spec: &CoderControlPlaneSpec,
+    sa: &str,
+    uid: &str,
+    owner: &OwnerReference,
+) -> Vec<(Role, RoleBinding)> {
+    if !spec.rbac.workspace_perms.unwrap_or(true) {
+        return Vec::new();
+    }
+    let mut namespaces = vec![id.namespace.clone()];
+    for ns in &spec.rbac.workspace_namespaces {
+        if !ns.is_empty() && !namespaces.contains(ns) {
+            namespaces.push(ns.clone());
+        }
+    }
+    let role_name = workspace_role_name(id, sa);
+    let binding_name = workspace_role_binding_name(id, sa);
+    namespaces
+        .into_iter()
+        .map(|namespace| {
+            let own = namespace == id.namespace;
+            let metadata = |name: &str| ObjectMeta {
+                name: Some(name.to_owned()),
+                namespace: Some(namespace.clone()),
+                labels: Some(id.workspace_rbac_labels()),
+                annotations: Some(BTreeMap::from([(
+                    WORKSPACE_RBAC_OWNER_UID_ANNOTATION.to_owned(),
+                    uid.to_owned(),
+                )])),
+                // Owner references cannot cross namespaces; the finalizer cleans up the others.
+                owner_references: own.then(|| vec![owner.clone()]),
+                ..ObjectMeta::default()
+            };
+            let role = Role {
+                metadata: metadata(&role_name),
+                rules: Some(workspace_rules(spec)),
+            };
+            let binding = RoleBinding {
+                metadata: metadata(&binding_name),
+                role_ref: RoleRef {
+                    api_group: "rbac.authorization.k8s.io".to_owned(),
+                    kind: "Role".to_owned(),
+                    name: role_name.clone(),
+                },
+                subjects: Some(vec![Subject {
+                    kind: "ServiceAccount".to_owned(),
+                    name: sa.to_owned(),
+                    namespace: Some(id.namespace.clone()),
+                    ..Subject::default()
+                }]),
+            };
+            (role, binding)
+        })
+        .collect()
+}
+
+fn service_port(name: &str, port: i32, target: i32) -> ServicePort {
+    ServicePort {
+        name: Some(name.to_owned()),
+        port,
+        target_port: Some(IntOrString::Int(target)),
+        protocol: Some("TCP".to_owned()),
+        ..ServicePort::default()
+    }
+}
+
+fn service(id: &ControlPlaneId, spec: &CoderControlPlaneSpec, owner: &OwnerReference) -> Service {
+    let port = spec.service.port;
+    let ports = match (tls_enabled(spec), port) {
+        (false, _) => vec![service_port("http", port, HTTP_CONTAINER_PORT)],
+        (true, 443) => vec![
+            service_port("https", 443, HTTPS_CONTAINER_PORT),
+            service_port("http", 80, HTTP_CONTAINER_PORT),
+        ],
+        (true, _) => vec![
+            service_port("http", port, HTTP_CONTAINER_PORT),
+            service_port("https", 443, HTTPS_CONTAINER_PORT),
+        ],
+    };
+    let mut metadata = meta(id, &id.name, owner);
+    if !spec.service.annotations.is_empty() {
+        metadata.annotations = Some(spec.service.annotations.clone());
+    }
+    Service {
+        metadata,
+        spec: Some(K8sServiceSpec {
+            type_: Some(spec.service.type_.as_str().to_owned()),
+            selector: Some(id.labels()),
+            ports: Some(ports),
+            ..K8sServiceSpec::default()
+        }),
+        ..Service::default()
+    }
+}
+
+fn value_env(name: &str, value: impl Into<String>) -> EnvVar {
+    EnvVar {
+        name: name.to_owned(),
+        value: Some(value.into()),
+        ..EnvVar::default()
+    }
+}
+
+/// Whether the user defines `CODER_ACCESS_URL`; then the operator leaves it alone.
+fn user_defines_access_url(spec: &CoderControlPlaneSpec, inputs: &Inputs) -> bool {
+    inputs.env_from_defines_access_url || spec.extra_env.iter().any(|e| e.name == ACCESS_URL_ENV)
+}
+
+/// The operator's env (in the contract's order), then `extraEnv`.
+pub fn container_env(id: &ControlPlaneId, spec: &CoderControlPlaneSpec, inputs: &Inputs) -> Vec<EnvVar> {
+    let mut env = vec![
+        EnvVar {
+            name: "KUBE_POD_IP".to_owned(),
+            value_from: Some(EnvVarSource {
+                field_ref: Some(ObjectFieldSelector {
+                    field_path: "status.podIP".to_owned(),
+                    ..ObjectFieldSelector::default()
+                }),
+                ..EnvVarSource::default()
+            }),
+            ..EnvVar::default()
+        },
+        value_env(
+            "CODER_DERP_SERVER_RELAY_URL",
+            format!("http://$(KUBE_POD_IP):{HTTP_CONTAINER_PORT}"),
+        ),
+    ];
+    if spec.env_use_cluster_access_url.unwrap_or(true) && !user_defines_access_url(spec, inputs) {
+        let url = if tls_enabled(spec) {
+            format!("https://{}", id.service_host())
+        } else if spec.service.port == 80 {
+            format!("http://{}", id.service_host())
+        } else {
+            format!("http://{}:{}", id.service_host(), spec.service.port)
+        };
+        env.push(value_env(ACCESS_URL_ENV, url));
+    }
+    if tls_enabled(spec) {
+        let files = |file: &str| {
+            spec.tls
+                .secret_names
+                .iter()
+                .map(|s| format!("{TLS_MOUNT_DIR}/{s}/{file}"))
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        env.push(value_env("CODER_TLS_ENABLE", "true"));
+        env.push(value_env(
+            "CODER_TLS_ADDRESS",
+            format!("0.0.0.0:{HTTPS_CONTAINER_PORT}"),
+        ));
+        env.push(value_env("CODER_TLS_CERT_FILE", files("tls.crt")));
+        env.push(value_env("CODER_TLS_KEY_FILE", files("tls.key")));
+    }
+    if let Some(database) = &spec.database {
+        let reference = &database.connection_secret_ref;
+        env.push(EnvVar {
+            name: PG_CONNECTION_URL_ENV.to_owned(),
+            value_from: Some(EnvVarSource {
+                secret_key_ref: Some(K8sSecretKeySelector {
+                    name: reference.name.clone(),
+                    key: reference.key.clone().unwrap_or_default(),
+                    optional: Some(false),
+                }),
+                ..EnvVarSource::default()
+            }),
+            ..EnvVar::default()
+        });
+    }
+    env.extend(spec.extra_env.iter().cloned());
+    env
+}
+
+fn probe(spec: &ProbeSpec) -> Option<Probe> {
+    spec.enabled.unwrap_or(false).then(|| Probe {
+        http_get: Some(HTTPGetAction {
+            path: Some("/healthz".to_owned()),
+            port: IntOrString::String("http".to_owned()),
+            ..HTTPGetAction::default()
+        }),
+        initial_delay_seconds: Some(spec.initial_delay_seconds),
+        period_seconds: Some(spec.period_seconds.unwrap_or(10)),
+        timeout_seconds: Some(spec.timeout_seconds.unwrap_or(1)),
+        success_threshold: Some(spec.success_threshold.unwrap_or(1)),
+        failure_threshold: Some(spec.failure_threshold.unwrap_or(3)),
+        ..Probe::default()
+    })
+}
+
+/// `Some(list)` unless empty, so empty lists are not sent (and not owned under server-side apply).
+fn some_if_any<T: Clone>(items: &[T]) -> Option<Vec<T>> {
+    (!items.is_empty()).then(|| items.to_vec())
+}
+
+fn secret_volume(name: String, secret: &str) -> Volume {
+    Volume {
+        name,
+        secret: Some(SecretVolumeSource {
+            secret_name: Some(secret.to_owned()),
+            ..SecretVolumeSource::default()
+        }),
+        ..Volume::default()
+    }
+}
+
+fn volumes(spec: &CoderControlPlaneSpec) -> (Vec<Volume>, Vec<VolumeMount>) {
+    let mut volumes = Vec::new();
+    let mut mounts = Vec::new();
+    for secret in &spec.tls.secret_names {
+        let name = volume_name("tls-", secret);
+        volumes.push(secret_volume(name.clone(), secret));
+        mounts.push(VolumeMount {
+            name,
+            mount_path: format!("{TLS_MOUNT_DIR}/{secret}"),
+            read_only: Some(true),
+            ..VolumeMount::default()
+        });
+    }
+    for cert in &spec.certs.secrets {
+        let name = volume_name("ca-cert-", &cert.name);
+        volumes.push(secret_volume(name.clone(), &cert.name));
+        mounts.push(VolumeMount {
+            name,
+            mount_path: format!("/etc/ssl/certs/{}.crt", cert.name),
+            sub_path: Some(cert.key.clone()),
+            read_only: Some(true),
+            ..VolumeMount::default()
+        });
+    }
+    volumes.extend(spec.volumes.iter().cloned());
+    mounts.extend(spec.volume_mounts.iter().cloned());
+    (volumes, mounts)
+}
+
+fn deployment(
+    id: &ControlPlaneId,
+    spec: &CoderControlPlaneSpec,
+    inputs: &Inputs,
+    sa: &str,
+    owner: &OwnerReference,
+) -> Deployment {
+    let mut ports = vec![ContainerPort {
+        name: Some("http".to_owned()),
+        container_port: HTTP_CONTAINER_PORT,
+        protocol: Some("TCP".to_owned()),
+        ..ContainerPort::default()
+    }];
+    if tls_enabled(spec) {
+        ports.push(ContainerPort {
+            name: Some("https".to_owned()),
+            container_port: HTTPS_CONTAINER_PORT,
+            protocol: Some("TCP".to_owned()),
+            ..ContainerPort::default()
+        });
+    }
+    let mut args = vec![format!("--http-address=0.0.0.0:{HTTP_CONTAINER_PORT}")];
+    args.extend(spec.extra_args.iter().cloned());
+    let (volumes, volume_mounts) = volumes(spec);
+    let image = if spec.image.is_empty() {
+        DEFAULT_CODER_IMAGE.to_owned()
+    } else {
+        spec.image.clone()
+    };
+    let container = Container {
+        name: "coder".to_owned(),
+        image: Some(image),
+        args: Some(args),
+        env: Some(container_env(id, spec, inputs)),
+        env_from: some_if_any(&spec.env_from),
+        ports: Some(ports),
+        readiness_probe: probe(&spec.readiness_probe),
+        liveness_probe: probe(&spec.liveness_probe),
+        resources: spec.resources.clone(),
+        security_context: spec.security_context.clone(),
+        volume_mounts: (!volume_mounts.is_empty()).then_some(volume_mounts),
+        ..Container::default()
+    };
+    Deployment {
+        metadata: meta(id, &id.name, owner),
+        spec: Some(DeploymentSpec {
+            replicas: Some(spec.replicas.unwrap_or(1)),
+            selector: LabelSelector {
+                match_labels: Some(id.labels()),
+                ..LabelSelector::default()
+            },
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(id.labels()),
+                    ..ObjectMeta::default()
+                }),
+                spec: Some(PodSpec {
+                    service_account_name: Some(sa.to_owned()),
+                    containers: vec![container],
+                    volumes: (!volumes.is_empty()).then_some(volumes),
+                    image_pull_secrets: some_if_any(&spec.image_pull_secrets),
+                    security_context: spec.pod_security_context.clone(),
+                    node_selector: (!spec.node_selector.is_empty()).then(|| spec.node_selector.clone()),
+                    tolerations: some_if_any(&spec.tolerations),
+                    affinity: spec.affinity.clone(),
+                    topology_spread_constraints: some_if_any(&spec.topology_spread_constraints),
+                    ..PodSpec::default()
+                }),
+            },
+            ..DeploymentSpec::default()
+        }),
+        ..Deployment::default()
+    }
+}
+
+fn ingress(id: &ControlPlaneId, spec: &CoderControlPlaneSpec, owner: &OwnerReference) -> Option<Ingress> {
+    let expose = spec.expose.as_ref()?.ingress.as_ref()?;
+    let backend_port = http_service_port(spec);
+    let rule = |host: &str| IngressRule {
+        host: Some(host.to_owned()),
+        http: Some(HTTPIngressRuleValue {
+            paths: vec![HTTPIngressPath {
+                path: Some("/".to_owned()),
+                path_type: "Prefix".to_owned(),
+                backend: IngressBackend {
+                    service: Some(IngressServiceBackend {
+                        name: id.name.clone(),
+                        port: Some(ServiceBackendPort {
+                            number: Some(backend_port),
+                            ..ServiceBackendPort::default()
+                        }),
+                    }),
+                    ..IngressBackend::default()
+                },
+            }],
+        }),
+    };
+    let mut rules = vec![rule(&expose.host)];
+    let mut tls = Vec::new();
+    if let Some(secret) = expose.tls.as_ref().and_then(|t| t.secret_name.clone()) {
+        tls.push(IngressTLS {
+            hosts: Some(vec![expose.host.clone()]),
+            secret_name: Some(secret),
+        });
+    }
+    if let Some(wildcard) = expose.wildcard_host.as_ref().filter(|w| !w.is_empty()) {
+        rules.push(rule(wildcard));
+        if let Some(secret) = expose.tls.as_ref().and_then(|t| t.wildcard_secret_name.clone()) {
+            tls.push(IngressTLS {
+                hosts: Some(vec![wildcard.clone()]),
+                secret_name: Some(secret),
+            });
+        }
+    }
+    let mut metadata = meta(id, &id.name, owner);
+    if !expose.annotations.is_empty() {
+        metadata.annotations = Some(expose.annotations.clone());
+    }
+    Some(Ingress {
+        metadata,
+        spec: Some(IngressSpec {
+            ingress_class_name: expose.class_name.clone(),
+            rules: Some(rules),
+            tls: (!tls.is_empty()).then_some(tls),
+            ..IngressSpec::default()
+        }),
+        ..Ingress::default()
+    })
+}
+
+fn http_route(
+    id: &ControlPlaneId,
+    spec: &CoderControlPlaneSpec,
+    owner: &OwnerReference,
+) -> Option<serde_json::Value> {
+    let expose = spec.expose.as_ref()?.gateway.as_ref()?;
+    let mut hostnames = vec![expose.host.clone()];
+    hostnames.extend(expose.wildcard_host.iter().filter(|w| !w.is_empty()).cloned());
+    let parent_refs: Vec<serde_json::Value> = expose
+        .parent_refs
+        .iter()
+        .map(|p| {
+            let mut parent = json!({"name": p.name});
+            if let Some(ns) = &p.namespace {
+                parent["namespace"] = json!(ns);
+            }
+            if let Some(section) = &p.section_name {
+                parent["sectionName"] = json!(section);
+            }
+            parent
+        })
+        .collect();
+    Some(json!({
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "HTTPRoute",
+        "metadata": meta(id, &id.name, owner),
+        "spec": {
+            "hostnames": hostnames,
+            "parentRefs": parent_refs,
+            "rules": [{
+                "matches": [{"path": {"type": "PathPrefix", "value": "/"}}],
+                "backendRefs": [{"name": id.name, "port": http_service_port(spec)}],
+            }],
+        },
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use coder_k8s_api::control_plane::{
+        CertSecretSelector, DatabaseSpec, ExposeSpec, GatewayExposeSpec, GatewayParentRef, IngressExposeSpec,
+        IngressTlsSpec,
+    };
+    use coder_k8s_api::shared::SecretKeySelector;
+
+    fn control_plane(spec: serde_json::Value) -> CoderControlPlane {
+        let mut cp = CoderControlPlane::new("coder", serde_json::from_value(spec).unwrap());
+        cp.metadata.namespace = Some("team".to_owned());
+        cp.metadata.uid = Some("uid-1".to_owned());
+        cp
+    }
+
+    fn env_names(state: &DesiredState) -> Vec<String> {
+        let container = &state
+            .deployment
+            .spec
+            .as_ref()
+            .unwrap()
+            .template
+            .spec
+            .as_ref()
+            .unwrap()
+            .containers[0];
+        container
+            .env
+            .as_ref()
+            .unwrap()
+            .iter()
+            .map(|e| e.name.clone())
+            .collect()
+    }
+
+    fn env_value(state: &DesiredState, name: &str) -> Option<String> {
+        let container = &state
+            .deployment
+            .spec
+            .as_ref()
+            .unwrap()
+            .template
+            .spec
+            .as_ref()
+            .unwrap()
+            .containers[0];
+        container
+            .env
+            .as_ref()
+            .unwrap()
+            .iter()
+            .find(|e| e.name == name)
+            .and_then(|e| e.value.clone())
+    }
+
+    #[test]
+    fn defaults_give_the_contract_objects() {
+        let state = desired_state(&control_plane(json!({})), &Inputs::default()).unwrap();
+        assert_eq!(
+            env_names(&state),
+            ["KUBE_POD_IP", "CODER_DERP_SERVER_RELAY_URL", "CODER_ACCESS_URL"]
+        );
+        assert_eq!(
+            env_value(&state, "CODER_ACCESS_URL").unwrap(),
+            "http://coder.team.svc.cluster.local"
+        );
+        assert_eq!(
+            env_value(&state, "CODER_DERP_SERVER_RELAY_URL").unwrap(),
+            "http://$(KUBE_POD_IP):8080"
+        );
+        let deployment = state.deployment.spec.as_ref().unwrap();
+        assert_eq!(deployment.replicas, Some(1));
+        let pod = deployment.template.spec.as_ref().unwrap();
+        assert_eq!(pod.service_account_name.as_deref(), Some("coder"));
+        let container = &pod.containers[0];
+        assert_eq!(container.name, "coder");
+        assert_eq!(container.image.as_deref(), Some("ghcr.io/coder/coder:latest"));
+        assert_eq!(container.args.as_ref().unwrap(), &["--http-address=0.0.0.0:8080"]);
+        assert!(container.readiness_probe.is_some());
+        assert!(container.liveness_probe.is_none());
+        let readiness = container.readiness_probe.as_ref().unwrap();
+        assert_eq!(
+            (readiness.period_seconds, readiness.failure_threshold),
+            (Some(10), Some(3))
+        );
+        let ports = state.service.spec.as_ref().unwrap().ports.as_ref().unwrap();
+        assert_eq!(ports.len(), 1);
+        assert_eq!((ports[0].name.as_deref(), ports[0].port), (Some("http"), 80));
+        assert_eq!(state.workspace_rbac.len(), 1);
+        let (role, binding) = &state.workspace_rbac[0];
+        assert_eq!(role.rules.as_ref().unwrap().len(), 2, "pods/PVCs and deployments");
+        assert_eq!(binding.role_ref.name, role.metadata.name.clone().unwrap());
+        assert_eq!(
+            role.metadata.annotations.as_ref().unwrap()[WORKSPACE_RBAC_OWNER_UID_ANNOTATION],
+            "uid-1"
+        );
+        assert!(state.service_account.is_some());
+        assert!(state.ingress.is_none() && state.http_route.is_none());
+        let owner = &state.deployment.metadata.owner_references.as_ref().unwrap()[0];
+        assert_eq!(
+            (owner.kind.as_str(), owner.controller),
+            ("CoderControlPlane", Some(true))
+        );
+        let id = ControlPlaneId::of(&control_plane(json!({}))).unwrap();
+        assert_eq!(
+            status_url(&id, &control_plane(json!({})).spec),
+            "http://coder.team.svc.cluster.local:80"
+        );
+    }
+
+    #[test]
+    fn access_url_is_left_to_the_user_when_defined() {
+        let cp = control_plane(
+            json!({"extraEnv": [{"name": "CODER_ACCESS_URL", "value": "https://coder.example.com"}]}),
+        );
+        let state = desired_state(&cp, &Inputs::default()).unwrap();
+        assert_eq!(
+            env_value(&state, "CODER_ACCESS_URL").unwrap(),
+            "https://coder.example.com"
+        );
+        assert_eq!(
+            env_names(&state)
+                .iter()
+                .filter(|n| *n == "CODER_ACCESS_URL")
+                .count(),
+            1
+        );
+        let state = desired_state(
+            &control_plane(json!({})),
+            &Inputs {
+                env_from_defines_access_url: true,
+            },
+        )
+        .unwrap();
+        assert!(env_value(&state, "CODER_ACCESS_URL").is_none());
+        let state = desired_state(
+            &control_plane(json!({"envUseClusterAccessURL": false})),
+            &Inputs::default(),
+        )
+        .unwrap();
+        assert!(env_value(&state, "CODER_ACCESS_URL").is_none());
+        let state = desired_state(
+            &control_plane(json!({"service": {"port": 8080}})),
+            &Inputs::default(),
+        )
+        .unwrap();
+        assert_eq!(
+            env_value(&state, "CODER_ACCESS_URL").unwrap(),
+            "http://coder.team.svc.cluster.local:8080"
+        );
+    }
+
+    #[test]
+    fn tls_changes_env_ports_volumes_and_urls() {
+        let mut cp = control_plane(json!({"service": {"port": 443}}));
+        cp.spec.tls.secret_names = vec!["coder-tls".to_owned(), "other".to_owned()];
+        let state = desired_state(&cp, &Inputs::default()).unwrap();
+        assert_eq!(
+            env_names(&state),
+            [
+                "KUBE_POD_IP",
+                "CODER_DERP_SERVER_RELAY_URL",
+                "CODER_ACCESS_URL",
+                "CODER_TLS_ENABLE",
+                "CODER_TLS_ADDRESS",
+                "CODER_TLS_CERT_FILE",
+                "CODER_TLS_KEY_FILE"
+            ]
+        );
+        assert_eq!(
+            env_value(&state, "CODER_ACCESS_URL").unwrap(),
+            "https://coder.team.svc.cluster.local"
+        );
+        assert_eq!(
+            env_value(&state, "CODER_TLS_CERT_FILE").unwrap(),
+            "/etc/ssl/certs/coder/coder-tls/tls.crt,/etc/ssl/certs/coder/other/tls.crt"
+        );
+        let ports: Vec<(String, i32)> = state
+            .service
+            .spec
+            .unwrap()
+            .ports
+            .unwrap()
+            .into_iter()
+            .map(|p| (p.name.unwrap(), p.port))
+            .collect();
+        assert_eq!(ports, [("https".to_owned(), 443), ("http".to_owned(), 80)]);
+        let id = ControlPlaneId::of(&cp).unwrap();
+        assert_eq!(
+            status_url(&id, &cp.spec),
+            "https://coder.team.svc.cluster.local:443"
+        );
+        assert_eq!(
+            internal_url(&id, &cp.spec),
+            "http://coder.team.svc.cluster.local:80"
+        );
+        let pod = state.deployment.spec.unwrap().template.spec.unwrap();
+        let names: Vec<String> = pod.volumes.unwrap().into_iter().map(|v| v.name).collect();
+        assert_eq!(names, ["tls-coder-tls", "tls-other"]);
+
+        let mut other_port = control_plane(json!({"service": {"port": 8080}}));
+        other_port.spec.tls.secret_names = vec!["coder-tls".to_owned()];
+        let ports: Vec<(String, i32)> =
+            service(&id, &other_port.spec, &cp.controller_owner_ref(&()).unwrap())
+                .spec
+                .unwrap()
+                .ports
+                .unwrap()
+                .into_iter()
+                .map(|p| (p.name.unwrap(), p.port))
+                .collect();
+        assert_eq!(ports, [("http".to_owned(), 8080), ("https".to_owned(), 443)]);
+    }
+
+    #[test]
+    fn database_secret_is_referenced_never_copied() {
+        let mut cp = control_plane(json!({"extraEnv": [{"name": "EXTRA", "value": "1"}]}));
+        cp.spec.database = Some(DatabaseSpec {
+            connection_secret_ref: SecretKeySelector {
+                name: "coder-db-app".to_owned(),
+                key: Some("uri".to_owned()),
+            },
+        });
+        let state = desired_state(&cp, &Inputs::default()).unwrap();
+        assert_eq!(env_names(&state).last().unwrap(), "EXTRA", "extraEnv comes last");
+        let container = &state
+            .deployment
+            .spec
+            .as_ref()
+            .unwrap()
+            .template
+            .spec
+            .as_ref()
+            .unwrap()
+            .containers[0];
+        let pg = container
+            .env
+            .as_ref()
+            .unwrap()
+            .iter()
+            .find(|e| e.name == PG_CONNECTION_URL_ENV)
+            .unwrap();
+        assert!(pg.value.is_none());
+        let reference = pg.value_from.as_ref().unwrap().secret_key_ref.as_ref().unwrap();
+        assert_eq!(
+            (reference.name.as_str(), reference.key.as_str()),
+            ("coder-db-app", "uri")
+        );
+        assert!(!database_conflict(&cp.spec));
+        cp.spec
+            .extra_env
+            .push(value_env(PG_CONNECTION_URL_ENV, "postgres://x"));
+        assert!(database_conflict(&cp.spec));
+    }
+
+    #[test]
+    fn workspace_rbac_covers_extra_namespaces_and_can_be_off() {
+        let cp = control_plane(
+            json!({"rbac": {"workspaceNamespaces": ["ws-a", "team", "ws-b"], "enableDeployments": false}}),
+        );
+        let state = desired_state(&cp, &Inputs::default()).unwrap();
+        let namespaces: Vec<String> = state
+            .workspace_rbac
+            .iter()
+            .map(|(r, _)| r.metadata.namespace.clone().unwrap())
+            .collect();
+        assert_eq!(namespaces, ["team", "ws-a", "ws-b"]);
+        assert!(
+            state.workspace_rbac[1].0.metadata.owner_references.is_none(),
+            "no cross-namespace owner refs"
+        );
+        assert_eq!(state.workspace_rbac[0].0.rules.as_ref().unwrap().len(), 1);
+        let off = control_plane(
+            json!({"rbac": {"workspacePerms": false}, "serviceAccount": {"disableCreate": true, "name": "byo"}}),
+        );
+        let state = desired_state(&off, &Inputs::default()).unwrap();
+        assert!(state.workspace_rbac.is_empty());
+        assert!(state.service_account.is_none());
+        let pod = state.deployment.spec.unwrap().template.spec.unwrap();
+        assert_eq!(pod.service_account_name.as_deref(), Some("byo"));
+    }
+
+    #[test]
+    fn exposure_by_ingress_or_gateway() {
+        let mut cp = control_plane(json!({}));
+        cp.spec.expose = Some(ExposeSpec {
+            ingress: Some(IngressExposeSpec {
+                host: "coder.example.com".to_owned(),
+                wildcard_host: Some("*.coder.example.com".to_owned()),
+                tls: Some(IngressTlsSpec {
+                    secret_name: Some("tls".to_owned()),
+                    wildcard_secret_name: None,
+                }),
+                ..IngressExposeSpec::default()
+            }),
+            gateway: None,
+        });
+        let ingress = desired_state(&cp, &Inputs::default())
+            .unwrap()
+            .ingress
+            .unwrap()
+            .spec
+            .unwrap();
+        assert_eq!(ingress.rules.as_ref().unwrap().len(), 2);
+        assert_eq!(ingress.tls.as_ref().unwrap().len(), 1);
+        cp.spec.expose = Some(ExposeSpec {
+            ingress: None,
+            gateway: Some(GatewayExposeSpec {
+                host: "coder.example.com".to_owned(),
+                wildcard_host: None,
+                parent_refs: vec![GatewayParentRef {
+                    name: "gw".to_owned(),
+                    namespace: Some("infra".to_owned()),
+                    section_name: None,
+                }],
+            }),
+        });
+        let state = desired_state(&cp, &Inputs::default()).unwrap();
+        assert!(state.ingress.is_none());
+        let route = state.http_route.unwrap();
+        assert_eq!(
+            route["spec"]["parentRefs"][0],
+            json!({"name": "gw", "namespace": "infra"})
+        );
+        assert_eq!(
+            route["spec"]["rules"][0]["backendRefs"][0],
+            json!({"name": "coder", "port": 80})
+        );
+    }
+
+    #[test]
+    fn ca_certs_are_mounted_by_key() {
+        let mut cp = control_plane(json!({}));
+        cp.spec.certs.secrets = vec![CertSecretSelector {
+            name: "corp-ca".to_owned(),
+            key: "ca.pem".to_owned(),
+        }];
+        let pod = desired_state(&cp, &Inputs::default())
+            .unwrap()
+            .deployment
+            .spec
+            .unwrap()
+            .template
+            .spec
+            .unwrap();
+        let mount = &pod.containers[0].volume_mounts.as_ref().unwrap()[0];
+        assert_eq!(mount.mount_path, "/etc/ssl/certs/corp-ca.crt");
+        assert_eq!(mount.sub_path.as_deref(), Some("ca.pem"));
+        assert_eq!(mount.name, "ca-cert-corp-ca");
+    }
+
+    #[test]
+    fn objects_without_uid_are_not_built() {
+        let mut cp = control_plane(json!({}));
+        cp.metadata.uid = None;
+        assert!(desired_state(&cp, &Inputs::default()).is_none());
+    }
+}
