@@ -1,0 +1,121 @@
+//! Status conditions shared by every controller. Setting a condition that did not change keeps the old
+//! `lastTransitionTime`, so an unchanged status serialises byte for byte the same and the reconciler can skip the
+//! write (zero API writes at steady state).
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+
+/// `True`, `False` or `Unknown`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConditionStatus {
+    True,
+    False,
+    Unknown,
+}
+
+impl ConditionStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::True => "True",
+            Self::False => "False",
+            Self::Unknown => "Unknown",
+        }
+    }
+}
+
+/// A condition as a controller decides it, before times and generations are attached.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Decided {
+    pub type_: &'static str,
+    pub status: ConditionStatus,
+    pub reason: &'static str,
+    pub message: String,
+}
+
+/// Inserts or updates `decided` in `conditions`. The transition time changes only when the status changes.
+pub fn set_condition(conditions: &mut Vec<Condition>, decided: Decided, generation: Option<i64>, now: Time) {
+    let status = decided.status.as_str();
+    match conditions.iter_mut().find(|c| c.type_ == decided.type_) {
+        Some(existing) => {
+            if existing.status != status {
+                existing.last_transition_time = now;
+            }
+            existing.status = status.to_owned();
+            existing.reason = decided.reason.to_owned();
+            existing.message = decided.message;
+            existing.observed_generation = generation;
+        }
+        None => conditions.push(Condition {
+            type_: decided.type_.to_owned(),
+            status: status.to_owned(),
+            reason: decided.reason.to_owned(),
+            message: decided.message,
+            observed_generation: generation,
+            last_transition_time: now,
+        }),
+    }
+}
+
+/// Removes the condition of `type_` (for example `DatabaseSecretResolved` when `spec.database` is unset).
+pub fn remove_condition(conditions: &mut Vec<Condition>, type_: &str) {
+    conditions.retain(|c| c.type_ != type_);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::jiff::Timestamp;
+
+    fn at(seconds: i64) -> Time {
+        Time(Timestamp::from_second(seconds).unwrap())
+    }
+
+    fn decided(status: ConditionStatus, reason: &'static str) -> Decided {
+        Decided {
+            type_: "Ready",
+            status,
+            reason,
+            message: format!("because {reason}"),
+        }
+    }
+
+    #[test]
+    fn transition_time_moves_only_on_status_change() {
+        let mut conditions = Vec::new();
+        set_condition(
+            &mut conditions,
+            decided(ConditionStatus::False, "Waiting"),
+            Some(1),
+            at(10),
+        );
+        set_condition(
+            &mut conditions,
+            decided(ConditionStatus::False, "StillWaiting"),
+            Some(2),
+            at(20),
+        );
+        assert_eq!(conditions.len(), 1);
+        assert_eq!(conditions[0].last_transition_time, at(10));
+        assert_eq!(conditions[0].reason, "StillWaiting");
+        assert_eq!(conditions[0].observed_generation, Some(2));
+        set_condition(
+            &mut conditions,
+            decided(ConditionStatus::True, "Done"),
+            Some(2),
+            at(30),
+        );
+        assert_eq!(conditions[0].last_transition_time, at(30));
+        let before = conditions.clone();
+        set_condition(
+            &mut conditions,
+            decided(ConditionStatus::True, "Done"),
+            Some(2),
+            at(40),
+        );
+        assert_eq!(
+            conditions, before,
+            "an unchanged condition leaves the status unchanged"
+        );
+        remove_condition(&mut conditions, "Ready");
+        assert!(conditions.is_empty());
+    }
+}

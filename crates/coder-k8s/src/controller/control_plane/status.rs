@@ -1,0 +1,273 @@
+//! Pure decisions behind the CoderControlPlane conditions (contract §2.1, seed 002): the database Secret check and
+//! the operator token Secret ownership check. Messages name Secrets and keys, never a URL or a credential.
+
+use std::collections::BTreeMap;
+
+use coder_k8s_api::control_plane::{
+    CONDITION_DATABASE_SECRET_RESOLVED, CONDITION_OPERATOR_TOKEN_SECRET_OWNED,
+};
+use coder_k8s_api::shared::SecretKeySelector;
+use coder_k8s_operator_access::{UrlProblem, parse_database_url};
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+
+use crate::controller::conditions::{ConditionStatus, Decided};
+
+/// Reasons of `DatabaseSecretResolved`.
+pub mod database_reasons {
+    pub const RESOLVED: &str = "Resolved";
+    pub const SECRET_NOT_FOUND: &str = "SecretNotFound";
+    pub const KEY_NOT_FOUND: &str = "KeyNotFound";
+    pub const EMPTY_VALUE: &str = "EmptyValue";
+    pub const INVALID_URL: &str = "InvalidURL";
+    pub const CONFLICTING_CONFIGURATION: &str = "ConflictingConfiguration";
+}
+
+/// Reasons of `OperatorTokenSecretOwned`.
+pub mod token_reasons {
+    pub const OWNED: &str = "TokenSecretOwned";
+    pub const NOT_OWNED: &str = "TokenSecretNotOwned";
+}
+
+/// The outcome of the database Secret check; `url` is only set when resolved and is never displayed.
+pub struct DatabaseCheck {
+    pub condition: Decided,
+    pub url: Option<String>,
+}
+
+impl std::fmt::Debug for DatabaseCheck {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DatabaseCheck")
+            .field("condition", &self.condition)
+            .field("url", &self.url.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
+}
+
+/// Evaluates `DatabaseSecretResolved` from `spec.database.connectionSecretRef` and the Secret's data (`None` when
+/// the Secret does not exist). `conflicting` is true when `spec.extraEnv` also sets `CODER_PG_CONNECTION_URL`.
+pub fn check_database_secret(
+    reference: &SecretKeySelector,
+    secret_data: Option<&BTreeMap<String, ByteString>>,
+    conflicting: bool,
+) -> DatabaseCheck {
+    use database_reasons::*;
+    let key = reference.key.as_deref().unwrap_or_default();
+    let at = format!("key {key:?} of Secret {:?}", reference.name);
+    let fail = |reason: &'static str, message: String| DatabaseCheck {
+        condition: Decided {
+            type_: CONDITION_DATABASE_SECRET_RESOLVED,
+            status: ConditionStatus::False,
+            reason,
+            message,
+        },
+        url: None,
+    };
+    if conflicting {
+        return fail(
+            CONFLICTING_CONFIGURATION,
+            "spec.extraEnv also sets CODER_PG_CONNECTION_URL; remove it or remove spec.database. The Deployment is not changed."
+                .to_owned(),
+        );
+    }
+    let Some(data) = secret_data else {
+        return fail(
+            SECRET_NOT_FOUND,
+            format!(
+                "Secret {:?} does not exist in the namespace of the control plane",
+                reference.name
+            ),
+        );
+    };
+    let Some(value) = data.get(key) else {
+        return fail(
+            KEY_NOT_FOUND,
+            format!("Secret {:?} has no key {key:?}", reference.name),
+        );
+    };
+    let Ok(url) = String::from_utf8(value.0.clone()) else {
+        return fail(INVALID_URL, format!("{at} is not UTF-8 text"));
+    };
+    if url.trim().is_empty() {
+        return fail(EMPTY_VALUE, format!("{at} is empty or only whitespace"));
+    }
+    match parse_database_url(&url).err().map(|error| error.problem()) {
+        // TLS is a limit of the operator's own bootstrap, not of the URL: Coder itself can use it.
+        None | Some(UrlProblem::TlsUnsupported) => DatabaseCheck {
+            condition: Decided {
+                type_: CONDITION_DATABASE_SECRET_RESOLVED,
+                status: ConditionStatus::True,
+                reason: RESOLVED,
+                message: format!(
+                    "{at} holds a PostgreSQL URL. This does not mean that the database is reachable or healthy."
+                ),
+            },
+            url: Some(url),
+        },
+        Some(problem) => fail(
+            INVALID_URL,
+            format!("{at} must be a postgres:// or postgresql:// URL (lowercase scheme): {problem}"),
+        ),
+    }
+}
+
+/// Who controls the operator token Secret.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TokenSecretOwnership {
+    /// The Secret does not exist: the controller creates it, owned by the control plane.
+    Absent,
+    /// The control plane (same UID) is its controller owner: read and update it.
+    Owned,
+    /// Another owner or no owner controls it: never read, change or adopt it.
+    NotOwned,
+}
+
+/// Decides ownership of an existing (or absent) token Secret for the control plane with `uid`.
+pub fn token_secret_ownership(secret: Option<&Secret>, uid: &str) -> TokenSecretOwnership {
+    let Some(secret) = secret else {
+        return TokenSecretOwnership::Absent;
+    };
+    let owned = secret
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|owner| owner.controller == Some(true) && owner.uid == uid);
+    if owned {
+        TokenSecretOwnership::Owned
+    } else {
+        TokenSecretOwnership::NotOwned
+    }
+}
+
+/// The `OperatorTokenSecretOwned` condition for an ownership decision.
+pub fn token_secret_condition(ownership: TokenSecretOwnership, secret_name: &str) -> Decided {
+    match ownership {
+        TokenSecretOwnership::Absent | TokenSecretOwnership::Owned => Decided {
+            type_: CONDITION_OPERATOR_TOKEN_SECRET_OWNED,
+            status: ConditionStatus::True,
+            reason: token_reasons::OWNED,
+            message: format!("The control plane owns the operator token Secret {secret_name:?}"),
+        },
+        TokenSecretOwnership::NotOwned => Decided {
+            type_: CONDITION_OPERATOR_TOKEN_SECRET_OWNED,
+            status: ConditionStatus::False,
+            reason: token_reasons::NOT_OWNED,
+            message: format!(
+                "Secret {secret_name:?} exists and this control plane is not its controller owner; the operator does not read, change or adopt it. Delete it if it is a leftover operator token Secret, or set spec.operatorAccess.generatedTokenSecretName to a name that does not exist."
+            ),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+
+    fn reference() -> SecretKeySelector {
+        SecretKeySelector {
+            name: "coder-db-app".to_owned(),
+            key: Some("uri".to_owned()),
+        }
+    }
+
+    fn data(value: &str) -> BTreeMap<String, ByteString> {
+        BTreeMap::from([("uri".to_owned(), ByteString(value.as_bytes().to_vec()))])
+    }
+
+    #[test]
+    fn database_reasons() {
+        let url = "postgres://coder:hunter2@db:5432/coder?sslmode=disable";
+        let check = |data: Option<&BTreeMap<String, ByteString>>, conflicting| {
+            let result = check_database_secret(&reference(), data, conflicting);
+            assert!(
+                !result.condition.message.contains("hunter2"),
+                "{}",
+                result.condition.message
+            );
+            assert!(!format!("{result:?}").contains("hunter2"));
+            result
+        };
+        let resolved = check(Some(&data(url)), false);
+        assert_eq!(resolved.condition.reason, "Resolved");
+        assert_eq!(resolved.condition.status, ConditionStatus::True);
+        assert_eq!(resolved.url.as_deref(), Some(url));
+        assert!(
+            resolved.condition.message.contains("coder-db-app") && resolved.condition.message.contains("uri")
+        );
+        assert_eq!(
+            check(Some(&data("postgresql://db/coder?sslmode=require")), false)
+                .condition
+                .reason,
+            "Resolved"
+        );
+        assert_eq!(check(None, false).condition.reason, "SecretNotFound");
+        assert_eq!(
+            check(Some(&BTreeMap::new()), false).condition.reason,
+            "KeyNotFound"
+        );
+        assert_eq!(check(Some(&data("  \n")), false).condition.reason, "EmptyValue");
+        assert_eq!(check(Some(&data("")), false).condition.reason, "EmptyValue");
+        assert_eq!(
+            check(Some(&data("Postgres://db/coder")), false).condition.reason,
+            "InvalidURL"
+        );
+        assert_eq!(
+            check(Some(&data("mysql://db/coder")), false).condition.reason,
+            "InvalidURL"
+        );
+        assert_eq!(
+            check(Some(&data(&format!("{url}\n"))), false).condition.reason,
+            "InvalidURL"
+        );
+        let conflict = check(Some(&data(url)), true);
+        assert_eq!(conflict.condition.reason, "ConflictingConfiguration");
+        assert!(conflict.url.is_none());
+    }
+
+    fn secret_owned_by(uid: &str, controller: bool) -> Secret {
+        Secret {
+            metadata: ObjectMeta {
+                owner_references: Some(vec![OwnerReference {
+                    uid: uid.to_owned(),
+                    controller: Some(controller),
+                    ..OwnerReference::default()
+                }]),
+                ..ObjectMeta::default()
+            },
+            ..Secret::default()
+        }
+    }
+
+    #[test]
+    fn token_secret_ownership_rules() {
+        assert_eq!(token_secret_ownership(None, "u1"), TokenSecretOwnership::Absent);
+        assert_eq!(
+            token_secret_ownership(Some(&secret_owned_by("u1", true)), "u1"),
+            TokenSecretOwnership::Owned
+        );
+        assert_eq!(
+            token_secret_ownership(Some(&secret_owned_by("u2", true)), "u1"),
+            TokenSecretOwnership::NotOwned
+        );
+        assert_eq!(
+            token_secret_ownership(Some(&secret_owned_by("u1", false)), "u1"),
+            TokenSecretOwnership::NotOwned
+        );
+        assert_eq!(
+            token_secret_ownership(Some(&Secret::default()), "u1"),
+            TokenSecretOwnership::NotOwned
+        );
+        let condition = token_secret_condition(TokenSecretOwnership::NotOwned, "cp-operator-token");
+        assert_eq!(
+            (condition.status, condition.reason),
+            (ConditionStatus::False, "TokenSecretNotOwned")
+        );
+        assert!(condition.message.contains("cp-operator-token"));
+        assert_eq!(
+            token_secret_condition(TokenSecretOwnership::Absent, "x").reason,
+            "TokenSecretOwned"
+        );
+    }
+}
