@@ -1,1 +1,26 @@
-//! (being written)
+//! The one Coder API client of coder-k8s, used by every controller, the aggregated API server and
+//! the MCP server.
+//!
+//! * [`CoderClient`] sends the token in `Coder-Session-Token` ([`SessionToken`], redacted in
+//!   `Debug`/`Display`), follows redirects only within the origin of the Coder URL ([`redirect`]),
+//!   applies a timeout (30 s) and a body-size cap (4 MiB), and sends `X-Coder-Bypass-Ratelimit: true`
+//!   on mutating calls, retrying once without it on 428.
+//! * Errors are typed ([`Error`]); only Coder's own 404 is [`Error::NotFound`] (see [`error`]).
+//! * [`backoff`] computes requeue delays for rate-limited calls.
+//! * [`ai`] holds the unstable AI routes in one place.
+//! * The crate installs rustls' ring provider ([`install_ring_provider`]); aws-lc-rs is not used.
+
+pub mod ai;
+pub mod backoff;
+mod client;
+pub mod error;
+pub mod redirect;
+mod secret;
+pub mod types;
+
+pub use client::{
+    BYPASS_RATELIMIT_HEADER, ClientOptions, CoderClient, DEFAULT_LOG_IDLE_TIMEOUT, DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_TIMEOUT, LogStream, Result, SESSION_TOKEN_HEADER, install_ring_provider,
+};
+pub use error::{Error, UnavailableReason, found};
+pub use secret::{REDACTED, Secret, SessionToken};

@@ -1,1 +1,145 @@
-//! (being written)
+//! A faithful Coder API test server (facts from coder-api.md): users, organizations and API tokens are
+//! read from Coder's PostgreSQL tables on every request; everything else (licenses, provisioner keys,
+//! workspace proxies, files, templates, workspaces, builds, AI configuration) lives in memory. A
+//! simulated provisioner runs template imports and workspace builds, and faults can be injected.
+//!
+//! Middleware, outermost first: request recording -> fault injection -> standard headers
+//! (`X-Coder-Build-Version`, `X-Content-Type-Options`) -> routes. Handlers check, in Coder's middleware
+//! order, the session token (+ the rate-limit bypass header), `{organization}`, the feature gate, the
+//! caller's role, and only then parse the JSON body.
+//!
+//! Choices the spec does not fix (test-server behaviour, not verified Coder behaviour):
+//! * authorization is simplified: site role `owner` may do everything; `organization-admin` may manage
+//!   its org's provisioner keys, templates, versions and MCP servers; licenses, proxies and AI providers
+//!   are owner-only (403 `Forbidden.`); workspaces are visible to their owner and to owners;
+//! * `has_license` is true when a license was uploaded or any feature is entitled/grace; uploaded
+//!   licenses do not change entitlements (use `Config::entitlements` / [`TestServer::set_entitlement`]);
+//! * no real rate limiter (use [`Fault::RateLimited`]); `Fault::ServerError` with a non-5xx code sends 500;
+//! * a dropped connection is recorded with status 0; a 405 for a known path uses JSON
+//!   `{"message":"Method not allowed."}`;
+//! * texts marked unverified in the spec are best guesses: duplicate workspace name (409
+//!   `Workspace "<n>" already exists.`), template delete with workspaces (400), deleted workspace (410),
+//!   unsupported file content type (400), AI provider/MCP duplicates (409), AI Gateway key format
+//!   (`cgk_` + 40 chars, prefix = first 12 chars), MCP secrets rendered as `has_<field>` booleans.
+
+mod auth;
+mod config;
+mod conn;
+mod db;
+mod errors;
+mod faults;
+mod provisioner;
+mod recording;
+mod routes;
+mod state;
+mod util;
+
+use std::net::SocketAddr;
+
+use anyhow::Context as _;
+use tokio::task::JoinHandle;
+
+pub use config::{BuildOutcome, Config, DEFAULT_BUILD_VERSION, Entitlement, FEATURE_NAMES, humanize_feature};
+pub use faults::{Fault, FaultRule};
+pub use recording::RecordedRequest;
+
+use crate::state::{App, lock};
+
+/// Lifetime of tokens from [`TestServer::mint_token`]: 30 days.
+const MINTED_TOKEN_LIFETIME_SECONDS: i64 = 30 * 24 * 60 * 60;
+
+/// A running test server; stops when dropped.
+pub struct TestServer {
+    app: App,
+    url: url::Url,
+    task: JoinHandle<()>,
+}
+
+impl TestServer {
+    /// Binds `127.0.0.1:0` and serves until dropped.
+    pub async fn start(config: Config) -> anyhow::Result<TestServer> {
+        Self::start_at(config, SocketAddr::from(([127, 0, 0, 1], 0))).await
+    }
+
+    /// Binds `addr` and serves until dropped.
+    pub async fn start_at(config: Config, addr: SocketAddr) -> anyhow::Result<TestServer> {
+        uuid::Uuid::parse_str(&config.deployment_id).context("deployment_id must be a UUID")?;
+        let db = db::Db::connect(&config.database_url)
+            .await
+            .context("connecting to the Coder PostgreSQL database")?;
+        let app = App::new(&config, db);
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("binding {addr}"))?;
+        let addr = listener.local_addr()?;
+        *lock(&app.base_url) = format!("http://{addr}");
+        let url = url::Url::parse(&format!("http://{addr}/")).context("forming the server URL")?;
+        let service = routes::router(app.clone()).into_make_service_with_connect_info::<conn::ConnHandle>();
+        let serve = axum::serve(conn::KillableListener(listener), service);
+        let task = tokio::spawn(async move {
+            if let Err(err) = serve.await {
+                tracing::error!(error = %err, "coder test server stopped");
+            }
+        });
+        Ok(TestServer { app, url, task })
+    }
+
+    /// `http://127.0.0.1:PORT/`.
+    pub fn url(&self) -> url::Url {
+        self.url.clone()
+    }
+
+    pub fn add_fault(&self, rule: FaultRule) {
+        lock(&self.app.faults).push(rule);
+    }
+
+    pub fn clear_faults(&self) {
+        lock(&self.app.faults).clear();
+    }
+
+    /// Every request, in arrival order.
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        lock(&self.app.requests).clone()
+    }
+
+    pub fn clear_requests(&self) {
+        lock(&self.app.requests).clear();
+    }
+
+    pub fn set_entitlement(&self, feature: &str, value: Entitlement) {
+        lock(&self.app.entitlements).insert(feature.to_owned(), value);
+    }
+
+    /// Changes the outcome of jobs started from now on.
+    pub fn set_build_outcome(&self, outcome: BuildOutcome) {
+        *lock(&self.app.build_outcome) = outcome;
+    }
+
+    /// Inserts an active user named `username` if missing (an existing user gets `site_roles`), makes it a
+    /// member of every organization and inserts an API token (30 days); returns `<id>-<secret>`.
+    pub async fn mint_token(&self, username: &str, site_roles: &[&str]) -> anyhow::Result<String> {
+        self.app
+            .db
+            .mint_token(username, site_roles, MINTED_TOKEN_LIFETIME_SECONDS)
+            .await
+    }
+
+    /// Every provisioner key in memory (all organizations), as the API renders it.
+    pub fn provisioner_keys(&self) -> Vec<serde_json::Value> {
+        let mem = self.app.mem();
+        mem.provisioner_keys
+            .iter()
+            .map(routes::render_provisioner_key)
+            .collect()
+    }
+
+    pub fn deployment_id(&self) -> &str {
+        &self.app.deployment_id
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}

@@ -1,0 +1,97 @@
+//! Template versions (imports).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use super::jobs::ProvisionerJob;
+use super::users::MinimalUser;
+
+/// A template variable value.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VariableValue {
+    /// Name.
+    pub name: String,
+    /// Value.
+    pub value: String,
+}
+
+/// `CreateTemplateVersionRequest`.
+#[derive(Debug, Clone, Serialize)]
+pub struct CreateTemplateVersionRequest {
+    /// Name (random when empty).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub name: String,
+    /// Message.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub message: String,
+    /// Attach to this template.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub template_id: Option<Uuid>,
+    /// Always `file`.
+    pub storage_method: String,
+    /// The uploaded archive.
+    pub file_id: Uuid,
+    /// `terraform` or `echo`.
+    pub provisioner: String,
+    /// Provisioner tags.
+    pub tags: BTreeMap<String, String>,
+    /// Template variable values.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub user_variable_values: Vec<VariableValue>,
+}
+
+impl CreateTemplateVersionRequest {
+    /// A terraform import of `file_id`.
+    pub fn terraform(file_id: Uuid) -> Self {
+        Self {
+            name: String::new(),
+            message: String::new(),
+            template_id: None,
+            storage_method: "file".to_owned(),
+            file_id,
+            provisioner: "terraform".to_owned(),
+            tags: BTreeMap::new(),
+            user_variable_values: Vec::new(),
+        }
+    }
+}
+
+/// `TemplateVersion`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct TemplateVersion {
+    /// ID.
+    pub id: Uuid,
+    /// Template (absent before a template is created from it).
+    pub template_id: Option<Uuid>,
+    /// Organization.
+    pub organization_id: Uuid,
+    /// Created.
+    pub created_at: String,
+    /// Updated.
+    pub updated_at: String,
+    /// Name.
+    pub name: String,
+    /// Message.
+    pub message: String,
+    /// The import job.
+    pub job: ProvisionerJob,
+    /// Readme.
+    pub readme: String,
+    /// Creator.
+    pub created_by: MinimalUser,
+    /// Archived.
+    pub archived: bool,
+}
+
+/// `POST /templates/{id}/versions/archive` answer.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default)]
+pub struct ArchiveTemplateVersionsResponse {
+    /// Template.
+    pub template_id: Uuid,
+    /// Archived versions.
+    pub archived_ids: Vec<Uuid>,
+}

@@ -1,0 +1,68 @@
+//! `GET /api/v2/users/{user}`.
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+/// A role of a user.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Role {
+    /// e.g. `owner`.
+    pub name: String,
+    /// e.g. `Owner`.
+    pub display_name: String,
+    /// Set for organization roles.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub organization_id: Option<Uuid>,
+}
+
+/// `User`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct User {
+    /// ID.
+    pub id: Uuid,
+    /// Username.
+    pub username: String,
+    /// Name.
+    pub name: String,
+    /// Avatar URL.
+    pub avatar_url: String,
+    /// Email.
+    pub email: String,
+    /// Created (RFC 3339).
+    pub created_at: String,
+    /// Updated (RFC 3339).
+    pub updated_at: String,
+    /// Last seen (RFC 3339).
+    pub last_seen_at: String,
+    /// `active`, `dormant` or `suspended`.
+    pub status: String,
+    /// `password`, `github`, `oidc`, `token`, `none`.
+    pub login_type: String,
+    /// Organizations the user belongs to.
+    pub organization_ids: Vec<Uuid>,
+    /// Site roles.
+    pub roles: Vec<Role>,
+}
+
+impl User {
+    /// Whether the user has the site role `name`.
+    pub fn has_role(&self, name: &str) -> bool {
+        self.roles.iter().any(|r| r.name == name)
+    }
+}
+
+/// `MinimalUser` (`created_by` of template versions).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct MinimalUser {
+    /// ID.
+    pub id: Uuid,
+    /// Username.
+    pub username: String,
+    /// Name.
+    pub name: String,
+    /// Avatar URL.
+    pub avatar_url: String,
+}

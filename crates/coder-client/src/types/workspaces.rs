@@ -1,0 +1,94 @@
+//! Workspaces.
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use super::builds::WorkspaceBuild;
+
+/// A rich parameter value.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RichParameterValue {
+    /// Name.
+    pub name: String,
+    /// Value.
+    pub value: String,
+}
+
+/// `Workspace` (the fields the operator uses).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Workspace {
+    /// ID.
+    pub id: Uuid,
+    /// Created.
+    pub created_at: String,
+    /// Updated.
+    pub updated_at: String,
+    /// Owner.
+    pub owner_id: Uuid,
+    /// Owner name.
+    pub owner_name: String,
+    /// Organization.
+    pub organization_id: Uuid,
+    /// Organization name.
+    pub organization_name: String,
+    /// Template.
+    pub template_id: Uuid,
+    /// Template name.
+    pub template_name: String,
+    /// Template active version.
+    pub template_active_version_id: Uuid,
+    /// Latest build.
+    pub latest_build: WorkspaceBuild,
+    /// Outdated.
+    pub outdated: bool,
+    /// Name.
+    pub name: String,
+    /// Autostart schedule.
+    pub autostart_schedule: Option<String>,
+    /// TTL.
+    pub ttl_ms: Option<i64>,
+    /// Last used.
+    pub last_used_at: String,
+    /// Deleting at.
+    pub deleting_at: Option<String>,
+    /// Dormant at.
+    pub dormant_at: Option<String>,
+    /// `always` or `never`.
+    pub automatic_updates: String,
+}
+
+/// `GET /workspaces` answer.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct WorkspacesPage {
+    /// Workspaces.
+    pub workspaces: Vec<Workspace>,
+    /// Total count.
+    pub count: i64,
+}
+
+/// `CreateWorkspaceRequest`.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct CreateWorkspaceRequest {
+    /// Template (xor `template_version_id`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub template_id: Option<Uuid>,
+    /// Template version (xor `template_id`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub template_version_id: Option<Uuid>,
+    /// Name.
+    pub name: String,
+    /// Autostart cron.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub autostart_schedule: Option<String>,
+    /// TTL.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ttl_ms: Option<i64>,
+    /// Parameters.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rich_parameter_values: Vec<RichParameterValue>,
+    /// `always` or `never`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub automatic_updates: Option<String>,
+}

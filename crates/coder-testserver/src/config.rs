@@ -1,0 +1,143 @@
+//! Server configuration, license entitlements and the simulated provisioner's outcome.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// Default `X-Coder-Build-Version`.
+pub const DEFAULT_BUILD_VERSION: &str = "v2.30.0+testsrv";
+
+/// Feature names of the v2.30.0 `FeatureNames` list (coder-api.md §3.2); all appear in `/entitlements`.
+pub const FEATURE_NAMES: [&str; 26] = [
+    "user_limit",
+    "audit_log",
+    "connection_log",
+    "browser_only",
+    "scim",
+    "template_rbac",
+    "high_availability",
+    "multiple_external_auth",
+    "external_provisioner_daemons",
+    "appearance",
+    "advanced_template_scheduling",
+    "workspace_proxy",
+    "user_role_management",
+    "external_token_encryption",
+    "workspace_batch_actions",
+    "task_batch_actions",
+    "access_control",
+    "control_shared_ports",
+    "custom_roles",
+    "multiple_organizations",
+    "workspace_prebuilds",
+    "managed_agent_limit",
+    "workspace_external_agent",
+    "aibridge",
+    "boundary",
+    "ai_governance_user_limit",
+];
+
+/// A feature's license entitlement.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Entitlement {
+    Entitled,
+    GracePeriod,
+    NotEntitled,
+}
+
+impl Entitlement {
+    /// The JSON value: `entitled`, `grace_period` or `not_entitled`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Entitled => "entitled",
+            Self::GracePeriod => "grace_period",
+            Self::NotEntitled => "not_entitled",
+        }
+    }
+
+    /// Coder's `Entitled()`: `entitled` or `grace_period`.
+    pub fn is_entitled(self) -> bool {
+        !matches!(self, Self::NotEntitled)
+    }
+}
+
+/// What the simulated provisioner does with each job.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum BuildOutcome {
+    #[default]
+    Succeed,
+    Fail,
+}
+
+/// Test server configuration.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Coder's PostgreSQL: users, organizations, organization_members and api_keys are read from it on every request.
+    pub database_url: String,
+    /// UUID string; also the id of the built-in `primary` workspace proxy.
+    pub deployment_id: String,
+    /// Sent as `X-Coder-Build-Version` on every response.
+    pub build_version: String,
+    /// Feature name -> entitlement; a missing feature is `not_entitled`.
+    pub entitlements: BTreeMap<String, Entitlement>,
+    /// License JWTs that `POST /licenses` accepts; any other -> 400 `Invalid license`.
+    pub accepted_licenses: Vec<String>,
+    /// Outcome of every simulated provisioner job.
+    pub build_outcome: BuildOutcome,
+    /// How long a simulated job runs; its logs stream during that time.
+    pub build_duration: Duration,
+}
+
+impl Config {
+    pub fn new(database_url: impl Into<String>) -> Self {
+        Self {
+            database_url: database_url.into(),
+            deployment_id: uuid::Uuid::new_v4().to_string(),
+            build_version: DEFAULT_BUILD_VERSION.to_owned(),
+            entitlements: BTreeMap::new(),
+            accepted_licenses: Vec::new(),
+            build_outcome: BuildOutcome::Succeed,
+            build_duration: Duration::from_millis(200),
+        }
+    }
+}
+
+/// Coder's humanized feature name used in the Premium gate message (coder-api.md §1.3).
+pub fn humanize_feature(name: &str) -> String {
+    match name {
+        "template_rbac" => return "Template RBAC".to_owned(),
+        "scim" => return "SCIM".to_owned(),
+        "aibridge" => return "AI Bridge".to_owned(),
+        "ai_governance_user_limit" => return "AI Governance User Limit".to_owned(),
+        _ => {}
+    }
+    name.split('_')
+        .map(|word| {
+            let mut chars = word.chars();
+            match chars.next() {
+                Some(first) => first.to_uppercase().chain(chars).collect::<String>(),
+                None => String::new(),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn humanized_names() {
+        assert_eq!(humanize_feature("workspace_proxy"), "Workspace Proxy");
+        assert_eq!(
+            humanize_feature("external_provisioner_daemons"),
+            "External Provisioner Daemons"
+        );
+        assert_eq!(
+            humanize_feature("multiple_organizations"),
+            "Multiple Organizations"
+        );
+        assert_eq!(humanize_feature("aibridge"), "AI Bridge");
+        assert_eq!(humanize_feature("template_rbac"), "Template RBAC");
+    }
+}

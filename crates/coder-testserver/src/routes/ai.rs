@@ -1,0 +1,446 @@
+//! AI-related routes. All three route sets are UNSTABLE in Coder: they exist only on 2026 `main`
+//! (post-v2.30.0) and have moved between paths over time (coder-api.md §8):
+//! * AI Gateway keys: `/api/v2/ai-gateway/keys` (auth + feature `aibridge`);
+//! * AI providers: `/api/v2/ai/providers` (gate unverified: owner-only here, no feature gate);
+//! * MCP server configs: `/api/v2/organizations/{org}/mcp-servers` (gate unverified: org admins here).
+//!
+//! Stored as JSON objects; fields starting with `_` are internal and never rendered.
+
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::routing::get;
+use serde_json::{Map, Value, json};
+use uuid::Uuid;
+
+use super::JsonBody;
+use crate::auth::{self, Auth, require_feature};
+use crate::errors::{ApiError, ApiResult, created, no_content, ok, parse_uuid};
+use crate::state::App;
+use crate::util::{now, random_alphanumeric, valid_lower_slug};
+
+const PROVIDER_TYPES: [&str; 9] = [
+    "openai",
+    "anthropic",
+    "azure",
+    "google",
+    "openai-compat",
+    "openrouter",
+    "vercel",
+    "bedrock",
+    "copilot",
+];
+
+pub(super) fn routes() -> Router<App> {
+    Router::new()
+        .route("/ai-gateway/keys", get(list_keys).post(create_key))
+        .route("/ai-gateway/keys/{id}", axum::routing::delete(delete_key))
+        .route("/ai/providers", get(list_providers).post(create_provider))
+        .route(
+            "/ai/providers/{provider}",
+            get(get_provider).patch(patch_provider).delete(delete_provider),
+        )
+        .route(
+            "/organizations/{organization}/mcp-servers",
+            get(list_mcp).post(create_mcp),
+        )
+        .route(
+            "/organizations/{organization}/mcp-servers/{id}",
+            get(get_mcp).patch(patch_mcp).delete(delete_mcp),
+        )
+}
+
+/// Drops internal `_` fields.
+fn public(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .filter(|(k, _)| !k.starts_with('_'))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+fn str_field<'a>(body: &'a Map<String, Value>, key: &str) -> &'a str {
+    body.get(key).and_then(Value::as_str).unwrap_or_default()
+}
+
+// --- AI Gateway keys -------------------------------------------------------------------------------
+
+async fn list_keys(State(app): State<App>, auth: Auth) -> ApiResult {
+    require_feature(&app, "aibridge")?;
+    let owner = json!(auth.user.id);
+    let mem = app.mem();
+    ok(mem
+        .ai_gateway_keys
+        .iter()
+        .filter(|k| k["_user_id"] == owner)
+        .map(public)
+        .collect())
+}
+
+async fn create_key(State(app): State<App>, auth: Auth, body: JsonBody<Map<String, Value>>) -> ApiResult {
+    require_feature(&app, "aibridge")?;
+    let body = body.parse()?;
+    let name = str_field(&body, "name").to_owned();
+    if name.is_empty() {
+        return Err(ApiError::required("name"));
+    }
+    if !valid_lower_slug(&name, 64) {
+        return Err(ApiError::bad_request("Validation failed.").validation(
+            "name",
+            "Name must be at most 64 lowercase letters, digits or non-consecutive hyphens.",
+        ));
+    }
+    let owner = json!(auth.user.id);
+    let secret = random_alphanumeric(40).map_err(ApiError::internal)?;
+    let key = format!("cgk_{secret}");
+    let key_prefix: String = key.chars().take(12).collect();
+    let mut mem = app.mem();
+    if mem
+        .ai_gateway_keys
+        .iter()
+        .any(|k| k["_user_id"] == owner && k["name"] == json!(name))
+    {
+        return Err(ApiError::bad_request("Key name must be unique."));
+    }
+    let id = Uuid::new_v4();
+    let created_at = now();
+    mem.ai_gateway_keys.push(json!({
+        "id": id, "name": name, "key_prefix": key_prefix, "created_at": created_at, "_user_id": owner,
+    }));
+    created(json!({ "id": id, "name": name, "key": key, "key_prefix": key_prefix, "created_at": created_at }))
+}
+
+async fn delete_key(State(app): State<App>, auth: Auth, Path(id): Path<String>) -> ApiResult {
+    require_feature(&app, "aibridge")?;
+    let id = json!(parse_uuid(&id)?);
+    let owner = json!(auth.user.id);
+    let mut mem = app.mem();
+    let before = mem.ai_gateway_keys.len();
+    mem.ai_gateway_keys
+        .retain(|k| !(k["id"] == id && (k["_user_id"] == owner || auth.is_owner())));
+    if mem.ai_gateway_keys.len() == before {
+        return Err(ApiError::not_found());
+    }
+    no_content()
+}
+
+// --- AI providers ----------------------------------------------------------------------------------
+
+/// `api_keys` as rendered: `[{id, masked, created_at}]`.
+fn masked_key(api_key: &str) -> Value {
+    let tail: String = api_key
+        .chars()
+        .rev()
+        .take(4)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    json!({ "id": Uuid::new_v4(), "masked": format!("****{tail}"), "created_at": now() })
+}
+
+fn provider_index(mem: &crate::state::Mem, param: &str) -> Result<usize, ApiError> {
+    let id = Uuid::parse_str(param).ok().map(|id| json!(id));
+    mem.ai_providers
+        .iter()
+        .position(|p| {
+            p["_deleted"] != json!(true) && (Some(&p["id"]) == id.as_ref() || p["name"] == json!(param))
+        })
+        .ok_or_else(ApiError::not_found)
+}
+
+fn check_api_keys(kind: &str, body: &Map<String, Value>) -> Result<(), ApiError> {
+    let has_keys = body
+        .get("api_keys")
+        .and_then(Value::as_array)
+        .is_some_and(|k| !k.is_empty());
+    if has_keys && (kind == "bedrock" || kind == "copilot") {
+        return Err(ApiError::bad_request(format!(
+            "Provider type {kind:?} does not accept api_keys."
+        )));
+    }
+    Ok(())
+}
+
+async fn list_providers(State(app): State<App>, auth: Auth) -> ApiResult {
+    auth.require_owner()?;
+    let mem = app.mem();
+    ok(mem
+        .ai_providers
+        .iter()
+        .filter(|p| p["_deleted"] != json!(true))
+        .map(public)
+        .collect())
+}
+
+async fn create_provider(
+    State(app): State<App>,
+    auth: Auth,
+    body: JsonBody<Map<String, Value>>,
+) -> ApiResult {
+    auth.require_owner()?;
+    let body = body.parse()?;
+    let kind = str_field(&body, "type");
+    let name = str_field(&body, "name");
+    for (field, value) in [("type", kind), ("name", name)] {
+        if value.is_empty() {
+            return Err(ApiError::required(field));
+        }
+    }
+    if !PROVIDER_TYPES.contains(&kind) {
+        return Err(ApiError::bad_request("Validation failed.").validation(
+            "type",
+            format!("Validation failed for tag \"oneof\" with value: {kind:?}"),
+        ));
+    }
+    if !valid_lower_slug(name, 64) {
+        return Err(ApiError::bad_request("Validation failed.")
+            .validation("name", "Name must match ^[a-z0-9]+(-[a-z0-9]+)*$"));
+    }
+    check_api_keys(kind, &body)?;
+    let mut mem = app.mem();
+    if mem
+        .ai_providers
+        .iter()
+        .any(|p| p["_deleted"] != json!(true) && p["name"] == json!(name))
+    {
+        return Err(ApiError::conflict(format!(
+            "AI provider with name {name:?} already exists."
+        )));
+    }
+    let api_keys: Vec<Value> = body
+        .get("api_keys")
+        .and_then(Value::as_array)
+        .map(|keys| keys.iter().filter_map(Value::as_str).map(masked_key).collect())
+        .unwrap_or_default();
+    let stamp = now();
+    let provider = json!({
+        "id": Uuid::new_v4(),
+        "type": kind,
+        "name": name,
+        "display_name": body.get("display_name").cloned().unwrap_or_else(|| json!(name)),
+        "enabled": body.get("enabled").and_then(Value::as_bool).unwrap_or(false),
+        "base_url": str_field(&body, "base_url"),
+        "api_keys": api_keys,
+        "settings": body.get("settings").cloned().unwrap_or_else(|| json!({})),
+        "created_at": stamp,
+        "updated_at": stamp,
+    });
+    mem.ai_providers.push(provider.clone());
+    created(public(&provider))
+}
+
+async fn get_provider(State(app): State<App>, auth: Auth, Path(param): Path<String>) -> ApiResult {
+    auth.require_owner()?;
+    let mem = app.mem();
+    let index = provider_index(&mem, &param)?;
+    ok(public(&mem.ai_providers[index]))
+}
+
+async fn patch_provider(
+    State(app): State<App>,
+    auth: Auth,
+    Path(param): Path<String>,
+    body: JsonBody<Map<String, Value>>,
+) -> ApiResult {
+    auth.require_owner()?;
+    let body = body.parse()?;
+    let mut mem = app.mem();
+    let index = provider_index(&mem, &param)?;
+    let kind = mem.ai_providers[index]["type"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    check_api_keys(&kind, &body)?;
+    let provider = &mut mem.ai_providers[index];
+    for key in ["display_name", "enabled", "base_url", "settings"] {
+        if let Some(value) = body.get(key) {
+            provider[key] = value.clone();
+        }
+    }
+    if let Some(entries) = body.get("api_keys").and_then(Value::as_array) {
+        // `[{id}]` keeps an existing key, `[{api_key}]` adds one; unlisted keys are removed.
+        let existing = provider["api_keys"].as_array().cloned().unwrap_or_default();
+        let mut keys = Vec::new();
+        for entry in entries {
+            if let Some(id) = entry.get("id") {
+                keys.extend(existing.iter().filter(|k| &k["id"] == id).cloned());
+            } else if let Some(secret) = entry.get("api_key").and_then(Value::as_str) {
+                keys.push(masked_key(secret));
+            }
+        }
+        provider["api_keys"] = Value::Array(keys);
+    }
+    provider["updated_at"] = json!(now());
+    ok(public(provider))
+}
+
+async fn delete_provider(State(app): State<App>, auth: Auth, Path(param): Path<String>) -> ApiResult {
+    auth.require_owner()?;
+    let mut mem = app.mem();
+    let index = provider_index(&mem, &param)?;
+    mem.ai_providers[index]["_deleted"] = json!(true);
+    no_content()
+}
+
+// --- MCP server configs ----------------------------------------------------------------------------
+
+const MCP_SECRET_FIELDS: [&str; 4] = [
+    "api_key_value",
+    "oauth2_client_secret",
+    "signing_secret",
+    "custom_headers",
+];
+
+/// Secrets are write-only: rendered as `has_<field>` booleans.
+fn render_mcp(config: &Value) -> Value {
+    let mut out = public(config);
+    if let Some(map) = out.as_object_mut() {
+        for field in MCP_SECRET_FIELDS {
+            let present = map
+                .remove(field)
+                .is_some_and(|v| !v.is_null() && v != json!("") && v != json!({}));
+            map.insert(format!("has_{field}"), json!(present));
+        }
+    }
+    out
+}
+
+fn validate_mcp(body: &Map<String, Value>, partial: bool) -> Result<(), ApiError> {
+    let transport = str_field(body, "transport");
+    let auth_type = str_field(body, "auth_type");
+    if !partial {
+        for field in ["display_name", "slug", "transport", "url"] {
+            if str_field(body, field).is_empty() {
+                return Err(ApiError::required(field));
+            }
+        }
+    }
+    if !transport.is_empty() && transport != "streamable_http" && transport != "sse" {
+        return Err(ApiError::bad_request("Validation failed.").validation(
+            "transport",
+            format!("Validation failed for tag \"oneof\" with value: {transport:?}"),
+        ));
+    }
+    if !auth_type.is_empty()
+        && !["none", "oauth2", "api_key", "custom_headers", "user_oidc"].contains(&auth_type)
+    {
+        return Err(ApiError::bad_request("Validation failed.").validation(
+            "auth_type",
+            format!("Validation failed for tag \"oneof\" with value: {auth_type:?}"),
+        ));
+    }
+    Ok(())
+}
+
+async fn mcp_org(app: &App, auth: &Auth, param: &str) -> Result<Uuid, ApiError> {
+    let org = auth::organization(app, auth, param).await?;
+    auth.require_org_admin(app, org.id).await?;
+    Ok(org.id)
+}
+
+async fn list_mcp(State(app): State<App>, auth: Auth, Path(org): Path<String>) -> ApiResult {
+    let org = json!(mcp_org(&app, &auth, &org).await?);
+    let mem = app.mem();
+    ok(mem
+        .mcp_servers
+        .iter()
+        .filter(|c| c["organization_id"] == org)
+        .map(render_mcp)
+        .collect())
+}
+
+async fn create_mcp(
+    State(app): State<App>,
+    auth: Auth,
+    Path(org): Path<String>,
+    body: JsonBody<Map<String, Value>>,
+) -> ApiResult {
+    let org = mcp_org(&app, &auth, &org).await?;
+    let body = body.parse()?;
+    validate_mcp(&body, false)?;
+    let slug = str_field(&body, "slug").to_owned();
+    let mut mem = app.mem();
+    if mem.mcp_servers.iter().any(|c| c["slug"] == json!(slug)) {
+        return Err(ApiError::conflict(format!(
+            "MCP server with slug {slug:?} already exists."
+        )));
+    }
+    let mut config = Value::Object(body);
+    let stamp = now();
+    config["id"] = json!(Uuid::new_v4());
+    config["organization_id"] = json!(org);
+    config["created_at"] = json!(stamp);
+    config["updated_at"] = json!(stamp);
+    if config.get("auth_type").is_none() {
+        config["auth_type"] = json!("none");
+    }
+    if config.get("enabled").is_none() {
+        config["enabled"] = json!(false);
+    }
+    mem.mcp_servers.push(config.clone());
+    created(render_mcp(&config))
+}
+
+fn mcp_index(mem: &crate::state::Mem, org: Uuid, id: &str) -> Result<usize, ApiError> {
+    let id = json!(parse_uuid(id)?);
+    let org = json!(org);
+    mem.mcp_servers
+        .iter()
+        .position(|c| c["id"] == id && c["organization_id"] == org)
+        .ok_or_else(ApiError::not_found)
+}
+
+async fn get_mcp(State(app): State<App>, auth: Auth, Path((org, id)): Path<(String, String)>) -> ApiResult {
+    let org = mcp_org(&app, &auth, &org).await?;
+    let mem = app.mem();
+    let index = mcp_index(&mem, org, &id)?;
+    ok(render_mcp(&mem.mcp_servers[index]))
+}
+
+async fn patch_mcp(
+    State(app): State<App>,
+    auth: Auth,
+    Path((org, id)): Path<(String, String)>,
+    body: JsonBody<Map<String, Value>>,
+) -> ApiResult {
+    let org = mcp_org(&app, &auth, &org).await?;
+    let body = body.parse()?;
+    validate_mcp(&body, true)?;
+    let mut mem = app.mem();
+    let index = mcp_index(&mem, org, &id)?;
+    if let Some(slug) = body.get("slug")
+        && mem
+            .mcp_servers
+            .iter()
+            .enumerate()
+            .any(|(i, c)| i != index && &c["slug"] == slug)
+    {
+        return Err(ApiError::conflict(format!(
+            "MCP server with slug {slug} already exists."
+        )));
+    }
+    let config = &mut mem.mcp_servers[index];
+    for (key, value) in body {
+        if !["id", "organization_id", "created_at", "updated_at"].contains(&key.as_str()) {
+            config[key.as_str()] = value;
+        }
+    }
+    config["updated_at"] = json!(now());
+    ok(render_mcp(config))
+}
+
+async fn delete_mcp(
+    State(app): State<App>,
+    auth: Auth,
+    Path((org, id)): Path<(String, String)>,
+) -> ApiResult {
+    let org = mcp_org(&app, &auth, &org).await?;
+    let mut mem = app.mem();
+    let index = mcp_index(&mem, org, &id)?;
+    mem.mcp_servers.remove(index);
+    no_content()
+}

@@ -1,0 +1,465 @@
+//! Workspaces and workspace builds (coder-api.md §7.4, §7.5).
+
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::http::{StatusCode, Uri};
+use axum::routing::{get, patch, post};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use super::templates::{cancel_job, parse_search};
+use super::{JsonBody, flag, query_params};
+use crate::auth::{self, Auth};
+use crate::errors::{ApiError, ApiResult, created, ok, parse_uuid};
+use crate::provisioner::{matched_provisioners, render_job};
+use crate::state::{App, Build, Job, JobKind, Mem, Workspace};
+use crate::util::{now, valid_template_name};
+
+pub(super) fn routes() -> Router<App> {
+    Router::new()
+        .route("/users/{user}/workspaces", post(create_workspace))
+        .route("/users/{user}/workspace/{name}", get(workspace_by_name))
+        .route("/workspaces", get(list_workspaces))
+        .route("/workspaces/{id}", get(get_workspace))
+        .route("/workspaces/{id}/builds", get(list_builds).post(create_build))
+        .route("/workspacebuilds/{id}", get(get_build))
+        .route("/workspacebuilds/{id}/cancel", patch(cancel_build))
+}
+
+/// Build `status` from job status + transition.
+fn build_status(job: Option<&Job>, transition: &str) -> &'static str {
+    match (job.map_or("pending", Job::status), transition) {
+        ("running", "stop") => "stopping",
+        ("running", "delete") => "deleting",
+        ("running", _) => "starting",
+        ("succeeded", "stop") => "stopped",
+        ("succeeded", "delete") => "deleted",
+        ("succeeded", _) => "running",
+        (other, _) => other,
+    }
+}
+
+pub(super) fn render_build(build: &Build, mem: &Mem) -> Value {
+    let job = mem.jobs.get(&build.job_id);
+    let workspace = mem.workspace(build.workspace_id);
+    let version = mem.version(build.template_version_id);
+    json!({
+        "id": build.id,
+        "created_at": build.created_at,
+        "updated_at": build.created_at,
+        "workspace_id": build.workspace_id,
+        "workspace_name": workspace.map(|w| w.name.clone()).unwrap_or_default(),
+        "workspace_owner_id": workspace.map(|w| w.owner.0),
+        "workspace_owner_name": workspace.map(|w| w.owner.1.clone()).unwrap_or_default(),
+        "workspace_owner_avatar_url": "",
+        "template_version_id": build.template_version_id,
+        "template_version_name": version.map(|v| v.name.clone()).unwrap_or_default(),
+        "build_number": build.build_number,
+        "transition": build.transition,
+        "initiator_id": build.initiator.0,
+        "initiator_name": build.initiator.1,
+        "job": job.map_or(Value::Null, |j| render_job(j, mem)),
+        "reason": build.reason,
+        "resources": [],
+        "deadline": null,
+        "max_deadline": null,
+        "status": build_status(job, &build.transition),
+        "daily_cost": 0,
+        "matched_provisioners": job.map_or(Value::Null, |j| matched_provisioners(&j.tags)),
+        "template_version_preset_id": null,
+        "has_ai_task": false,
+        "has_external_agent": false,
+    })
+}
+
+fn render_workspace(ws: &Workspace, mem: &Mem) -> Value {
+    let template = mem.templates.iter().find(|t| t.id == ws.template_id);
+    let latest = mem.latest_build(ws.id);
+    let active_version = template.map(|t| t.active_version_id);
+    json!({
+        "id": ws.id,
+        "created_at": ws.created_at,
+        "updated_at": ws.updated_at,
+        "owner_id": ws.owner.0,
+        "owner_name": ws.owner.1,
+        "owner_avatar_url": "",
+        "organization_id": ws.organization.0,
+        "organization_name": ws.organization.1,
+        "template_id": ws.template_id,
+        "template_name": template.map(|t| t.name.clone()).unwrap_or_default(),
+        "template_display_name": template.map(|t| t.display_name.clone()).unwrap_or_default(),
+        "template_icon": template.map(|t| t.icon.clone()).unwrap_or_default(),
+        "template_allow_user_cancel_workspace_jobs": false,
+        "template_active_version_id": active_version,
+        "template_require_active_version": false,
+        "template_use_classic_parameter_flow": false,
+        "latest_build": latest.map_or(Value::Null, |b| render_build(b, mem)),
+        "latest_app_status": null,
+        "outdated": latest.is_some_and(|b| Some(b.template_version_id) != active_version),
+        "name": ws.name,
+        "autostart_schedule": ws.autostart_schedule,
+        "ttl_ms": ws.ttl_ms,
+        "last_used_at": ws.updated_at,
+        "deleting_at": null,
+        "dormant_at": null,
+        "health": { "healthy": true, "failing_agents": [] },
+        "automatic_updates": ws.automatic_updates,
+        "allow_renames": false,
+        "favorite": false,
+        "next_start_at": null,
+    })
+}
+
+/// A version usable for a build: its import must have succeeded.
+fn check_version_ready(mem: &Mem, version_id: Uuid) -> Result<(), ApiError> {
+    let version = mem
+        .version(version_id)
+        .ok_or_else(|| ApiError::bad_request(format!("Template version {version_id} not found.")))?;
+    let job = mem.jobs.get(&version.job_id);
+    match job.map_or("pending", Job::status) {
+        "pending" | "running" => Err(ApiError::new(
+            StatusCode::NOT_ACCEPTABLE,
+            "The provided template version is pending. Wait for it to complete importing!",
+        )),
+        "succeeded" => Ok(()),
+        _ => Err(ApiError::bad_request(format!(
+            "The provided template version {:?} has failed to import: {}",
+            version.name,
+            job.and_then(|j| j.error.clone())
+                .unwrap_or_else(|| "canceled".to_owned())
+        ))),
+    }
+}
+
+/// Queues a build and its job; the caller spawns the provisioner.
+fn queue_build(
+    mem: &mut Mem,
+    ws: &Workspace,
+    version_id: Uuid,
+    transition: &str,
+    initiator: (Uuid, String),
+    reason: &str,
+) -> (Uuid, Uuid) {
+    let build_number = mem.latest_build(ws.id).map_or(1, |b| b.build_number + 1);
+    let tags = mem
+        .version(version_id)
+        .and_then(|v| mem.jobs.get(&v.job_id))
+        .map(|j| j.tags.clone())
+        .unwrap_or_default();
+    let file_id = mem
+        .version(version_id)
+        .and_then(|v| mem.jobs.get(&v.job_id))
+        .map_or(Uuid::nil(), |j| j.file_id);
+    let build_id = Uuid::new_v4();
+    let job = Job::pending(
+        JobKind::WorkspaceBuild { build_id },
+        ws.organization.0,
+        initiator.0,
+        file_id,
+        tags,
+    );
+    let job_id = job.id;
+    mem.jobs.insert(job_id, job);
+    mem.builds.push(Build {
+        id: build_id,
+        created_at: now(),
+        workspace_id: ws.id,
+        template_version_id: version_id,
+        build_number,
+        transition: transition.to_owned(),
+        initiator,
+        job_id,
+        reason: reason.to_owned(),
+    });
+    (build_id, job_id)
+}
+
+#[derive(Deserialize)]
+struct CreateWorkspace {
+    #[serde(default)]
+    template_id: Option<Uuid>,
+    #[serde(default)]
+    template_version_id: Option<Uuid>,
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    autostart_schedule: Option<String>,
+    #[serde(default)]
+    ttl_ms: Option<i64>,
+    #[serde(default)]
+    automatic_updates: Option<String>,
+}
+
+async fn create_workspace(
+    State(app): State<App>,
+    auth: Auth,
+    Path(param): Path<String>,
+    body: JsonBody<CreateWorkspace>,
+) -> ApiResult {
+    let owner = auth::user_for_write(&app, &auth, &param).await?;
+    let body = body.parse()?;
+    if body.name.is_empty() {
+        return Err(ApiError::required("name"));
+    }
+    if !valid_template_name(&body.name) {
+        return Err(ApiError::bad_request("Validation failed.").validation(
+            "name",
+            format!(
+                "Validation failed for tag \"workspace_name\" with value: {:?}",
+                body.name
+            ),
+        ));
+    }
+    let memberships = app.db.memberships(owner.id).await?;
+    let mut mem = app.mem();
+    let (template, version_id) = match (body.template_id, body.template_version_id) {
+        (Some(_), Some(_)) => {
+            return Err(ApiError::bad_request(
+                "You cannot specify both template_id and template_version_id.",
+            ));
+        }
+        (None, None) => {
+            return Err(ApiError::bad_request(
+                "You must specify either template_id or template_version_id.",
+            ));
+        }
+        (Some(id), None) => {
+            let template = mem.template(id).ok_or_else(|| {
+                ApiError::bad_request(format!("Template {:?} doesn't exist.", id.to_string()))
+            })?;
+            (template.clone(), template.active_version_id)
+        }
+        (None, Some(version_id)) => {
+            let template = mem
+                .version(version_id)
+                .and_then(|v| v.template_id)
+                .and_then(|id| mem.template(id))
+                .ok_or_else(|| ApiError::bad_request(format!("Template version {version_id} not found.")))?;
+            (template.clone(), version_id)
+        }
+    };
+    if !memberships.iter().any(|(id, _)| *id == template.organization.id) {
+        return Err(ApiError::forbidden());
+    }
+    check_version_ready(&mem, version_id)?;
+    if mem
+        .workspaces
+        .iter()
+        .any(|w| !w.deleted && w.owner.0 == owner.id && w.name.eq_ignore_ascii_case(&body.name))
+    {
+        return Err(ApiError::conflict(format!(
+            "Workspace {:?} already exists.",
+            body.name
+        )));
+    }
+    let stamp = now();
+    let ws = Workspace {
+        id: Uuid::new_v4(),
+        created_at: stamp.clone(),
+        updated_at: stamp,
+        owner: (owner.id, owner.username.clone()),
+        organization: (template.organization.id, template.organization.name.clone()),
+        template_id: template.id,
+        name: body.name,
+        autostart_schedule: body.autostart_schedule,
+        ttl_ms: body.ttl_ms,
+        automatic_updates: body.automatic_updates.unwrap_or_else(|| "never".to_owned()),
+        deleted: false,
+    };
+    let initiator = (auth.user.id, auth.user.username.clone());
+    let (_, job_id) = queue_build(&mut mem, &ws, version_id, "start", initiator, "initiator");
+    mem.workspaces.push(ws.clone());
+    let rendered = render_workspace(&ws, &mem);
+    drop(mem);
+    crate::provisioner::spawn(&app, job_id);
+    app.notify();
+    created(rendered)
+}
+
+/// A deleted workspace answers 410 unless `include_deleted=true`.
+fn visible_workspace(ws: &Workspace, uri: &Uri) -> Result<(), ApiError> {
+    if ws.deleted && !flag(&query_params(uri), "include_deleted") {
+        return Err(ApiError::new(
+            StatusCode::GONE,
+            format!(
+                "Workspace {:?} was deleted, you can view this workspace by specifying '?deleted=true' and trying again.",
+                ws.id.to_string()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn can_read(auth: &Auth, ws: &Workspace) -> bool {
+    auth.is_owner() || ws.owner.0 == auth.user.id
+}
+
+async fn get_workspace(State(app): State<App>, auth: Auth, Path(id): Path<String>, uri: Uri) -> ApiResult {
+    let id = parse_uuid(&id)?;
+    let mem = app.mem();
+    let ws = mem
+        .workspace(id)
+        .filter(|w| can_read(&auth, w))
+        .ok_or_else(ApiError::not_found)?;
+    visible_workspace(ws, &uri)?;
+    ok(render_workspace(ws, &mem))
+}
+
+async fn workspace_by_name(
+    State(app): State<App>,
+    auth: Auth,
+    Path((user, name)): Path<(String, String)>,
+    uri: Uri,
+) -> ApiResult {
+    let owner = auth::user(&app, &auth, &user).await?;
+    let include_deleted = flag(&query_params(&uri), "include_deleted");
+    let mem = app.mem();
+    let ws = mem
+        .workspaces
+        .iter()
+        .rev()
+        .filter(|w| w.owner.0 == owner.id && w.name.eq_ignore_ascii_case(&name) && can_read(&auth, w))
+        .find(|w| include_deleted || !w.deleted)
+        .ok_or_else(ApiError::not_found)?;
+    ok(render_workspace(ws, &mem))
+}
+
+async fn list_workspaces(State(app): State<App>, auth: Auth, uri: Uri) -> ApiResult {
+    let params = query_params(&uri);
+    let filters = parse_search(params.get("q").map(String::as_str).unwrap_or_default());
+    let mem = app.mem();
+    let matching: Vec<&Workspace> = mem
+        .workspaces
+        .iter()
+        .filter(|w| !w.deleted && can_read(&auth, w))
+        .filter(|w| {
+            filters.iter().all(|(key, value)| match key.as_str() {
+                "owner" if value == "me" => w.owner.0 == auth.user.id,
+                "owner" => w.owner.1.eq_ignore_ascii_case(value),
+                "name" => w.name.to_lowercase().contains(&value.to_lowercase()),
+                "template" => mem
+                    .templates
+                    .iter()
+                    .any(|t| t.id == w.template_id && t.name.eq_ignore_ascii_case(value)),
+                "status" => mem
+                    .latest_build(w.id)
+                    .is_some_and(|b| build_status(mem.jobs.get(&b.job_id), &b.transition) == value.as_str()),
+                _ => true,
+            })
+        })
+        .collect();
+    let count = matching.len();
+    let offset = params
+        .get("offset")
+        .and_then(|o| o.parse().ok())
+        .unwrap_or(0usize);
+    let limit = params
+        .get("limit")
+        .and_then(|l| l.parse().ok())
+        .filter(|l| *l > 0)
+        .unwrap_or(usize::MAX);
+    let workspaces: Vec<Value> = matching
+        .into_iter()
+        .skip(offset)
+        .take(limit)
+        .map(|w| render_workspace(w, &mem))
+        .collect();
+    ok(json!({ "workspaces": workspaces, "count": count }))
+}
+
+async fn list_builds(State(app): State<App>, auth: Auth, Path(id): Path<String>) -> ApiResult {
+    let id = parse_uuid(&id)?;
+    let mem = app.mem();
+    mem.workspace(id)
+        .filter(|w| can_read(&auth, w))
+        .ok_or_else(ApiError::not_found)?;
+    let mut builds: Vec<&Build> = mem.builds.iter().filter(|b| b.workspace_id == id).collect();
+    builds.sort_by_key(|b| std::cmp::Reverse(b.build_number));
+    ok(builds.into_iter().map(|b| render_build(b, &mem)).collect())
+}
+
+#[derive(Deserialize)]
+struct CreateBuild {
+    #[serde(default)]
+    template_version_id: Option<Uuid>,
+    #[serde(default)]
+    transition: String,
+    #[serde(default)]
+    reason: Option<String>,
+}
+
+async fn create_build(
+    State(app): State<App>,
+    auth: Auth,
+    Path(id): Path<String>,
+    body: JsonBody<CreateBuild>,
+) -> ApiResult {
+    let body = body.parse()?;
+    let id = parse_uuid(&id)?;
+    if body.transition.is_empty() {
+        return Err(ApiError::required("transition"));
+    }
+    if !["start", "stop", "delete"].contains(&body.transition.as_str()) {
+        return Err(ApiError::bad_request("Validation failed.").validation(
+            "transition",
+            format!(
+                "Validation failed for tag \"oneof\" with value: {:?}",
+                body.transition
+            ),
+        ));
+    }
+    let mut mem = app.mem();
+    let ws = mem
+        .workspace(id)
+        .filter(|w| can_read(&auth, w) && !w.deleted)
+        .ok_or_else(ApiError::not_found)?
+        .clone();
+    let latest = mem.latest_build(ws.id).cloned();
+    if latest
+        .as_ref()
+        .and_then(|b| mem.jobs.get(&b.job_id))
+        .is_some_and(Job::is_active)
+    {
+        return Err(ApiError::conflict("A workspace build is already active."));
+    }
+    let version_id = match (body.template_version_id, &latest) {
+        (Some(v), _) => v,
+        (None, Some(b)) => b.template_version_id,
+        (None, None) => mem
+            .template(ws.template_id)
+            .map_or(Uuid::nil(), |t| t.active_version_id),
+    };
+    check_version_ready(&mem, version_id)?;
+    let reason = body.reason.unwrap_or_else(|| "initiator".to_owned());
+    let initiator = (auth.user.id, auth.user.username.clone());
+    let (build_id, job_id) = queue_build(&mut mem, &ws, version_id, &body.transition, initiator, &reason);
+    let rendered = mem
+        .build(build_id)
+        .map(|b| render_build(b, &mem))
+        .unwrap_or(Value::Null);
+    drop(mem);
+    crate::provisioner::spawn(&app, job_id);
+    app.notify();
+    created(rendered)
+}
+
+fn build_for(mem: &Mem, auth: &Auth, id: &str) -> Result<Build, ApiError> {
+    let id = parse_uuid(id)?;
+    let build = mem.build(id).ok_or_else(ApiError::not_found)?;
+    mem.workspace(build.workspace_id)
+        .filter(|w| can_read(auth, w))
+        .ok_or_else(ApiError::not_found)?;
+    Ok(build.clone())
+}
+
+async fn get_build(State(app): State<App>, auth: Auth, Path(id): Path<String>) -> ApiResult {
+    let mem = app.mem();
+    let build = build_for(&mem, &auth, &id)?;
+    ok(render_build(&build, &mem))
+}
+
+async fn cancel_build(State(app): State<App>, auth: Auth, Path(id): Path<String>) -> ApiResult {
+    let job_id = build_for(&app.mem(), &auth, &id)?.job_id;
+    cancel_job(&app, job_id)
+}

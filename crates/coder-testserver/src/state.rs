@@ -1,0 +1,328 @@
+//! Shared server state: configuration, the PostgreSQL handle, fault rules, the request log and the
+//! in-memory Coder objects (everything except users, organizations and API keys).
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime};
+
+use serde_json::Value;
+use tokio::sync::watch;
+use uuid::Uuid;
+
+use crate::config::{BuildOutcome, Config, Entitlement};
+use crate::db::Db;
+use crate::faults::FaultRule;
+use crate::recording::RecordedRequest;
+
+/// Locks a mutex, recovering from poisoning (a panicking test must not wedge the server).
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+#[derive(Clone)]
+pub(crate) struct App(pub(crate) Arc<Inner>);
+
+impl std::ops::Deref for App {
+    type Target = Inner;
+    fn deref(&self) -> &Inner {
+        &self.0
+    }
+}
+
+pub(crate) struct Inner {
+    pub deployment_id: String,
+    pub build_version: String,
+    pub accepted_licenses: Vec<String>,
+    pub build_duration: Duration,
+    pub build_outcome: Mutex<BuildOutcome>,
+    pub entitlements: Mutex<BTreeMap<String, Entitlement>>,
+    pub db: Db,
+    pub base_url: Mutex<String>,
+    pub faults: Mutex<Vec<FaultRule>>,
+    pub requests: Mutex<Vec<RecordedRequest>>,
+    pub mem: Mutex<Mem>,
+    /// Bumped on every job or log change; log followers wait on it.
+    pub changes: watch::Sender<u64>,
+}
+
+impl App {
+    pub(crate) fn new(config: &Config, db: Db) -> Self {
+        let (changes, _) = watch::channel(0);
+        Self(Arc::new(Inner {
+            deployment_id: config.deployment_id.clone(),
+            build_version: config.build_version.clone(),
+            accepted_licenses: config.accepted_licenses.clone(),
+            build_duration: config.build_duration,
+            build_outcome: Mutex::new(config.build_outcome),
+            entitlements: Mutex::new(config.entitlements.clone()),
+            db,
+            base_url: Mutex::new(String::new()),
+            faults: Mutex::new(Vec::new()),
+            requests: Mutex::new(Vec::new()),
+            mem: Mutex::new(Mem::default()),
+            changes,
+        }))
+    }
+
+    pub(crate) fn mem(&self) -> MutexGuard<'_, Mem> {
+        lock(&self.mem)
+    }
+
+    pub(crate) fn entitlement(&self, feature: &str) -> Entitlement {
+        lock(&self.entitlements)
+            .get(feature)
+            .copied()
+            .unwrap_or(Entitlement::NotEntitled)
+    }
+
+    pub(crate) fn notify(&self) {
+        self.changes.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// `http://127.0.0.1:PORT` without a trailing slash.
+    pub(crate) fn base_url(&self) -> String {
+        lock(&self.base_url).clone()
+    }
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct License {
+    pub id: i32,
+    pub uuid: Uuid,
+    pub uploaded_at: String,
+    pub jwt: String,
+    pub claims: Value,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct ProvisionerKey {
+    pub id: Uuid,
+    pub created_at: String,
+    pub organization_id: Uuid,
+    pub name: String,
+    pub hashed_secret: [u8; 32],
+    pub tags: BTreeMap<String, String>,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct Proxy {
+    pub id: Uuid,
+    pub name: String,
+    pub display_name: String,
+    pub icon: String,
+    pub hashed_secret: [u8; 32],
+    pub created_at: String,
+    pub updated_at: String,
+    pub deleted: bool,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct File {
+    pub id: Uuid,
+    pub hash: [u8; 32],
+    pub created_by: Uuid,
+    pub content_type: String,
+    pub data: bytes::Bytes,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum JobKind {
+    TemplateVersionImport { version_id: Uuid },
+    WorkspaceBuild { build_id: Uuid },
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct Job {
+    pub id: Uuid,
+    pub kind: JobKind,
+    pub created_at: SystemTime,
+    pub started_at: Option<SystemTime>,
+    pub completed_at: Option<SystemTime>,
+    pub canceled_at: Option<SystemTime>,
+    pub error: Option<String>,
+    pub error_code: Option<String>,
+    pub organization_id: Uuid,
+    pub initiator_id: Uuid,
+    pub file_id: Uuid,
+    pub tags: BTreeMap<String, String>,
+    pub worker_id: Option<Uuid>,
+}
+
+impl Job {
+    /// A new pending job; the simulated provisioner picks it up.
+    pub(crate) fn pending(
+        kind: JobKind,
+        organization_id: Uuid,
+        initiator_id: Uuid,
+        file_id: Uuid,
+        tags: BTreeMap<String, String>,
+    ) -> Self {
+        Self {
+            id: Uuid::new_v4(),
+            kind,
+            created_at: SystemTime::now(),
+            started_at: None,
+            completed_at: None,
+            canceled_at: None,
+            error: None,
+            error_code: None,
+            organization_id,
+            initiator_id,
+            file_id,
+            tags,
+            worker_id: None,
+        }
+    }
+
+    /// The DB's computed `job_status` (coder-api.md §7.5).
+    pub(crate) fn status(&self) -> &'static str {
+        match (self.completed_at, &self.error, self.canceled_at, self.started_at) {
+            (Some(_), Some(_), _, _) => "failed",
+            (Some(_), None, Some(_), _) => "canceled",
+            (Some(_), None, None, _) => "succeeded",
+            (None, Some(_), _, _) => "failed",
+            (None, None, Some(_), _) => "canceling",
+            (None, None, None, None) => "pending",
+            (None, None, None, Some(_)) => "running",
+        }
+    }
+
+    pub(crate) fn is_active(&self) -> bool {
+        self.completed_at.is_none()
+    }
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct Log {
+    pub id: i64,
+    pub job_id: Uuid,
+    pub created_at: String,
+    pub source: &'static str,
+    pub level: &'static str,
+    pub stage: String,
+    pub output: String,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct TemplateVersion {
+    pub id: Uuid,
+    pub template_id: Option<Uuid>,
+    pub organization_id: Uuid,
+    pub created_at: String,
+    pub updated_at: String,
+    pub name: String,
+    pub message: String,
+    pub job_id: Uuid,
+    pub created_by: (Uuid, String),
+    pub archived: bool,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct Template {
+    pub id: Uuid,
+    pub created_at: String,
+    pub updated_at: String,
+    pub organization: crate::db::Organization,
+    pub name: String,
+    pub display_name: String,
+    pub description: String,
+    pub icon: String,
+    pub provisioner: String,
+    pub active_version_id: Uuid,
+    pub created_by: (Uuid, String),
+    pub request: Value,
+    pub deleted: bool,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct Workspace {
+    pub id: Uuid,
+    pub created_at: String,
+    pub updated_at: String,
+    pub owner: (Uuid, String),
+    pub organization: (Uuid, String),
+    pub template_id: Uuid,
+    pub name: String,
+    pub autostart_schedule: Option<String>,
+    pub ttl_ms: Option<i64>,
+    pub automatic_updates: String,
+    pub deleted: bool,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct Build {
+    pub id: Uuid,
+    pub created_at: String,
+    pub workspace_id: Uuid,
+    pub template_version_id: Uuid,
+    pub build_number: i64,
+    pub transition: String,
+    pub initiator: (Uuid, String),
+    pub job_id: Uuid,
+    pub reason: String,
+}
+
+/// Every in-memory Coder object.
+#[derive(Default)]
+pub(crate) struct Mem {
+    pub licenses: Vec<License>,
+    pub provisioner_keys: Vec<ProvisionerKey>,
+    pub proxies: Vec<Proxy>,
+    /// `display_name` and `icon` of the built-in `primary` proxy, once PATCHed.
+    pub primary_proxy: Option<(String, String)>,
+    pub files: Vec<File>,
+    pub jobs: BTreeMap<Uuid, Job>,
+    pub logs: Vec<Log>,
+    pub template_versions: Vec<TemplateVersion>,
+    pub templates: Vec<Template>,
+    pub workspaces: Vec<Workspace>,
+    pub builds: Vec<Build>,
+    pub ai_gateway_keys: Vec<Value>,
+    pub ai_providers: Vec<Value>,
+    pub mcp_servers: Vec<Value>,
+}
+
+impl Mem {
+    pub(crate) fn push_log(
+        &mut self,
+        job_id: Uuid,
+        source: &'static str,
+        level: &'static str,
+        stage: &str,
+        output: &str,
+    ) {
+        let id = self.logs.last().map_or(1, |l| l.id + 1);
+        self.logs.push(Log {
+            id,
+            job_id,
+            created_at: crate::util::now(),
+            source,
+            level,
+            stage: stage.to_owned(),
+            output: output.to_owned(),
+        });
+    }
+
+    pub(crate) fn version(&self, id: Uuid) -> Option<&TemplateVersion> {
+        self.template_versions.iter().find(|v| v.id == id)
+    }
+
+    pub(crate) fn template(&self, id: Uuid) -> Option<&Template> {
+        self.templates.iter().find(|t| t.id == id && !t.deleted)
+    }
+
+    pub(crate) fn workspace(&self, id: Uuid) -> Option<&Workspace> {
+        self.workspaces.iter().find(|w| w.id == id)
+    }
+
+    pub(crate) fn build(&self, id: Uuid) -> Option<&Build> {
+        self.builds.iter().find(|b| b.id == id)
+    }
+
+    pub(crate) fn latest_build(&self, workspace_id: Uuid) -> Option<&Build> {
+        self.builds
+            .iter()
+            .filter(|b| b.workspace_id == workspace_id)
+            .max_by_key(|b| b.build_number)
+    }
+}
