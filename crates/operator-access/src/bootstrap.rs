@@ -39,7 +39,25 @@ pub enum BootstrapError {
     Token(#[from] crate::token::TokenError),
 }
 
+/// A bootstrap error that names where the database URL came from (for example `Secret "coder-db-app" key "uri"`),
+/// for conditions, Events and logs. Like [`BootstrapError`], it never shows the URL.
+#[derive(Debug, thiserror::Error)]
+#[error("operator access bootstrap with the PostgreSQL URL from {source_description}: {error}")]
+pub struct SourcedBootstrapError {
+    pub source_description: String,
+    #[source]
+    pub error: BootstrapError,
+}
+
 impl BootstrapError {
+    /// Names the origin of the URL; the description must not be the URL itself.
+    pub fn with_source(self, source_description: impl Into<String>) -> SourcedBootstrapError {
+        SourcedBootstrapError {
+            source_description: source_description.into(),
+            error: self,
+        }
+    }
+
     /// A short, bounded category for metrics, Events and conditions.
     pub fn category(&self) -> &'static str {
         match self {

@@ -11,8 +11,8 @@ mod token;
 mod url;
 
 pub use bootstrap::{
-    BootstrapError, OPERATOR_EMAIL, OPERATOR_USERNAME, TOKEN_LIFETIME_SECONDS, ensure_operator_access,
-    revoke_operator_access,
+    BootstrapError, OPERATOR_EMAIL, OPERATOR_USERNAME, SourcedBootstrapError, TOKEN_LIFETIME_SECONDS,
+    ensure_operator_access, revoke_operator_access,
 };
 pub use token::{OperatorToken, TokenError, token_name};
 pub use url::{UrlError, UrlProblem, parse_database_url};

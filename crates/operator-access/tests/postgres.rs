@@ -353,6 +353,16 @@ async fn unreachable_database_error_hides_url_and_password() {
         assert!(!shown.contains(&url), "{shown}");
         assert!(!shown.contains(existing.expose_secret()), "{shown}");
     }
+    // The controller names the Secret and key the URL came from; the URL itself still never shows.
+    let sourced = err.with_source(r#"Secret "coder-db-app" key "uri""#).to_string();
+    assert!(
+        sourced.contains("coder-db-app") && sourced.contains("uri") && sourced.contains("cannot connect"),
+        "{sourced}"
+    );
+    assert!(
+        !sourced.contains(password) && !sourced.contains(&url),
+        "{sourced}"
+    );
     let err = revoke_operator_access(&url, NS, CP).await.unwrap_err();
     assert_eq!(err.category(), "unreachable");
     assert!(!err.to_string().contains(password));
