@@ -83,6 +83,10 @@ pub struct ClientOptions {
     /// a heartbeat ping arrives for this long. Default 2 min (Coder pings every 15 s). The client
     /// `timeout` applies only to the websocket handshake, not to the stream.
     pub log_idle_timeout: Duration,
+    /// Host names resolved to a fixed address instead of DNS (the port always comes from the URL). The operator
+    /// uses it when it runs outside the cluster: `*.svc.cluster.local` hosts resolve to a local address, while the
+    /// URL, the `Host` header and the same-origin rule stay exactly as in the cluster.
+    pub resolve_overrides: Vec<(String, std::net::IpAddr)>,
 }
 
 impl Default for ClientOptions {
@@ -94,6 +98,7 @@ impl Default for ClientOptions {
             extra_root_certificates: Vec::new(),
             user_agent: concat!("coder-k8s/", env!("CARGO_PKG_VERSION")).to_owned(),
             log_idle_timeout: DEFAULT_LOG_IDLE_TIMEOUT,
+            resolve_overrides: Vec::new(),
         }
     }
 }
@@ -107,6 +112,7 @@ impl fmt::Debug for ClientOptions {
             .field("extra_root_certificates", &self.extra_root_certificates.len())
             .field("user_agent", &self.user_agent)
             .field("log_idle_timeout", &self.log_idle_timeout)
+            .field("resolve_overrides", &self.resolve_overrides)
             .finish()
     }
 }
@@ -199,6 +205,10 @@ impl CoderClient {
             .connect_timeout(options.timeout)
             .http1_only()
             .user_agent(options.user_agent.clone());
+        for (host, address) in &options.resolve_overrides {
+            // reqwest takes the port from the URL; the 0 here is ignored.
+            builder = builder.resolve(host, std::net::SocketAddr::new(*address, 0));
+        }
         if !options.extra_root_certificates.is_empty() {
             builder = builder.tls_certs_merge(options.extra_root_certificates.clone());
         }

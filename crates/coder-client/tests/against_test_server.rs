@@ -614,3 +614,22 @@ async fn ai_routes_round_trip() {
     let recorded = env.server.requests();
     assert!(recorded.iter().any(|r| r.path == "/api/v2/ai-gateway/keys"));
 }
+
+#[tokio::test]
+async fn service_host_resolves_to_an_override_address() {
+    // The operator outside the cluster: the in-cluster URL stays, only address resolution changes.
+    let env = env("resolve").await;
+    let port = env.server.url().port().unwrap();
+    let host = "coder.team.svc.cluster.local";
+    let url: url::Url = format!("http://{host}:{port}").parse().unwrap();
+    let options = ClientOptions {
+        resolve_overrides: vec![(host.to_owned(), std::net::Ipv4Addr::LOCALHOST.into())],
+        ..ClientOptions::default()
+    };
+    let client =
+        CoderClient::with_options(url.clone(), Some(SessionToken::new(env.token.clone())), options).unwrap();
+    assert_eq!(client.me().await.unwrap().username, OPERATOR);
+    // Without the override the host does not resolve here.
+    let plain = CoderClient::new(url, SessionToken::new(env.token.clone())).unwrap();
+    assert!(matches!(plain.me().await.unwrap_err(), Error::Unavailable { .. }));
+}
