@@ -1,5 +1,6 @@
 //! Runs the components of the selected `--app` mode until SIGTERM or SIGINT.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -10,6 +11,9 @@ use tokio::sync::watch;
 
 use crate::admin::{self, AdminState};
 use crate::cli::{AppMode, Args, Settings, StartupError};
+use crate::controller::context::{Context as ControllerContext, ControllerSettings};
+use crate::controller::control_plane::reconcile as control_plane;
+use crate::controller::metrics::ReconcileMetrics;
 use crate::{aggregated, controller, leader, mcp};
 
 /// Everything the startup checks produced; the components start from it without validating again.
@@ -53,6 +57,8 @@ pub async fn run(startup: Startup) -> Result<()> {
         "1 while this replica holds the controller leader Lease",
         leader_gauge.clone(),
     );
+    let reconcile_metrics = controller::metrics::ReconcileMetrics::register(&mut registry);
+    let kube_requests = controller::kube_requests::KubeRequests::register(&mut registry);
     let admin_state = AdminState::new(registry);
     let listener = TcpListener::bind(&settings.health_probe_bind_address)
         .await
@@ -72,7 +78,14 @@ pub async fn run(startup: Startup) -> Result<()> {
             .into_future(),
     );
 
-    let components = run_components(&startup, admin_state, leader_gauge, shutdown_rx);
+    let components = run_components(
+        &startup,
+        admin_state,
+        leader_gauge,
+        reconcile_metrics,
+        kube_requests,
+        shutdown_rx,
+    );
     let result = tokio::select! {
         result = components => result,
         () = shutdown_signal() => {
@@ -93,6 +106,8 @@ async fn run_components(
     startup: &Startup,
     admin_state: AdminState,
     leader_gauge: Gauge<i64>,
+    reconcile_metrics: Arc<ReconcileMetrics>,
+    kube_requests: controller::kube_requests::KubeRequests,
     shutdown: watch::Receiver<bool>,
 ) -> Result<()> {
     let settings = &startup.settings;
@@ -118,51 +133,74 @@ async fn run_components(
                     "the aggregated API server is not built yet; running the controller part of --app=all"
                 );
             }
-            let client = kube::Client::try_default()
+            let config = kube::Config::infer()
                 .await
-                .context("connect to Kubernetes (in-cluster config, KUBECONFIG or ~/.kube/config)")?;
-            run_controller(client, settings.leader_elect, admin_state, leader_gauge, shutdown).await
+                .context("find the Kubernetes configuration (in-cluster, KUBECONFIG or ~/.kube/config)")?;
+            let client = kube_requests.client(config).context("connect to Kubernetes")?;
+            let controller_settings = ControllerSettings {
+                service_address_override: settings.service_address_override,
+                coder_request_timeout: settings.coder_request_timeout,
+                ..ControllerSettings::default()
+            };
+            let ctx = Arc::new(ControllerContext::new(
+                client.clone(),
+                controller_settings,
+                reconcile_metrics,
+            ));
+            run_controller(ctx, settings.leader_elect, admin_state, leader_gauge, shutdown).await
         }
     }
 }
 
 async fn run_controller(
-    client: kube::Client,
+    ctx: Arc<ControllerContext>,
     leader_elect: bool,
     admin_state: AdminState,
     leader_gauge: Gauge<i64>,
     shutdown: watch::Receiver<bool>,
 ) -> Result<()> {
     admin_state.set_ready(true);
-    tracing::warn!(kinds = ?controller::KINDS, "the reconcilers are not built yet; nothing is reconciled");
+    tracing::info!(built = ?controller::BUILT, not_built = ?controller::NOT_BUILT, "controllers");
     if !leader_elect {
         leader_gauge.set(1);
-        wait_for(shutdown).await;
+        control_plane::run(ctx, wait_for(shutdown)).await;
         return Ok(());
     }
     let namespace = leader::current_lease_namespace();
-    let mut leading = leader::elect(client, &namespace).await.with_context(|| {
-        format!(
-            "start leader election on Lease {namespace}/{}",
-            leader::LEASE_NAME
-        )
-    })?;
-    let mut shutdown = shutdown;
+    let mut leading = leader::elect(ctx.client.clone(), &namespace)
+        .await
+        .with_context(|| {
+            format!(
+                "start leader election on Lease {namespace}/{}",
+                leader::LEASE_NAME
+            )
+        })?;
+    let mut shutdown_watch = shutdown.clone();
+    // Only the Lease holder runs the controllers (the writers).
     loop {
         let is_leader = *leading.borrow_and_update();
         leader_gauge.set(i64::from(is_leader));
         tracing::info!(lease = leader::LEASE_NAME, %namespace, is_leader, "leader election state");
+        if is_leader {
+            break;
+        }
         tokio::select! {
+            changed = leading.changed() => if changed.is_err() { anyhow::bail!("leader election stopped") },
+            _ = shutdown_watch.changed() => return Ok(()),
+        }
+    }
+    let controllers = control_plane::run(ctx, wait_for(shutdown.clone()));
+    tokio::pin!(controllers);
+    loop {
+        tokio::select! {
+            () = &mut controllers => return Ok(()),
             changed = leading.changed() => {
-                if changed.is_err() {
-                    anyhow::bail!("leader election stopped");
-                }
-                if is_leader && !*leading.borrow() {
+                if changed.is_err() || !*leading.borrow() {
                     // Another replica took over: exit so a restart starts from a clean state.
+                    leader_gauge.set(0);
                     anyhow::bail!("lost the leader Lease {namespace}/{}", leader::LEASE_NAME);
                 }
             }
-            _ = shutdown.changed() => return Ok(()),
         }
     }
 }

@@ -87,6 +87,10 @@ pub struct Args {
     /// Log format.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
+    /// Resolve Coder Service hosts (`*.svc.cluster.local`) to this IP address: for an operator running outside the
+    /// cluster (local environment, tests). URLs, Host headers and the same-origin rule are unchanged.
+    #[arg(long)]
+    pub service_address_override: Option<std::net::IpAddr>,
     /// Leader election on the Lease `coder-k8s-controller.coder.com`. Only the holder runs the controllers.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub leader_elect: bool,
@@ -106,6 +110,7 @@ pub struct Settings {
     pub health_probe_bind_address: String,
     pub log_format: LogFormat,
     pub leader_elect: bool,
+    pub service_address_override: Option<std::net::IpAddr>,
 }
 
 /// Default Coder request timeout.
@@ -127,6 +132,7 @@ impl Args {
             health_probe_bind_address: self.health_probe_bind_address.clone(),
             log_format: self.log_format,
             leader_elect: self.leader_elect,
+            service_address_override: self.service_address_override,
         })
     }
 }

@@ -1,5 +1,6 @@
-//! CoderControlPlane. Built so far: the pure core — names and labels (`names`) and the desired objects
-//! (`desired`), and the condition decisions (`status`). The reconciler that applies them is not built yet.
+//! CoderControlPlane: the pure core — names and labels (`names`), the desired objects (`desired`), the condition
+//! decisions (`status`) — and the reconciler that applies it (`reconcile`).
 pub mod desired;
 pub mod names;
+pub mod reconcile;
 pub mod status;

@@ -1,15 +1,16 @@
 //! Pure decisions behind the CoderControlPlane conditions (contract §2.1, seed 002): the database Secret check and
-//! the operator token Secret ownership check. Messages name Secrets and keys, never a URL or a credential.
+//! the operator token Secret ownership check, and the Events of status transitions. Messages name Secrets and keys, never a URL or a credential.
 
 use std::collections::BTreeMap;
 
 use coder_k8s_api::control_plane::{
-    CONDITION_DATABASE_SECRET_RESOLVED, CONDITION_OPERATOR_TOKEN_SECRET_OWNED,
+    CONDITION_DATABASE_SECRET_RESOLVED, CONDITION_OPERATOR_TOKEN_SECRET_OWNED, CoderControlPlaneStatus,
 };
-use coder_k8s_api::shared::SecretKeySelector;
+use coder_k8s_api::shared::{SecretKeySelector, WorkloadPhase};
 use coder_k8s_operator_access::{UrlProblem, parse_database_url};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
+use kube::runtime::events::EventType;
 
 use crate::controller::conditions::{ConditionStatus, Decided};
 
@@ -160,6 +161,57 @@ pub fn token_secret_condition(ownership: TokenSecretOwnership, secret_name: &str
     }
 }
 
+/// Events for what changed between two statuses: the phase, operator access, and every condition whose status or
+/// reason changed. Returns (type, reason, note).
+pub fn transitions(
+    old: &CoderControlPlaneStatus,
+    new: &CoderControlPlaneStatus,
+) -> Vec<(EventType, String, String)> {
+    let mut events = Vec::new();
+    if old.phase != new.phase {
+        match new.phase {
+            Some(WorkloadPhase::Ready) => events.push((
+                EventType::Normal,
+                "Ready".to_owned(),
+                "The Coder Deployment has a ready replica".to_owned(),
+            )),
+            _ if old.phase == Some(WorkloadPhase::Ready) => events.push((
+                EventType::Warning,
+                "NotReady".to_owned(),
+                "The Coder Deployment has no ready replica".to_owned(),
+            )),
+            _ => {}
+        }
+    }
+    if old.operator_access_ready.unwrap_or(false) != new.operator_access_ready.unwrap_or(false) {
+        events.push(if new.operator_access_ready == Some(true) {
+            (
+                EventType::Normal,
+                "OperatorAccessReady".to_owned(),
+                "The operator token works".to_owned(),
+            )
+        } else {
+            (
+                EventType::Warning,
+                "OperatorAccessNotReady".to_owned(),
+                "Operator access is not ready".to_owned(),
+            )
+        });
+    }
+    for condition in &new.conditions {
+        let before = old.conditions.iter().find(|c| c.type_ == condition.type_);
+        if before.is_none_or(|b| b.status != condition.status || b.reason != condition.reason) {
+            let type_ = if condition.status == "False" {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            };
+            events.push((type_, condition.reason.clone(), condition.message.clone()));
+        }
+    }
+    events
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -238,6 +290,45 @@ mod tests {
             },
             ..Secret::default()
         }
+    }
+
+    #[test]
+    fn events_only_for_transitions() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+        let condition = |status: &str, reason: &str| Condition {
+            type_: "DatabaseSecretResolved".to_owned(),
+            status: status.to_owned(),
+            reason: reason.to_owned(),
+            message: "m".to_owned(),
+            observed_generation: None,
+            last_transition_time: Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH),
+        };
+        let pending = CoderControlPlaneStatus {
+            phase: Some(WorkloadPhase::Pending),
+            conditions: vec![condition("False", "SecretNotFound")],
+            ..Default::default()
+        };
+        let ready = CoderControlPlaneStatus {
+            phase: Some(WorkloadPhase::Ready),
+            operator_access_ready: Some(true),
+            conditions: vec![condition("True", "Resolved")],
+            ..Default::default()
+        };
+        let reasons: Vec<String> = transitions(&pending, &ready).into_iter().map(|e| e.1).collect();
+        assert_eq!(reasons, ["Ready", "OperatorAccessReady", "Resolved"]);
+        assert!(transitions(&ready, &ready).is_empty());
+        let back: Vec<(EventType, String)> = transitions(&ready, &pending)
+            .into_iter()
+            .map(|e| (e.0, e.1))
+            .collect();
+        assert_eq!(
+            back,
+            [
+                (EventType::Warning, "NotReady".to_owned()),
+                (EventType::Warning, "OperatorAccessNotReady".to_owned()),
+                (EventType::Warning, "SecretNotFound".to_owned())
+            ]
+        );
     }
 
     #[test]

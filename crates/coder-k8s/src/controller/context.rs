@@ -1,0 +1,100 @@
+//! What every reconciler shares: the Kubernetes client, settings, metrics and the Event recorder.
+
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use coder_k8s_coder_client::{ClientOptions, CoderClient, SessionToken};
+use kube::runtime::events::{Recorder, Reporter};
+
+use super::metrics::ReconcileMetrics;
+
+/// Timings and the out-of-cluster address override. Durations are settings so tests can run fast.
+#[derive(Clone, Debug)]
+pub struct ControllerSettings {
+    /// When set, Coder Service hosts (`*.svc.cluster.local`) resolve to this address: the operator runs outside
+    /// the cluster (local environment, tests). URLs, `Host` headers and the same-origin rule do not change.
+    pub service_address_override: Option<IpAddr>,
+    /// Reconcile only this namespace (default: every namespace).
+    pub watch_namespace: Option<String>,
+    /// Timeout of one Coder API call.
+    pub coder_request_timeout: Duration,
+    /// Requeue after errors and while waiting on something outside the operator (contract: 30 s).
+    pub retry_interval: Duration,
+    /// How often entitlements are read once the control plane is Ready (contract: 2 min).
+    pub entitlements_interval: Duration,
+    /// How long a deleted control plane waits for referrers that are being deleted (v0.1.5: 10 min).
+    pub deletion_wait: Duration,
+    /// After `deletion_wait`, the time for one last delete attempt (v0.1.5: 5 min).
+    pub deletion_last_attempt: Duration,
+    /// How long referrers that are not being deleted hold a deleted control plane (v0.1.5: 30 s).
+    pub referrer_hold: Duration,
+}
+
+impl Default for ControllerSettings {
+    fn default() -> Self {
+        Self {
+            service_address_override: None,
+            watch_namespace: None,
+            coder_request_timeout: Duration::from_secs(30),
+            retry_interval: Duration::from_secs(30),
+            entitlements_interval: Duration::from_secs(120),
+            deletion_wait: Duration::from_secs(600),
+            deletion_last_attempt: Duration::from_secs(300),
+            referrer_hold: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Shared by every reconcile.
+pub struct Context {
+    pub client: kube::Client,
+    pub settings: ControllerSettings,
+    pub metrics: Arc<ReconcileMetrics>,
+    pub recorder: Recorder,
+}
+
+impl Context {
+    /// An API for `K` in the watched namespace, or in every namespace.
+    pub fn watched_api<K>(&self) -> kube::Api<K>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+        <K as kube::Resource>::DynamicType: Default,
+    {
+        match &self.settings.watch_namespace {
+            Some(namespace) => kube::Api::namespaced(self.client.clone(), namespace),
+            None => kube::Api::all(self.client.clone()),
+        }
+    }
+
+    pub fn new(client: kube::Client, settings: ControllerSettings, metrics: Arc<ReconcileMetrics>) -> Self {
+        let reporter = Reporter {
+            controller: "coder-k8s".to_owned(),
+            instance: std::env::var("POD_NAME").ok(),
+        };
+        Self {
+            recorder: Recorder::new(client.clone(), reporter),
+            client,
+            settings,
+            metrics,
+        }
+    }
+
+    /// A Coder client for `url` with the operator token, honouring the address override.
+    pub fn coder_client(
+        &self,
+        url: &url::Url,
+        token: &str,
+    ) -> Result<CoderClient, coder_k8s_coder_client::Error> {
+        let mut options = ClientOptions {
+            timeout: self.settings.coder_request_timeout,
+            ..ClientOptions::default()
+        };
+        if let (Some(address), Some(host)) = (self.settings.service_address_override, url.host_str())
+            && host.ends_with(".svc.cluster.local")
+        {
+            options.resolve_overrides.push((host.to_owned(), address));
+        }
+        CoderClient::with_options(url.clone(), Some(SessionToken::new(token)), options)
+    }
+}

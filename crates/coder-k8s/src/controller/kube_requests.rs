@@ -1,0 +1,107 @@
+//! Counts every Kubernetes API request the operator sends, by verb: `coder_k8s_kube_requests_total{verb}`. The
+//! steady-state test and the benchmark read it to prove and measure "zero writes when nothing changed".
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::registry::Registry;
+use tower::util::MapRequestLayer;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct VerbLabels {
+    verb: &'static str,
+}
+
+/// Request counters; cheap to clone.
+#[derive(Clone, Default)]
+pub struct KubeRequests {
+    by_verb: Family<VerbLabels, Counter>,
+    writes: Arc<AtomicU64>,
+    total: Arc<AtomicU64>,
+}
+
+/// The Kubernetes verb of a request: `watch` and `list`/`get` are told apart by the query and path.
+pub fn verb_of(method: &http::Method, uri: &http::Uri) -> &'static str {
+    let query = uri.query().unwrap_or_default();
+    match *method {
+        http::Method::GET if query.split('&').any(|p| p == "watch=true" || p == "watch=1") => "watch",
+        http::Method::GET => "get",
+        http::Method::POST => "create",
+        http::Method::PUT => "update",
+        http::Method::PATCH => "patch",
+        http::Method::DELETE => "delete",
+        _ => "other",
+    }
+}
+
+impl KubeRequests {
+    /// Registers the counter in `registry`.
+    pub fn register(registry: &mut Registry) -> Self {
+        let requests = Self::default();
+        registry.register(
+            "coder_k8s_kube_requests",
+            "Kubernetes API requests sent by the operator, by verb",
+            requests.by_verb.clone(),
+        );
+        requests
+    }
+
+    fn record(&self, verb: &'static str) {
+        self.by_verb.get_or_create(&VerbLabels { verb }).inc();
+        self.total.fetch_add(1, Ordering::Relaxed);
+        if matches!(verb, "create" | "update" | "patch" | "delete") {
+            self.writes.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Write requests (create, update, patch, delete) so far.
+    pub fn writes(&self) -> u64 {
+        self.writes.load(Ordering::Relaxed)
+    }
+
+    /// All requests so far.
+    pub fn total(&self) -> u64 {
+        self.total.load(Ordering::Relaxed)
+    }
+
+    /// A client for `config` whose requests are counted here.
+    pub fn client(&self, config: kube::Config) -> Result<kube::Client, kube::Error> {
+        let counter = self.clone();
+        let layer = MapRequestLayer::new(move |request: http::Request<kube::client::Body>| {
+            counter.record(verb_of(request.method(), request.uri()));
+            request
+        });
+        Ok(kube::client::ClientBuilder::try_from(config)?
+            .with_layer(&layer)
+            .build())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn verbs() {
+        let uri = |s: &str| s.parse::<http::Uri>().unwrap();
+        assert_eq!(
+            verb_of(
+                &http::Method::GET,
+                &uri("/api/v1/secrets?watch=true&resourceVersion=1")
+            ),
+            "watch"
+        );
+        assert_eq!(
+            verb_of(&http::Method::GET, &uri("/api/v1/namespaces/a/secrets/b")),
+            "get"
+        );
+        assert_eq!(verb_of(&http::Method::PATCH, &uri("/apis/apps/v1/x")), "patch");
+        let requests = KubeRequests::default();
+        requests.record("get");
+        requests.record("patch");
+        assert_eq!((requests.total(), requests.writes()), (2, 1));
+    }
+}

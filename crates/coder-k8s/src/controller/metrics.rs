@@ -1,0 +1,120 @@
+//! Reconcile metrics of every controller: runs, duration and failures by bounded category.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindLabels {
+    kind: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FailureLabels {
+    kind: &'static str,
+    category: &'static str,
+}
+
+/// The reconcile metrics, registered once per process.
+pub struct ReconcileMetrics {
+    runs: Family<KindLabels, Counter>,
+    failures: Family<FailureLabels, Counter>,
+    duration: Family<KindLabels, Histogram>,
+}
+
+impl ReconcileMetrics {
+    /// Registers `coder_k8s_reconcile_*` in `registry`.
+    pub fn register(registry: &mut Registry) -> Arc<Self> {
+        let metrics = Self {
+            runs: Family::default(),
+            failures: Family::default(),
+            duration: Family::new_with_constructor(|| {
+                Histogram::new([0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0])
+            }),
+        };
+        registry.register(
+            "coder_k8s_reconcile_runs",
+            "Reconciles started, by kind",
+            metrics.runs.clone(),
+        );
+        registry.register(
+            "coder_k8s_reconcile_failures",
+            "Reconciles that failed, by kind and error category",
+            metrics.failures.clone(),
+        );
+        registry.register(
+            "coder_k8s_reconcile_duration_seconds",
+            "Duration of reconciles, by kind",
+            metrics.duration.clone(),
+        );
+        Arc::new(metrics)
+    }
+
+    /// Counts a reconcile and records its duration when the guard drops.
+    pub fn start(&self, kind: &'static str) -> Measure<'_> {
+        self.runs.get_or_create(&KindLabels { kind }).inc();
+        Measure {
+            metrics: self,
+            kind,
+            started: Instant::now(),
+        }
+    }
+
+    /// Counts a failed reconcile.
+    pub fn failure(&self, kind: &'static str, category: &'static str) {
+        self.failures
+            .get_or_create(&FailureLabels { kind, category })
+            .inc();
+    }
+}
+
+/// Records the duration of one reconcile on drop.
+pub struct Measure<'a> {
+    metrics: &'a ReconcileMetrics,
+    kind: &'static str,
+    started: Instant,
+}
+
+impl Drop for Measure<'_> {
+    fn drop(&mut self) {
+        self.metrics
+            .duration
+            .get_or_create(&KindLabels { kind: self.kind })
+            .observe(self.started.elapsed().as_secs_f64());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use prometheus_client::encoding::text::encode;
+
+    #[test]
+    fn runs_failures_and_durations_are_exported() {
+        let mut registry = Registry::default();
+        let metrics = ReconcileMetrics::register(&mut registry);
+        drop(metrics.start("CoderControlPlane"));
+        metrics.failure("CoderControlPlane", "kube");
+        let mut text = String::new();
+        encode(&mut text, &registry).unwrap();
+        assert!(
+            text.contains(r#"coder_k8s_reconcile_runs_total{kind="CoderControlPlane"} 1"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                r#"coder_k8s_reconcile_failures_total{kind="CoderControlPlane",category="kube"} 1"#
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"coder_k8s_reconcile_duration_seconds_count{kind="CoderControlPlane"} 1"#),
+            "{text}"
+        );
+    }
+}

@@ -1,0 +1,592 @@
+//! The CoderControlPlane controller on the real kube-apiserver, a real PostgreSQL with Coder's tables and the Coder
+//! API test server. The controller runs in process, scoped to the test's namespace; Coder Service hosts resolve to
+//! the test server (the out-of-cluster address override), and each control plane's Service port is the test
+//! server's port. Without a kubelet, tests set the Deployment's ready replicas themselves.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use coder_k8s::controller::context::{Context, ControllerSettings};
+use coder_k8s::controller::control_plane::reconcile;
+use coder_k8s::controller::kube_requests::KubeRequests;
+use coder_k8s::controller::metrics::ReconcileMetrics;
+use coder_k8s_api::control_plane::CoderControlPlane;
+use coder_k8s_coder_client::{CoderClient, SessionToken};
+use coder_k8s_coder_testserver::{Config, Entitlement, TestServer};
+use coder_k8s_testenv::{ControlPlane, postgres};
+use k8s_openapi::ByteString;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::networking::v1::Ingress;
+use k8s_openapi::api::rbac::v1::Role;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+use tokio::sync::watch;
+
+use crate::support::control_plane_with_crds;
+
+const LICENSE_1: &str = "eyJhbGciOiJFZERTQSJ9.license-one.sig";
+const LICENSE_2: &str = "eyJhbGciOiJFZERTQSJ9.license-two.sig";
+
+struct Harness {
+    cp: &'static ControlPlane,
+    ns: String,
+    db_url: String,
+    server: TestServer,
+    requests: KubeRequests,
+    admin: kube::Client,
+    stop: watch::Sender<bool>,
+}
+
+impl Drop for Harness {
+    fn drop(&mut self) {
+        let _ = self.stop.send(true);
+    }
+}
+
+fn settings(ns: &str) -> ControllerSettings {
+    ControllerSettings {
+        service_address_override: Some(std::net::Ipv4Addr::LOCALHOST.into()),
+        watch_namespace: Some(ns.to_owned()),
+        coder_request_timeout: Duration::from_secs(5),
+        retry_interval: Duration::from_secs(1),
+        entitlements_interval: Duration::from_secs(1),
+        deletion_wait: Duration::from_secs(3),
+        deletion_last_attempt: Duration::from_secs(2),
+        referrer_hold: Duration::from_secs(2),
+    }
+}
+
+async fn harness(tag: &str) -> Harness {
+    static COUNTER: AtomicUsize = AtomicUsize::new(0);
+    coder_k8s::telemetry::init(coder_k8s::cli::LogFormat::Text);
+    let cp = control_plane_with_crds().await;
+    let ns = cp.namespace(tag).await.unwrap().name().to_owned();
+    let db_name = format!(
+        "ccp_{}_{}_{}",
+        tag.replace('-', "_"),
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    );
+    let db_url = postgres::shared()
+        .await
+        .unwrap()
+        .create_coder_database(&db_name)
+        .await
+        .unwrap();
+    let mut config = Config::new(&db_url);
+    config.accepted_licenses = vec![LICENSE_1.to_owned(), LICENSE_2.to_owned()];
+    config
+        .entitlements
+        .insert("external_provisioner_daemons".to_owned(), Entitlement::Entitled);
+    let server = TestServer::start(config).await.unwrap();
+    let requests = KubeRequests::default();
+    let client = requests.client(cp.config().unwrap()).unwrap();
+    let metrics = ReconcileMetrics::register(&mut prometheus_client::registry::Registry::default());
+    let ctx = Arc::new(Context::new(client, settings(&ns), metrics));
+    let (stop, mut stopped) = watch::channel(false);
+    tokio::spawn(reconcile::run(ctx, async move {
+        let _ = stopped.wait_for(|s| *s).await;
+    }));
+    Harness {
+        admin: cp.client().unwrap(),
+        cp,
+        ns,
+        db_url,
+        server,
+        requests,
+        stop,
+    }
+}
+
+impl Harness {
+    fn api<K>(&self) -> Api<K>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+        <K as kube::Resource>::DynamicType: Default,
+    {
+        Api::namespaced(self.admin.clone(), &self.ns)
+    }
+
+    /// A control plane whose Service port is the test server's port, so its internal URL reaches the test server.
+    async fn create(&self, name: &str, spec: serde_json::Value) -> CoderControlPlane {
+        let mut spec = spec;
+        spec["service"] = json!({"port": self.server.url().port().unwrap()});
+        let object = CoderControlPlane::new(name, serde_json::from_value(spec).unwrap());
+        self.api::<CoderControlPlane>()
+            .create(&PostParams::default(), &object)
+            .await
+            .unwrap()
+    }
+
+    async fn put_secret(&self, name: &str, data: &[(&str, &str)]) {
+        let secret = Secret {
+            metadata: ObjectMeta {
+                name: Some(name.to_owned()),
+                ..ObjectMeta::default()
+            },
+            data: Some(
+                data.iter()
+                    .map(|(k, v)| ((*k).to_owned(), ByteString(v.as_bytes().to_vec())))
+                    .collect::<BTreeMap<_, _>>(),
+            ),
+            ..Secret::default()
+        };
+        let api = self.api::<Secret>();
+        let params = PatchParams::apply("test").force();
+        api.patch(name, &params, &Patch::Apply(&secret)).await.unwrap();
+    }
+
+    /// Marks the Coder Deployment ready, as a kubelet would.
+    async fn deployment_ready(&self, name: &str) {
+        let api = self.api::<Deployment>();
+        wait_for(
+            || async { api.get_opt(name).await.unwrap().is_some() },
+            "the Deployment",
+        )
+        .await;
+        let patch = json!({"status": {"replicas": 1, "readyReplicas": 1, "availableReplicas": 1}});
+        api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .unwrap();
+    }
+
+    async fn get(&self, name: &str) -> CoderControlPlane {
+        self.api::<CoderControlPlane>().get(name).await.unwrap()
+    }
+
+    async fn condition(&self, name: &str, type_: &str) -> Option<(String, String, String)> {
+        let cp = self.get(name).await;
+        cp.status?
+            .conditions
+            .into_iter()
+            .find(|c| c.type_ == type_)
+            .map(|c| (c.status, c.reason, c.message))
+    }
+
+    async fn wait_reason(&self, name: &str, type_: &str, reason: &str) -> String {
+        let mut message = String::new();
+        for _ in 0..150 {
+            if let Some((_, r, m)) = self.condition(name, type_).await {
+                if r == reason {
+                    return m;
+                }
+                message = format!("{r}: {m}");
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        panic!("{name}: {type_} never became {reason}; last {message:?}");
+    }
+
+    async fn wait_operator_access(&self, name: &str, ready: bool) -> CoderControlPlane {
+        for _ in 0..150 {
+            let cp = self.get(name).await;
+            if cp.status.as_ref().and_then(|s| s.operator_access_ready) == Some(ready) {
+                return cp;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        panic!(
+            "{name}: operatorAccessReady never became {ready}: {:?}",
+            self.get(name).await.status
+        );
+    }
+
+    fn coder(&self, token: &str) -> CoderClient {
+        CoderClient::new(self.server.url(), SessionToken::new(token)).unwrap()
+    }
+
+    async fn token_of(&self, secret: &str) -> String {
+        let secret = self.api::<Secret>().get(secret).await.unwrap();
+        String::from_utf8(secret.data.unwrap()["token"].0.clone()).unwrap()
+    }
+}
+
+async fn wait_for<F, Fut>(mut check: F, what: &str)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    for _ in 0..150 {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+#[tokio::test]
+async fn database_secret_conditions_and_operator_access() {
+    let h = harness("ccp-db").await;
+    h.create(
+        "coder",
+        json!({"database": {"connectionSecretRef": {"name": "coder-db-app", "key": "uri"}}}),
+    )
+    .await;
+
+    // Created before its Secret: SecretNotFound, the Deployment references the Secret, the bootstrap waits.
+    let message = h
+        .wait_reason("coder", "DatabaseSecretResolved", "SecretNotFound")
+        .await;
+    assert!(message.contains("coder-db-app"), "{message}");
+    let deployment = h.api::<Deployment>().get("coder").await.unwrap();
+    let env = deployment.spec.unwrap().template.spec.unwrap().containers[0]
+        .env
+        .clone()
+        .unwrap();
+    let pg = env.iter().find(|e| e.name == "CODER_PG_CONNECTION_URL").unwrap();
+    assert!(pg.value.is_none());
+    let reference = pg.value_from.as_ref().unwrap().secret_key_ref.as_ref().unwrap();
+    assert_eq!(
+        (reference.name.as_str(), reference.key.as_str()),
+        ("coder-db-app", "uri")
+    );
+    assert_ne!(
+        h.get("coder").await.status.unwrap().operator_access_ready,
+        Some(true)
+    );
+
+    // Each bad value gets its reason; messages never show the URL.
+    let secret_url = "postgres://coder:Sekr1tPassw0rd@db.example:5432/coder";
+    h.put_secret("coder-db-app", &[("other", "x")]).await;
+    h.wait_reason("coder", "DatabaseSecretResolved", "KeyNotFound")
+        .await;
+    h.put_secret("coder-db-app", &[("uri", "   ")]).await;
+    h.wait_reason("coder", "DatabaseSecretResolved", "EmptyValue")
+        .await;
+    h.put_secret(
+        "coder-db-app",
+        &[("uri", &secret_url.replace("postgres://", "Postgres://"))],
+    )
+    .await;
+    let message = h
+        .wait_reason("coder", "DatabaseSecretResolved", "InvalidURL")
+        .await;
+    assert!(
+        !message.contains("Sekr1t") && !message.contains("db.example"),
+        "{message}"
+    );
+
+    // The real URL: Resolved, then the bootstrap mints the operator token into an owned Secret.
+    h.put_secret("coder-db-app", &[("uri", &h.db_url)]).await;
+    let message = h.wait_reason("coder", "DatabaseSecretResolved", "Resolved").await;
+    assert!(!message.contains(&h.db_url));
+    let cp = h.wait_operator_access("coder", true).await;
+    let status = cp.status.clone().unwrap();
+    let reference = status.operator_token_secret_ref.unwrap();
+    assert_eq!(reference.name, "coder-operator-token");
+    let secret = h.api::<Secret>().get("coder-operator-token").await.unwrap();
+    let owner = &secret.metadata.owner_references.as_ref().unwrap()[0];
+    assert_eq!(
+        (owner.uid.as_str(), owner.controller),
+        (cp.metadata.uid.as_deref().unwrap(), Some(true))
+    );
+    let token = h.token_of("coder-operator-token").await;
+    assert_eq!(h.coder(&token).me().await.unwrap().username, "coder-k8s-operator");
+    assert_eq!(
+        h.condition("coder", "OperatorTokenSecretOwned").await.unwrap().1,
+        "TokenSecretOwned"
+    );
+    assert_eq!(
+        status.url.unwrap(),
+        format!(
+            "http://coder.{}.svc.cluster.local:{}",
+            h.ns,
+            h.server.url().port().unwrap()
+        )
+    );
+
+    // Deleting the Secret is noticed through the watch.
+    h.api::<Secret>()
+        .delete("coder-db-app", &DeleteParams::default())
+        .await
+        .unwrap();
+    h.wait_reason("coder", "DatabaseSecretResolved", "SecretNotFound")
+        .await;
+}
+
+#[tokio::test]
+async fn token_secret_owned_by_someone_else_is_left_alone() {
+    let h = harness("ccp-owned").await;
+    h.put_secret("coder-db-app", &[("uri", &h.db_url)]).await;
+    h.put_secret("coder-operator-token", &[("token", "not-ours")])
+        .await;
+    h.create(
+        "coder",
+        json!({"database": {"connectionSecretRef": {"name": "coder-db-app", "key": "uri"}}}),
+    )
+    .await;
+    let message = h
+        .wait_reason("coder", "OperatorTokenSecretOwned", "TokenSecretNotOwned")
+        .await;
+    assert!(message.contains("coder-operator-token"), "{message}");
+    let status = h.get("coder").await.status.unwrap();
+    assert_eq!(status.operator_access_ready, Some(false));
+    assert!(status.operator_token_secret_ref.is_none());
+    assert_eq!(
+        h.token_of("coder-operator-token").await,
+        "not-ours",
+        "never changed"
+    );
+    let secret = h.api::<Secret>().get("coder-operator-token").await.unwrap();
+    assert!(secret.metadata.owner_references.is_none(), "never adopted");
+
+    // The fix from the guide: delete the leftover; the controller creates its own.
+    h.api::<Secret>()
+        .delete("coder-operator-token", &DeleteParams::default())
+        .await
+        .unwrap();
+    h.wait_operator_access("coder", true).await;
+    h.wait_reason("coder", "OperatorTokenSecretOwned", "TokenSecretOwned")
+        .await;
+}
+
+#[tokio::test]
+async fn disabling_operator_access_revokes_the_token() {
+    let h = harness("ccp-disable").await;
+    h.put_secret("coder-db-app", &[("uri", &h.db_url)]).await;
+    h.create(
+        "coder",
+        json!({"database": {"connectionSecretRef": {"name": "coder-db-app", "key": "uri"}}}),
+    )
+    .await;
+    h.wait_operator_access("coder", true).await;
+    let token = h.token_of("coder-operator-token").await;
+    assert!(h.coder(&token).me().await.is_ok());
+
+    let patch = json!({"spec": {"operatorAccess": {"disabled": true}}});
+    h.api::<CoderControlPlane>()
+        .patch("coder", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    h.wait_operator_access("coder", false).await;
+    let secrets = h.api::<Secret>();
+    wait_for(
+        || async { secrets.get_opt("coder-operator-token").await.unwrap().is_none() },
+        "the token Secret to go",
+    )
+    .await;
+    assert!(
+        h.coder(&token).me().await.is_err(),
+        "the token is revoked in Coder's database"
+    );
+    assert!(
+        h.get("coder")
+            .await
+            .status
+            .unwrap()
+            .operator_token_secret_ref
+            .is_none()
+    );
+    assert!(h.condition("coder", "OperatorTokenSecretOwned").await.is_none());
+}
+
+#[tokio::test]
+async fn licence_entitlements_and_a_silent_steady_state() {
+    let h = harness("ccp-lic").await;
+    h.put_secret("coder-db-app", &[("uri", &h.db_url)]).await;
+    h.put_secret("coder-license", &[("license", LICENSE_1)]).await;
+    h.create(
+        "coder",
+        json!({
+            "database": {"connectionSecretRef": {"name": "coder-db-app", "key": "uri"}},
+            "licenseSecretRef": {"name": "coder-license"},
+        }),
+    )
+    .await;
+    h.wait_reason("coder", "LicenseApplied", "Pending").await;
+    h.deployment_ready("coder").await;
+    h.wait_reason("coder", "LicenseApplied", "Applied").await;
+    let status = h.get("coder").await.status.unwrap();
+    assert_eq!(status.phase, Some(coder_k8s_api::shared::WorkloadPhase::Ready));
+    assert_eq!(status.ready_replicas, Some(1));
+    assert_eq!(
+        status.license_last_applied_hash.as_deref(),
+        Some(reconcile::license_hash(LICENSE_1).as_str())
+    );
+    wait_for(
+        || async {
+            h.get("coder")
+                .await
+                .status
+                .unwrap()
+                .external_provisioner_daemons_entitlement
+                == Some(coder_k8s_api::control_plane::Entitlement::Entitled)
+        },
+        "the entitlement",
+    )
+    .await;
+    let token = h.token_of("coder-operator-token").await;
+    assert_eq!(h.coder(&token).licenses().await.unwrap().len(), 1);
+
+    // Steady state: resyncs every second read, but write nothing to Kubernetes or Coder.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (writes, reads, coder_requests) =
+        (h.requests.writes(), h.requests.total(), h.server.requests().len());
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(h.requests.total() > reads + 10, "the controller kept resyncing");
+    assert_eq!(
+        h.requests.writes(),
+        writes,
+        "no Kubernetes writes at steady state"
+    );
+    let coder_writes: Vec<_> = h.server.requests()[coder_requests..]
+        .iter()
+        .filter(|r| r.method != "GET")
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect();
+    assert!(
+        coder_writes.is_empty(),
+        "no Coder writes at steady state: {coder_writes:?}"
+    );
+
+    // A new licence is uploaded once.
+    h.put_secret("coder-license", &[("license", LICENSE_2)]).await;
+    wait_for(
+        || async {
+            h.get("coder")
+                .await
+                .status
+                .unwrap()
+                .license_last_applied_hash
+                .as_deref()
+                == Some(reconcile::license_hash(LICENSE_2).as_str())
+        },
+        "the second licence",
+    )
+    .await;
+    assert_eq!(h.coder(&token).licenses().await.unwrap().len(), 2);
+}
+
+#[tokio::test]
+async fn exposure_and_workspace_rbac_follow_the_spec() {
+    let h = harness("ccp-expose").await;
+    let extra = h.cp.namespace("ccp-ws").await.unwrap().name().to_owned();
+    h.create(
+        "coder",
+        json!({
+            "expose": {"ingress": {"host": "coder.example.com"}},
+            "rbac": {"workspaceNamespaces": [extra]},
+        }),
+    )
+    .await;
+    let ingresses = h.api::<Ingress>();
+    wait_for(
+        || async { ingresses.get_opt("coder").await.unwrap().is_some() },
+        "the Ingress",
+    )
+    .await;
+    let own_roles: Api<Role> = Api::namespaced(h.admin.clone(), &h.ns);
+    let extra_roles: Api<Role> = Api::namespaced(h.admin.clone(), &extra);
+    let count = |api: &Api<Role>| {
+        let api = api.clone();
+        async move { api.list(&Default::default()).await.unwrap().items.len() }
+    };
+    wait_for(
+        || async { count(&extra_roles).await == 1 },
+        "the workspace Role in the extra namespace",
+    )
+    .await;
+
+    let patch = json!({"spec": {"expose": null, "rbac": {"workspaceNamespaces": null}}});
+    h.api::<CoderControlPlane>()
+        .patch("coder", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    wait_for(
+        || async { ingresses.get_opt("coder").await.unwrap().is_none() },
+        "the Ingress to go",
+    )
+    .await;
+    wait_for(
+        || async { count(&extra_roles).await == 0 },
+        "the extra Role to go",
+    )
+    .await;
+    assert_eq!(count(&own_roles).await, 1, "the own namespace keeps its Role");
+}
+
+#[tokio::test]
+async fn deletion_removes_rbac_first_and_waits_for_referrers() {
+    let h = harness("ccp-delete").await;
+    let extra = h.cp.namespace("ccp-del-ws").await.unwrap().name().to_owned();
+    h.create("coder", json!({"rbac": {"workspaceNamespaces": [extra]}}))
+        .await;
+    let extra_roles: Api<Role> = Api::namespaced(h.admin.clone(), &extra);
+    wait_for(
+        || async {
+            !extra_roles
+                .list(&Default::default())
+                .await
+                .unwrap()
+                .items
+                .is_empty()
+        },
+        "the Role",
+    )
+    .await;
+
+    // An MCP server that uses the control plane and is being deleted (a test finalizer keeps it).
+    let mcp = json!({
+        "apiVersion": "coder.com/v1alpha1", "kind": "CoderMCPServer",
+        "metadata": {"name": "tools", "finalizers": ["test.coder.com/hold"]},
+        "spec": {"controlPlaneRef": {"name": "coder"}, "organization": "coder", "url": "https://mcp.example.com/mcp"},
+    });
+    let resource = kube::core::ApiResource::from_gvk_with_plural(
+        &kube::core::GroupVersionKind::gvk("coder.com", "v1alpha1", "CoderMCPServer"),
+        "codermcpservers",
+    );
+    let mcps: Api<kube::core::DynamicObject> = Api::namespaced_with(h.admin.clone(), &h.ns, &resource);
+    let object: kube::core::DynamicObject = serde_json::from_value(mcp).unwrap();
+    mcps.create(&PostParams::default(), &object).await.unwrap();
+    mcps.delete("tools", &DeleteParams::default()).await.unwrap();
+
+    let started = std::time::Instant::now();
+    h.api::<CoderControlPlane>()
+        .delete("coder", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_for(
+        || async {
+            extra_roles
+                .list(&Default::default())
+                .await
+                .unwrap()
+                .items
+                .is_empty()
+        },
+        "RBAC removal",
+    )
+    .await;
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "workspace RBAC goes first, at once"
+    );
+    assert!(
+        h.api::<CoderControlPlane>()
+            .get_opt("coder")
+            .await
+            .unwrap()
+            .is_some(),
+        "still waiting for the referrer"
+    );
+    let cps = h.api::<CoderControlPlane>();
+    wait_for(
+        || async { cps.get_opt("coder").await.unwrap().is_none() },
+        "the control plane to go",
+    )
+    .await;
+    assert!(
+        started.elapsed() >= Duration::from_secs(4),
+        "waited the deletion wait (3 s) plus the last attempt (2 s), took {:?}",
+        started.elapsed()
+    );
+    let release = json!({"metadata": {"finalizers": null}});
+    mcps.patch("tools", &PatchParams::default(), &Patch::Merge(&release))
+        .await
+        .unwrap();
+}
