@@ -422,6 +422,22 @@ async fn licence_entitlements_and_a_silent_steady_state() {
     .await;
     let token = h.token_of("coder-operator-token").await;
     assert_eq!(h.coder(&token).licenses().await.unwrap().len(), 1);
+    // Transitions were published as events.k8s.io Events.
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(h.admin.clone(), &h.ns);
+    let reasons: Vec<String> = events
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|e| e.reason)
+        .collect();
+    for reason in ["Ready", "OperatorAccessReady", "Applied"] {
+        assert!(
+            reasons.iter().any(|r| r == reason),
+            "no {reason} Event in {reasons:?}"
+        );
+    }
 
     // Steady state: resyncs every second read, but write nothing to Kubernetes or Coder.
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -460,6 +476,22 @@ async fn licence_entitlements_and_a_silent_steady_state() {
     )
     .await;
     assert_eq!(h.coder(&token).licenses().await.unwrap().len(), 2);
+
+    // An entitlement change reaches the status.
+    h.server
+        .set_entitlement("external_provisioner_daemons", Entitlement::GracePeriod);
+    wait_for(
+        || async {
+            h.get("coder")
+                .await
+                .status
+                .unwrap()
+                .external_provisioner_daemons_entitlement
+                == Some(coder_k8s_api::control_plane::Entitlement::GracePeriod)
+        },
+        "the entitlement change",
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -589,4 +621,61 @@ async fn deletion_removes_rbac_first_and_waits_for_referrers() {
     mcps.patch("tools", &PatchParams::default(), &Patch::Merge(&release))
         .await
         .unwrap();
+}
+
+#[tokio::test]
+async fn deletion_without_referrers_is_immediate_and_unrelated_referrers_hold_briefly() {
+    let h = harness("ccp-nowait").await;
+    h.create("alone", json!({})).await;
+    let cps = h.api::<CoderControlPlane>();
+    wait_for(
+        || async { h.api::<Deployment>().get_opt("alone").await.unwrap().is_some() },
+        "the Deployment",
+    )
+    .await;
+    let started = std::time::Instant::now();
+    cps.delete("alone", &DeleteParams::default()).await.unwrap();
+    wait_for(
+        || async { cps.get_opt("alone").await.unwrap().is_none() },
+        "the control plane to go",
+    )
+    .await;
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "no wait without referrers: {:?}",
+        started.elapsed()
+    );
+
+    // A referrer that is not being deleted holds the control plane for the hold time (2 s here), then not longer.
+    h.create("used", json!({})).await;
+    let mcp = json!({
+        "apiVersion": "coder.com/v1alpha1", "kind": "CoderMCPServer",
+        "metadata": {"name": "kept"},
+        "spec": {"controlPlaneRef": {"name": "used"}, "organization": "coder", "url": "https://mcp.example.com/mcp"},
+    });
+    let resource = kube::core::ApiResource::from_gvk_with_plural(
+        &kube::core::GroupVersionKind::gvk("coder.com", "v1alpha1", "CoderMCPServer"),
+        "codermcpservers",
+    );
+    let mcps: Api<kube::core::DynamicObject> = Api::namespaced_with(h.admin.clone(), &h.ns, &resource);
+    mcps.create(&PostParams::default(), &serde_json::from_value(mcp).unwrap())
+        .await
+        .unwrap();
+    wait_for(
+        || async { h.api::<Deployment>().get_opt("used").await.unwrap().is_some() },
+        "the Deployment",
+    )
+    .await;
+    let started = std::time::Instant::now();
+    cps.delete("used", &DeleteParams::default()).await.unwrap();
+    wait_for(
+        || async { cps.get_opt("used").await.unwrap().is_none() },
+        "the control plane to go",
+    )
+    .await;
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_millis(1500) && took < Duration::from_secs(10),
+        "held for {took:?}"
+    );
 }
