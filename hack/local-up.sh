@@ -24,13 +24,13 @@ hack/build-testenv.sh >/dev/null
 step "build coder-k8s and the local control plane runner"
 cargo build --quiet -p coder-k8s -p coder-k8s-testenv
 
-step "start etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok"
+step "start etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok and PostgreSQL (Coder's tables)"
 rm -f "$state/testenv/kubeconfig"
-nohup target/debug/coder-k8s-testenv up --dir "$state/testenv" --with-kwok >"$state/logs/testenv.log" 2>&1 &
+nohup target/debug/coder-k8s-testenv up --dir "$state/testenv" --with-kwok --with-postgres >"$state/logs/testenv.log" 2>&1 &
 echo $! >"$state/testenv.pid"
 export KUBECONFIG="$state/testenv/kubeconfig"
 for _ in $(seq 1 120); do
-  [[ -s "$KUBECONFIG" ]] && kubectl get --raw /readyz >/dev/null 2>&1 && break
+  [[ -s "$KUBECONFIG" && -s "$state/testenv/postgres-url" ]] && kubectl get --raw /readyz >/dev/null 2>&1 && break
   kill -0 "$(cat "$state/testenv.pid")" 2>/dev/null || { echo "the control plane failed to start; see $state/logs/testenv.log" >&2; tail -20 "$state/logs/testenv.log" >&2; exit 1; }
   sleep 1
 done
@@ -56,6 +56,9 @@ cat <<MSG
 The local environment is running.
   export KUBECONFIG=$KUBECONFIG
   kubectl get nodes; kubectl get all -n coder
+A PostgreSQL with Coder's tables runs for the operator-access bootstrap; its URL is in $state/testenv/postgres-url:
+  kubectl -n coder create secret generic coder-db-app --from-literal=uri="\$(cat $state/testenv/postgres-url)"
+Coder itself does not run here (kwok pods are fake), so Coder API calls from the operator fail as "unavailable".
 Logs: $state/logs/ (operator.log, testenv.log) and $state/testenv/logs/.
 Stop it: hack/local-down.sh
 MSG

@@ -1,4 +1,4 @@
-//! Local development control plane: `coder-k8s-testenv up --dir DIR [--with-kwok]` runs etcd and
+//! Local development control plane: `coder-k8s-testenv up --dir DIR [--with-kwok] [--with-postgres]` runs etcd and
 //! kube-apiserver (plus KCM, scheduler, kwok and a fake node) in the foreground until SIGTERM/SIGINT;
 //! `coder-k8s-testenv down --dir DIR` stops it from another shell.
 
@@ -33,6 +33,9 @@ enum Cmd {
         /// so Deployments become Available.
         #[arg(long)]
         with_kwok: bool,
+        /// Also run a PostgreSQL with Coder's tables (database `coder`); its URL goes to DIR/postgres-url.
+        #[arg(long)]
+        with_postgres: bool,
         /// Seconds each component may take to become ready.
         #[arg(long, default_value_t = 60)]
         timeout: u64,
@@ -68,8 +71,9 @@ fn main() -> ExitCode {
             Cmd::Up {
                 dir,
                 with_kwok,
+                with_postgres,
                 timeout,
-            } => up(&dir, with_kwok, Duration::from_secs(timeout)).await,
+            } => up(&dir, with_kwok, with_postgres, Duration::from_secs(timeout)).await,
             Cmd::Down { dir } => down(&dir).await,
         }
     });
@@ -82,7 +86,7 @@ fn main() -> ExitCode {
     }
 }
 
-async fn up(dir: &Path, with_kwok: bool, timeout: Duration) -> Result<()> {
+async fn up(dir: &Path, with_kwok: bool, with_postgres: bool, timeout: Duration) -> Result<()> {
     if let Some(pid) = running_pid(dir)? {
         bail!(
             "a control plane is already running for {} (pid {pid}); stop it with `down`",
@@ -102,7 +106,20 @@ async fn up(dir: &Path, with_kwok: bool, timeout: Duration) -> Result<()> {
         _ = sigterm.recv() => bail!("interrupted by SIGTERM during start-up"),
         _ = sigint.recv() => bail!("interrupted by SIGINT during start-up"),
     };
+    let postgres = if with_postgres {
+        let postgres = coder_k8s_testenv::Postgres::start().await?;
+        let url = postgres.create_coder_database("coder").await?;
+        let path = cp.dir().join("postgres-url");
+        fs::write(&path, format!("{url}\n")).with_context(|| format!("writing {}", path.display()))?;
+        tracing::info!(url_file = %path.display(), "PostgreSQL with Coder's tables is running");
+        Some(postgres)
+    } else {
+        None
+    };
     let result = run(&cp, with_kwok, started, &mut sigterm, &mut sigint).await;
+    tokio::task::spawn_blocking(move || drop(postgres))
+        .await
+        .context("stop task failed")?;
     tracing::info!("stopping the control plane");
     let pids = cp.dir().join(PIDS_FILE);
     // Stopping blocks (it waits for each process), so keep it off the async workers.
