@@ -281,7 +281,7 @@ impl ControlPlaneBuilder {
             "--bind-address=127.0.0.1".to_owned(),
             // Without it kube-apiserver looks for a default-route interface, which sandboxes may lack.
             "--advertise-address=127.0.0.1".to_owned(),
-            "--service-cluster-ip-range=10.0.0.0/24".to_owned(),
+            "--service-cluster-ip-range=10.0.0.0/16".to_owned(),
             "--allow-privileged=true".to_owned(),
             "--authorization-mode=RBAC".to_owned(),
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local".to_owned(),
