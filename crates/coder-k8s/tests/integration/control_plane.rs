@@ -686,3 +686,180 @@ async fn deletion_without_referrers_is_immediate_and_unrelated_referrers_hold_br
         "held for {took:?}"
     );
 }
+
+#[tokio::test]
+async fn licence_failures_have_their_reasons() {
+    use coder_k8s_coder_testserver::{Fault, FaultRule};
+    let h = harness("ccp-licfail").await;
+    h.put_secret("coder-db-app", &[("uri", &h.db_url)]).await;
+    h.create(
+        "coder",
+        json!({
+            "database": {"connectionSecretRef": {"name": "coder-db-app", "key": "uri"}},
+            "licenseSecretRef": {"name": "coder-license"},
+        }),
+    )
+    .await;
+    h.deployment_ready("coder").await;
+    h.wait_operator_access("coder", true).await;
+    let message = h.wait_reason("coder", "LicenseApplied", "SecretMissing").await;
+    assert!(message.contains("coder-license"), "{message}");
+
+    let fault = |fault| FaultRule {
+        method: Some("POST".to_owned()),
+        path_prefix: "/api/v2/licenses".to_owned(),
+        fault,
+        times: None,
+    };
+    h.server.add_fault(fault(Fault::RouteNotFound));
+    h.put_secret("coder-license", &[("license", LICENSE_1)]).await;
+    h.wait_reason("coder", "LicenseApplied", "NotSupported").await;
+    h.server.clear_faults();
+    h.server.add_fault(fault(Fault::ServerError(503)));
+    h.wait_reason("coder", "LicenseApplied", "Error").await;
+    h.server.clear_faults();
+
+    // The operator user loses its owner role in Coder's database: Coder answers 403.
+    let pg = postgres::shared().await.unwrap();
+    let db = h
+        .db_url
+        .rsplit('/')
+        .next()
+        .unwrap()
+        .split('?')
+        .next()
+        .unwrap()
+        .to_owned();
+    let sql = pg.connect(&db).await.unwrap();
+    sql.execute(
+        "UPDATE users SET rbac_roles = '{}' WHERE username = 'coder-k8s-operator'",
+        &[],
+    )
+    .await
+    .unwrap();
+    h.wait_reason("coder", "LicenseApplied", "Forbidden").await;
+    sql.execute(
+        "UPDATE users SET rbac_roles = '{owner}' WHERE username = 'coder-k8s-operator'",
+        &[],
+    )
+    .await
+    .unwrap();
+    h.wait_reason("coder", "LicenseApplied", "Applied").await;
+}
+
+#[tokio::test]
+async fn rotated_database_url_is_used_without_a_restart() {
+    static ROLES: AtomicUsize = AtomicUsize::new(0);
+    let h = harness("ccp-rotate").await;
+    let pg = postgres::shared().await.unwrap();
+    let db = h
+        .db_url
+        .rsplit('/')
+        .next()
+        .unwrap()
+        .split('?')
+        .next()
+        .unwrap()
+        .to_owned();
+    let admin = pg.connect("postgres").await.unwrap();
+    let n = ROLES.fetch_add(1, Ordering::Relaxed);
+    let (old_role, new_role) = (
+        format!("rot_old_{}_{n}", std::process::id()),
+        format!("rot_new_{}_{n}", std::process::id()),
+    );
+    for role in [&old_role, &new_role] {
+        admin
+            .batch_execute(&format!("CREATE ROLE {role} LOGIN SUPERUSER"))
+            .await
+            .unwrap();
+    }
+    let url_for = |role: &str| format!("postgres://{role}@127.0.0.1:{}/{db}?sslmode=disable", pg.port());
+    h.put_secret("coder-db-app", &[("uri", &url_for(&old_role))])
+        .await;
+    h.create(
+        "coder",
+        json!({"database": {"connectionSecretRef": {"name": "coder-db-app", "key": "uri"}}}),
+    )
+    .await;
+    h.wait_operator_access("coder", true).await;
+    let first = h.token_of("coder-operator-token").await;
+
+    // Rotate: the old credentials stop working, the Secret gets new ones, and Coder forgets the token.
+    admin
+        .batch_execute(&format!("ALTER ROLE {old_role} NOLOGIN"))
+        .await
+        .unwrap();
+    h.put_secret("coder-db-app", &[("uri", &url_for(&new_role))])
+        .await;
+    let sql = pg.connect(&db).await.unwrap();
+    sql.execute(
+        "DELETE FROM api_keys WHERE token_name LIKE 'coder-k8s-operator-%'",
+        &[],
+    )
+    .await
+    .unwrap();
+    let secrets = h.api::<Secret>();
+    wait_for(
+        || async {
+            let token = secrets.get("coder-operator-token").await.unwrap().data.unwrap()["token"]
+                .0
+                .clone();
+            String::from_utf8(token).unwrap() != first
+        },
+        "a new token minted through the rotated URL",
+    )
+    .await;
+    let second = h.token_of("coder-operator-token").await;
+    assert_eq!(
+        h.coder(&second).me().await.unwrap().username,
+        "coder-k8s-operator"
+    );
+    h.wait_operator_access("coder", true).await;
+}
+
+#[tokio::test]
+async fn no_referrer_wait_while_the_namespace_is_terminating() {
+    // A long wait, so a wrong wait would show.
+    let h = harness_with("ccp-nsdel", |s| s.deletion_wait = Duration::from_secs(60)).await;
+    h.create("coder", json!({})).await;
+    let mcp = json!({
+        "apiVersion": "coder.com/v1alpha1", "kind": "CoderMCPServer",
+        "metadata": {"name": "tools", "finalizers": ["test.coder.com/hold"]},
+        "spec": {"controlPlaneRef": {"name": "coder"}, "organization": "coder", "url": "https://mcp.example.com/mcp"},
+    });
+    let resource = kube::core::ApiResource::from_gvk_with_plural(
+        &kube::core::GroupVersionKind::gvk("coder.com", "v1alpha1", "CoderMCPServer"),
+        "codermcpservers",
+    );
+    let mcps: Api<kube::core::DynamicObject> = Api::namespaced_with(h.admin.clone(), &h.ns, &resource);
+    mcps.create(&PostParams::default(), &serde_json::from_value(mcp).unwrap())
+        .await
+        .unwrap();
+    mcps.delete("tools", &DeleteParams::default()).await.unwrap();
+    wait_for(
+        || async { h.api::<Deployment>().get_opt("coder").await.unwrap().is_some() },
+        "the Deployment",
+    )
+    .await;
+
+    // Without a namespace controller the namespace stays Terminating, which is all the controller looks at.
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(h.admin.clone());
+    namespaces.delete(&h.ns, &DeleteParams::default()).await.unwrap();
+    let started = std::time::Instant::now();
+    let cps = h.api::<CoderControlPlane>();
+    cps.delete("coder", &DeleteParams::default()).await.unwrap();
+    wait_for(
+        || async { cps.get_opt("coder").await.unwrap().is_none() },
+        "the control plane to go",
+    )
+    .await;
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "no 60 s wait: {:?}",
+        started.elapsed()
+    );
+    let release = json!({"metadata": {"finalizers": null}});
+    mcps.patch("tools", &PatchParams::default(), &Patch::Merge(&release))
+        .await
+        .unwrap();
+}
