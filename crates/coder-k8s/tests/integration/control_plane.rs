@@ -225,6 +225,35 @@ where
     panic!("timed out waiting for {what}");
 }
 
+/// A CoderMCPServer that uses control plane `cp`; `held` gives it a test finalizer, so a delete leaves it
+/// "being deleted" until the test releases it.
+async fn mcp_referrer(h: &Harness, name: &str, cp: &str, held: bool) -> Api<kube::core::DynamicObject> {
+    let mut mcp = json!({
+        "apiVersion": "coder.com/v1alpha1", "kind": "CoderMCPServer",
+        "metadata": {"name": name},
+        "spec": {"controlPlaneRef": {"name": cp}, "organization": "coder", "url": "https://mcp.example.com/mcp"},
+    });
+    if held {
+        mcp["metadata"]["finalizers"] = json!(["test.coder.com/hold"]);
+    }
+    let resource = kube::core::ApiResource::from_gvk_with_plural(
+        &kube::core::GroupVersionKind::gvk("coder.com", "v1alpha1", "CoderMCPServer"),
+        "codermcpservers",
+    );
+    let mcps: Api<kube::core::DynamicObject> = Api::namespaced_with(h.admin.clone(), &h.ns, &resource);
+    mcps.create(&PostParams::default(), &serde_json::from_value(mcp).unwrap())
+        .await
+        .unwrap();
+    mcps
+}
+
+async fn release_referrer(mcps: &Api<kube::core::DynamicObject>, name: &str) {
+    let release = json!({"metadata": {"finalizers": null}});
+    mcps.patch(name, &PatchParams::default(), &Patch::Merge(&release))
+        .await
+        .unwrap();
+}
+
 #[tokio::test]
 async fn database_secret_conditions_and_operator_access() {
     let h = harness("ccp-db").await;
@@ -568,19 +597,7 @@ async fn deletion_removes_rbac_first_and_waits_for_referrers() {
     )
     .await;
 
-    // An MCP server that uses the control plane and is being deleted (a test finalizer keeps it).
-    let mcp = json!({
-        "apiVersion": "coder.com/v1alpha1", "kind": "CoderMCPServer",
-        "metadata": {"name": "tools", "finalizers": ["test.coder.com/hold"]},
-        "spec": {"controlPlaneRef": {"name": "coder"}, "organization": "coder", "url": "https://mcp.example.com/mcp"},
-    });
-    let resource = kube::core::ApiResource::from_gvk_with_plural(
-        &kube::core::GroupVersionKind::gvk("coder.com", "v1alpha1", "CoderMCPServer"),
-        "codermcpservers",
-    );
-    let mcps: Api<kube::core::DynamicObject> = Api::namespaced_with(h.admin.clone(), &h.ns, &resource);
-    let object: kube::core::DynamicObject = serde_json::from_value(mcp).unwrap();
-    mcps.create(&PostParams::default(), &object).await.unwrap();
+    let mcps = mcp_referrer(&h, "tools", "coder", true).await;
     mcps.delete("tools", &DeleteParams::default()).await.unwrap();
 
     let started = std::time::Instant::now();
@@ -623,10 +640,7 @@ async fn deletion_removes_rbac_first_and_waits_for_referrers() {
         "waited the deletion wait (3 s) plus the last attempt (2 s), took {:?}",
         started.elapsed()
     );
-    let release = json!({"metadata": {"finalizers": null}});
-    mcps.patch("tools", &PatchParams::default(), &Patch::Merge(&release))
-        .await
-        .unwrap();
+    release_referrer(&mcps, "tools").await;
 }
 
 #[tokio::test]
@@ -655,19 +669,7 @@ async fn deletion_without_referrers_is_immediate_and_unrelated_referrers_hold_br
 
     // A referrer that is not being deleted holds the control plane for the hold time (8 s here), then not longer.
     h.create("used", json!({})).await;
-    let mcp = json!({
-        "apiVersion": "coder.com/v1alpha1", "kind": "CoderMCPServer",
-        "metadata": {"name": "kept"},
-        "spec": {"controlPlaneRef": {"name": "used"}, "organization": "coder", "url": "https://mcp.example.com/mcp"},
-    });
-    let resource = kube::core::ApiResource::from_gvk_with_plural(
-        &kube::core::GroupVersionKind::gvk("coder.com", "v1alpha1", "CoderMCPServer"),
-        "codermcpservers",
-    );
-    let mcps: Api<kube::core::DynamicObject> = Api::namespaced_with(h.admin.clone(), &h.ns, &resource);
-    mcps.create(&PostParams::default(), &serde_json::from_value(mcp).unwrap())
-        .await
-        .unwrap();
+    mcp_referrer(&h, "kept", "used", false).await;
     wait_for(
         || async { h.api::<Deployment>().get_opt("used").await.unwrap().is_some() },
         "the Deployment",
@@ -822,19 +824,7 @@ async fn no_referrer_wait_while_the_namespace_is_terminating() {
     // A long wait, so a wrong wait would show.
     let h = harness_with("ccp-nsdel", |s| s.deletion_wait = Duration::from_secs(60)).await;
     h.create("coder", json!({})).await;
-    let mcp = json!({
-        "apiVersion": "coder.com/v1alpha1", "kind": "CoderMCPServer",
-        "metadata": {"name": "tools", "finalizers": ["test.coder.com/hold"]},
-        "spec": {"controlPlaneRef": {"name": "coder"}, "organization": "coder", "url": "https://mcp.example.com/mcp"},
-    });
-    let resource = kube::core::ApiResource::from_gvk_with_plural(
-        &kube::core::GroupVersionKind::gvk("coder.com", "v1alpha1", "CoderMCPServer"),
-        "codermcpservers",
-    );
-    let mcps: Api<kube::core::DynamicObject> = Api::namespaced_with(h.admin.clone(), &h.ns, &resource);
-    mcps.create(&PostParams::default(), &serde_json::from_value(mcp).unwrap())
-        .await
-        .unwrap();
+    let mcps = mcp_referrer(&h, "tools", "coder", true).await;
     mcps.delete("tools", &DeleteParams::default()).await.unwrap();
     wait_for(
         || async { h.api::<Deployment>().get_opt("coder").await.unwrap().is_some() },
@@ -858,8 +848,36 @@ async fn no_referrer_wait_while_the_namespace_is_terminating() {
         "no 60 s wait: {:?}",
         started.elapsed()
     );
-    let release = json!({"metadata": {"finalizers": null}});
-    mcps.patch("tools", &PatchParams::default(), &Patch::Merge(&release))
-        .await
-        .unwrap();
+    release_referrer(&mcps, "tools").await;
+}
+
+#[tokio::test]
+async fn no_referrer_wait_on_foreground_deletion() {
+    let h = harness_with("ccp-fg", |s| s.deletion_wait = Duration::from_secs(60)).await;
+    h.create("coder", json!({})).await;
+    let mcps = mcp_referrer(&h, "tools", "coder", true).await;
+    mcps.delete("tools", &DeleteParams::default()).await.unwrap();
+    let cps = h.api::<CoderControlPlane>();
+    wait_for(
+        || async { h.api::<Deployment>().get_opt("coder").await.unwrap().is_some() },
+        "the Deployment",
+    )
+    .await;
+
+    cps.delete("coder", &DeleteParams::foreground()).await.unwrap();
+    // Without a garbage collector the object keeps `foregroundDeletion`; ours must go at once, without the wait.
+    wait_for(
+        || async {
+            cps.get_opt("coder").await.unwrap().is_none_or(|cp| {
+                !cp.metadata
+                    .finalizers
+                    .unwrap_or_default()
+                    .iter()
+                    .any(|f| f == "coder.com/workspace-rbac-cleanup")
+            })
+        },
+        "the workspace-rbac-cleanup finalizer to go",
+    )
+    .await;
+    release_referrer(&mcps, "tools").await;
 }
