@@ -896,11 +896,28 @@ fn reads_config_map(cp: &CoderControlPlane, name: &str) -> bool {
         .any(|e| e.config_map_ref.as_ref().is_some_and(|r| r.name == name))
 }
 
+/// The control planes in the object's namespace that read it (by name), to reconcile when it changes.
+fn readers<K: Resource>(
+    store: &kube::runtime::reflector::Store<CoderControlPlane>,
+    object: &K,
+    reads: fn(&CoderControlPlane, &str) -> bool,
+) -> Vec<kube::runtime::reflector::ObjectRef<CoderControlPlane>> {
+    let (namespace, name) = (
+        object.meta().namespace.clone(),
+        object.meta().name.clone().unwrap_or_default(),
+    );
+    store
+        .state()
+        .into_iter()
+        .filter(|cp| cp.namespace() == namespace && reads(cp, &name))
+        .map(|cp| kube::runtime::reflector::ObjectRef::from_obj(cp.as_ref()))
+        .collect()
+}
+
 /// Runs the CoderControlPlane controller until `shutdown` completes.
 pub async fn run(ctx: Arc<Context>, shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static) {
     use futures::StreamExt;
     use kube::core::PartialObjectMeta;
-    use kube::runtime::reflector::ObjectRef;
     use kube::runtime::{Controller, watcher};
 
     let managed = watcher::Config::default().labels("app.kubernetes.io/managed-by=coder-k8s");
@@ -918,28 +935,12 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl std::future::Future<Output = 
         .watches(
             ctx.watched_api::<PartialObjectMeta<Secret>>(),
             watcher::Config::default(),
-            move |secret| {
-                let (ns, name) = (secret.namespace(), secret.name_any());
-                by_secret
-                    .state()
-                    .into_iter()
-                    .filter(|cp| cp.namespace() == ns && reads_secret(cp, &name))
-                    .map(|cp| ObjectRef::from_obj(cp.as_ref()))
-                    .collect::<Vec<_>>()
-            },
+            move |secret| readers(&by_secret, &secret, reads_secret),
         )
         .watches(
             ctx.watched_api::<PartialObjectMeta<ConfigMap>>(),
             watcher::Config::default(),
-            move |config_map| {
-                let (ns, name) = (config_map.namespace(), config_map.name_any());
-                by_config_map
-                    .state()
-                    .into_iter()
-                    .filter(|cp| cp.namespace() == ns && reads_config_map(cp, &name))
-                    .map(|cp| ObjectRef::from_obj(cp.as_ref()))
-                    .collect::<Vec<_>>()
-            },
+            move |map| readers(&by_config_map, &map, reads_config_map),
         )
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, ctx.clone())
