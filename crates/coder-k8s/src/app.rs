@@ -163,7 +163,7 @@ async fn run_controller(
     tracing::info!(built = ?controller::BUILT, not_built = ?controller::NOT_BUILT, "controllers");
     if !leader_elect {
         leader_gauge.set(1);
-        control_plane::run(ctx, wait_for(shutdown)).await;
+        run_controllers(ctx, shutdown).await;
         return Ok(());
     }
     let namespace = leader::current_lease_namespace();
@@ -189,7 +189,7 @@ async fn run_controller(
             _ = shutdown_watch.changed() => return Ok(()),
         }
     }
-    let controllers = control_plane::run(ctx, wait_for(shutdown.clone()));
+    let controllers = run_controllers(ctx, shutdown.clone());
     tokio::pin!(controllers);
     loop {
         tokio::select! {
@@ -203,6 +203,14 @@ async fn run_controller(
             }
         }
     }
+}
+
+/// Every built controller, until `shutdown`.
+async fn run_controllers(ctx: Arc<ControllerContext>, shutdown: watch::Receiver<bool>) {
+    futures::join!(
+        control_plane::run(ctx.clone(), wait_for(shutdown.clone())),
+        crate::controller::provisioner::reconcile::run(ctx, wait_for(shutdown)),
+    );
 }
 
 async fn wait_for(mut shutdown: watch::Receiver<bool>) {

@@ -29,6 +29,9 @@ pub struct ControllerSettings {
     pub deletion_last_attempt: Duration,
     /// How long referrers that are not being deleted hold a deleted control plane (v0.1.5: 30 s).
     pub referrer_hold: Duration,
+    /// How long a deleted provisioner retries a key delete that met a retryable answer before it releases its
+    /// finalizer anyway (best effort, v0.1.5).
+    pub cleanup_retry_window: Duration,
 }
 
 impl Default for ControllerSettings {
@@ -42,6 +45,7 @@ impl Default for ControllerSettings {
             deletion_wait: Duration::from_secs(600),
             deletion_last_attempt: Duration::from_secs(300),
             referrer_hold: Duration::from_secs(30),
+            cleanup_retry_window: Duration::from_secs(120),
         }
     }
 }

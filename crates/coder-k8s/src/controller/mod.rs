@@ -1,6 +1,6 @@
 //! The controllers, one module per kind, plus what they share: `apply` (server-side apply that skips unchanged
 //! objects), `conditions`, `context` (client, settings, metrics, Events), `credentials` (the credential-Secret
-//! contract) and `metrics`. CoderControlPlane runs; `provisioner` has its pure core only.
+//! contract) and `metrics`. CoderControlPlane and CoderProvisioner run.
 
 pub mod apply;
 pub mod conditions;
@@ -12,10 +12,9 @@ pub mod metrics;
 pub mod provisioner;
 
 /// Kinds whose reconciler runs.
-pub const BUILT: &[&str] = &["CoderControlPlane"];
+pub const BUILT: &[&str] = &["CoderControlPlane", "CoderProvisioner"];
 /// Kinds whose reconciler is not built yet (their objects are accepted but not reconciled).
 pub const NOT_BUILT: &[&str] = &[
-    "CoderProvisioner",
     "CoderWorkspaceProxy",
     "CoderTemplateTest",
     "CoderAIProvider",

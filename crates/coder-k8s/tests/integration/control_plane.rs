@@ -31,14 +31,14 @@ use crate::support::control_plane_with_crds;
 const LICENSE_1: &str = "eyJhbGciOiJFZERTQSJ9.license-one.sig";
 const LICENSE_2: &str = "eyJhbGciOiJFZERTQSJ9.license-two.sig";
 
-struct Harness {
-    cp: &'static ControlPlane,
-    ns: String,
-    db_url: String,
-    server: TestServer,
-    requests: KubeRequests,
-    admin: kube::Client,
-    stop: watch::Sender<bool>,
+pub(crate) struct Harness {
+    pub(crate) cp: &'static ControlPlane,
+    pub(crate) ns: String,
+    pub(crate) db_url: String,
+    pub(crate) server: TestServer,
+    pub(crate) requests: KubeRequests,
+    pub(crate) admin: kube::Client,
+    pub(crate) stop: watch::Sender<bool>,
 }
 
 impl Drop for Harness {
@@ -57,14 +57,15 @@ fn settings(ns: &str) -> ControllerSettings {
         deletion_wait: Duration::from_secs(3),
         deletion_last_attempt: Duration::from_secs(2),
         referrer_hold: Duration::from_secs(2),
+        cleanup_retry_window: Duration::from_secs(4),
     }
 }
 
-async fn harness(tag: &str) -> Harness {
+pub(crate) async fn harness(tag: &str) -> Harness {
     harness_with(tag, |_| {}).await
 }
 
-async fn harness_with(tag: &str, adjust: impl FnOnce(&mut ControllerSettings)) -> Harness {
+pub(crate) async fn harness_with(tag: &str, adjust: impl FnOnce(&mut ControllerSettings)) -> Harness {
     static COUNTER: AtomicUsize = AtomicUsize::new(0);
     coder_k8s::telemetry::init(coder_k8s::cli::LogFormat::Text);
     let cp = control_plane_with_crds().await;
@@ -94,9 +95,16 @@ async fn harness_with(tag: &str, adjust: impl FnOnce(&mut ControllerSettings)) -
     adjust(&mut settings);
     let ctx = Arc::new(Context::new(client, settings, metrics));
     let (stop, mut stopped) = watch::channel(false);
-    tokio::spawn(reconcile::run(ctx, async move {
+    let mut stopped_too = stopped.clone();
+    tokio::spawn(reconcile::run(ctx.clone(), async move {
         let _ = stopped.wait_for(|s| *s).await;
     }));
+    tokio::spawn(coder_k8s::controller::provisioner::reconcile::run(
+        ctx,
+        async move {
+            let _ = stopped_too.wait_for(|s| *s).await;
+        },
+    ));
     Harness {
         admin: cp.client().unwrap(),
         cp,
@@ -109,7 +117,7 @@ async fn harness_with(tag: &str, adjust: impl FnOnce(&mut ControllerSettings)) -
 }
 
 impl Harness {
-    fn api<K>(&self) -> Api<K>
+    pub(crate) fn api<K>(&self) -> Api<K>
     where
         K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
         <K as kube::Resource>::DynamicType: Default,
@@ -118,7 +126,7 @@ impl Harness {
     }
 
     /// A control plane whose Service port is the test server's port, so its internal URL reaches the test server.
-    async fn create(&self, name: &str, spec: serde_json::Value) -> CoderControlPlane {
+    pub(crate) async fn create(&self, name: &str, spec: serde_json::Value) -> CoderControlPlane {
         let mut spec = spec;
         spec["service"] = json!({"port": self.server.url().port().unwrap()});
         let object = CoderControlPlane::new(name, serde_json::from_value(spec).unwrap());
@@ -128,7 +136,7 @@ impl Harness {
             .unwrap()
     }
 
-    async fn put_secret(&self, name: &str, data: &[(&str, &str)]) {
+    pub(crate) async fn put_secret(&self, name: &str, data: &[(&str, &str)]) {
         let secret = Secret {
             metadata: ObjectMeta {
                 name: Some(name.to_owned()),
@@ -147,7 +155,7 @@ impl Harness {
     }
 
     /// Marks the Coder Deployment ready, as a kubelet would.
-    async fn deployment_ready(&self, name: &str) {
+    pub(crate) async fn deployment_ready(&self, name: &str) {
         let api = self.api::<Deployment>();
         wait_for(
             || async { api.get_opt(name).await.unwrap().is_some() },
@@ -160,11 +168,11 @@ impl Harness {
             .unwrap();
     }
 
-    async fn get(&self, name: &str) -> CoderControlPlane {
+    pub(crate) async fn get(&self, name: &str) -> CoderControlPlane {
         self.api::<CoderControlPlane>().get(name).await.unwrap()
     }
 
-    async fn condition(&self, name: &str, type_: &str) -> Option<(String, String, String)> {
+    pub(crate) async fn condition(&self, name: &str, type_: &str) -> Option<(String, String, String)> {
         let cp = self.get(name).await;
         cp.status?
             .conditions
@@ -173,7 +181,7 @@ impl Harness {
             .map(|c| (c.status, c.reason, c.message))
     }
 
-    async fn wait_reason(&self, name: &str, type_: &str, reason: &str) -> String {
+    pub(crate) async fn wait_reason(&self, name: &str, type_: &str, reason: &str) -> String {
         let mut message = String::new();
         for _ in 0..150 {
             if let Some((_, r, m)) = self.condition(name, type_).await {
@@ -187,7 +195,7 @@ impl Harness {
         panic!("{name}: {type_} never became {reason}; last {message:?}");
     }
 
-    async fn wait_operator_access(&self, name: &str, ready: bool) -> CoderControlPlane {
+    pub(crate) async fn wait_operator_access(&self, name: &str, ready: bool) -> CoderControlPlane {
         for _ in 0..150 {
             let cp = self.get(name).await;
             if cp.status.as_ref().and_then(|s| s.operator_access_ready) == Some(ready) {
@@ -201,17 +209,17 @@ impl Harness {
         );
     }
 
-    fn coder(&self, token: &str) -> CoderClient {
+    pub(crate) fn coder(&self, token: &str) -> CoderClient {
         CoderClient::new(self.server.url(), SessionToken::new(token)).unwrap()
     }
 
-    async fn token_of(&self, secret: &str) -> String {
+    pub(crate) async fn token_of(&self, secret: &str) -> String {
         let secret = self.api::<Secret>().get(secret).await.unwrap();
         String::from_utf8(secret.data.unwrap()["token"].0.clone()).unwrap()
     }
 }
 
-async fn wait_for<F, Fut>(mut check: F, what: &str)
+pub(crate) async fn wait_for<F, Fut>(mut check: F, what: &str)
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
@@ -227,7 +235,12 @@ where
 
 /// A CoderMCPServer that uses control plane `cp`; `held` gives it a test finalizer, so a delete leaves it
 /// "being deleted" until the test releases it.
-async fn mcp_referrer(h: &Harness, name: &str, cp: &str, held: bool) -> Api<kube::core::DynamicObject> {
+pub(crate) async fn mcp_referrer(
+    h: &Harness,
+    name: &str,
+    cp: &str,
+    held: bool,
+) -> Api<kube::core::DynamicObject> {
     let mut mcp = json!({
         "apiVersion": "coder.com/v1alpha1", "kind": "CoderMCPServer",
         "metadata": {"name": name},

@@ -5,5 +5,6 @@
 mod cli;
 mod control_plane;
 mod crds;
+mod provisioner;
 mod rbac;
 mod support;

@@ -1,3 +1,3 @@
-//! CoderProvisioner. Built so far: the pure core — names and the desired ServiceAccount, Role, RoleBinding and
-//! Deployment (`desired`). Key management against Coder and the reconciler are not built yet.
+//! CoderProvisioner: the pure core — names and desired objects (`desired`) — and the reconciler (`reconcile`).
 pub mod desired;
+pub mod reconcile;

@@ -1,0 +1,416 @@
+//! The CoderProvisioner controller on the real kube-apiserver, PostgreSQL and the Coder API test server (the same
+//! harness as the control plane tests, which runs both controllers).
+
+use std::time::Duration;
+
+use coder_k8s_api::provisioner::CoderProvisioner;
+use coder_k8s_coder_testserver::{Config, Fault, FaultRule, TestServer};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+use crate::control_plane::{Harness, harness, wait_for};
+
+/// A ready control plane with operator access; returns its operator token.
+async fn ready_control_plane(h: &Harness) -> String {
+    h.put_secret("coder-db-app", &[("uri", &h.db_url)]).await;
+    h.create(
+        "codercontrolplane-sample",
+        json!({"database": {"connectionSecretRef": {"name": "coder-db-app", "key": "uri"}}}),
+    )
+    .await;
+    h.deployment_ready("codercontrolplane-sample").await;
+    h.wait_operator_access("codercontrolplane-sample", true).await;
+    h.token_of("codercontrolplane-sample-operator-token").await
+}
+
+async fn create_provisioner(h: &Harness, name: &str, spec: serde_json::Value) {
+    let object = CoderProvisioner::new(name, serde_json::from_value(spec).unwrap());
+    h.api::<CoderProvisioner>()
+        .create(&PostParams::default(), &object)
+        .await
+        .unwrap();
+}
+
+fn sample_spec() -> serde_json::Value {
+    json!({"controlPlaneRef": {"name": "codercontrolplane-sample"}, "replicas": 1, "tags": {"scope": "organization"}})
+}
+
+async fn reason(h: &Harness, name: &str, type_: &str) -> Option<(String, String)> {
+    let p = h.api::<CoderProvisioner>().get(name).await.unwrap();
+    p.status?
+        .conditions
+        .into_iter()
+        .find(|c| c.type_ == type_)
+        .map(|c| (c.status, c.reason))
+}
+
+async fn wait_reason(h: &Harness, name: &str, type_: &str, expected: &str) {
+    let mut last = None;
+    for _ in 0..150 {
+        last = reason(h, name, type_).await;
+        if last.as_ref().is_some_and(|(_, r)| r == expected) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    panic!("{name}: {type_} never became {expected}; last {last:?}");
+}
+
+fn keys(server: &TestServer) -> Vec<String> {
+    server
+        .provisioner_keys()
+        .iter()
+        .filter_map(|k| k["name"].as_str().map(str::to_owned))
+        .collect()
+}
+
+#[tokio::test]
+async fn seed_000_tutorial_and_clean_up() {
+    let h = harness("prov-seed").await;
+    ready_control_plane(&h).await;
+    create_provisioner(&h, "coderprovisioner-sample", sample_spec()).await;
+    let deployments = h.api::<Deployment>();
+    wait_for(
+        || async {
+            deployments
+                .get_opt("provisioner-coderprovisioner-sample")
+                .await
+                .unwrap()
+                .is_some()
+        },
+        "the Deployment",
+    )
+    .await;
+    // The five objects of the tutorial's table.
+    assert!(
+        h.api::<ServiceAccount>()
+            .get_opt("coderprovisioner-sample-provisioner")
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert!(
+        h.api::<Role>()
+            .get_opt("provisioner-coderprovisioner-sample")
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert!(
+        h.api::<RoleBinding>()
+            .get_opt("provisioner-coderprovisioner-sample")
+            .await
+            .unwrap()
+            .is_some()
+    );
+    let secret = h
+        .api::<Secret>()
+        .get("coderprovisioner-sample-provisioner-key")
+        .await
+        .unwrap();
+    let key = String::from_utf8(secret.data.unwrap()["key"].0.clone()).unwrap();
+    assert_eq!(key.len(), 43);
+    assert_eq!(keys(&h.server), ["coderprovisioner-sample"]);
+
+    h.deployment_ready("provisioner-coderprovisioner-sample").await;
+    wait_reason(
+        &h,
+        "coderprovisioner-sample",
+        "DeploymentReady",
+        "MinimumReplicasReady",
+    )
+    .await;
+    let p = h
+        .api::<CoderProvisioner>()
+        .get("coderprovisioner-sample")
+        .await
+        .unwrap();
+    let status = p.status.unwrap();
+    assert_eq!(status.phase, Some(coder_k8s_api::shared::WorkloadPhase::Ready));
+    assert!(status.provisioner_key_id.is_some() && status.organization_id.is_some());
+    for (type_, expected) in [
+        ("CredentialsReady", "True"),
+        ("DeploymentReady", "True"),
+        ("ProvisionerKeyReady", "True"),
+    ] {
+        let condition = status.conditions.iter().find(|c| c.type_ == type_).unwrap();
+        assert_eq!(condition.status, expected, "{type_}");
+    }
+    let deployment = deployments
+        .get("provisioner-coderprovisioner-sample")
+        .await
+        .unwrap();
+    let container = &deployment.spec.unwrap().template.spec.unwrap().containers[0];
+    let url = container
+        .env
+        .as_ref()
+        .unwrap()
+        .iter()
+        .find(|e| e.name == "CODER_URL")
+        .unwrap()
+        .value
+        .clone()
+        .unwrap();
+    assert_eq!(
+        url,
+        format!(
+            "http://codercontrolplane-sample.{}.svc.cluster.local:{}",
+            h.ns,
+            h.server.url().port().unwrap()
+        )
+    );
+
+    // Clean up: the key goes in Coder.
+    h.api::<CoderProvisioner>()
+        .delete("coderprovisioner-sample", &DeleteParams::default())
+        .await
+        .unwrap();
+    let provisioners = h.api::<CoderProvisioner>();
+    wait_for(
+        || async {
+            provisioners
+                .get_opt("coderprovisioner-sample")
+                .await
+                .unwrap()
+                .is_none()
+        },
+        "the provisioner to go",
+    )
+    .await;
+    assert!(keys(&h.server).is_empty(), "{:?}", keys(&h.server));
+}
+
+#[tokio::test]
+async fn spec_drift_rotates_to_exactly_one_new_key() {
+    let h = harness("prov-drift").await;
+    ready_control_plane(&h).await;
+    create_provisioner(&h, "p", sample_spec()).await;
+    wait_reason(&h, "p", "ProvisionerKeyReady", "ProvisionerKeyReady").await;
+    let first = h
+        .api::<CoderProvisioner>()
+        .get("p")
+        .await
+        .unwrap()
+        .status
+        .unwrap()
+        .provisioner_key_id
+        .unwrap();
+    let patch = json!({"spec": {"tags": {"scope": "organization", "pool": "gpu"}}});
+    h.api::<CoderProvisioner>()
+        .patch("p", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    let provisioners = h.api::<CoderProvisioner>();
+    wait_for(
+        || async {
+            provisioners
+                .get("p")
+                .await
+                .unwrap()
+                .status
+                .unwrap()
+                .provisioner_key_id
+                .is_some_and(|id| id != first)
+        },
+        "a new key",
+    )
+    .await;
+    let all = h.server.provisioner_keys();
+    assert_eq!(all.len(), 1, "{all:?}");
+    assert_eq!(all[0]["tags"]["pool"], "gpu");
+}
+
+#[tokio::test]
+async fn credential_secrets_must_consent_to_the_origin() {
+    let h = harness("prov-cred").await;
+    ready_control_plane(&h).await;
+    h.put_secret("extra", &[("value", "s3cret")]).await;
+    let mut spec = sample_spec();
+    spec["extraEnv"] =
+        json!([{"name": "EXTRA", "valueFrom": {"secretKeyRef": {"name": "extra", "key": "value"}}}]);
+    create_provisioner(&h, "p", spec).await;
+    wait_reason(&h, "p", "CredentialsReady", "CredentialSecretNotMarked").await;
+    assert!(
+        h.api::<Deployment>()
+            .get_opt("provisioner-p")
+            .await
+            .unwrap()
+            .is_none(),
+        "no Deployment while refused"
+    );
+    assert!(h.server.provisioner_keys().is_empty(), "no key while refused");
+
+    let secrets = h.api::<Secret>();
+    let mark = |origin: &str| {
+        json!({"metadata": {
+            "labels": {"coder.com/credential": "true"},
+            "annotations": {"coder.com/credential-destinations": origin},
+        }})
+    };
+    secrets
+        .patch(
+            "extra",
+            &PatchParams::default(),
+            &Patch::Merge(&mark("https://other.example.com")),
+        )
+        .await
+        .unwrap();
+    wait_reason(&h, "p", "CredentialsReady", "CredentialDestinationNotListed").await;
+    let origin = format!(
+        "http://codercontrolplane-sample.{}.svc.cluster.local:{}",
+        h.ns,
+        h.server.url().port().unwrap()
+    );
+    secrets
+        .patch("extra", &PatchParams::default(), &Patch::Merge(&mark(&origin)))
+        .await
+        .unwrap();
+    wait_reason(&h, "p", "CredentialsReady", "CredentialsVerified").await;
+    let deployments = h.api::<Deployment>();
+    wait_for(
+        || async { deployments.get_opt("provisioner-p").await.unwrap().is_some() },
+        "the Deployment",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn key_secret_owned_by_someone_else_is_refused() {
+    let h = harness("prov-owned").await;
+    ready_control_plane(&h).await;
+    h.put_secret("mine", &[("key", "do-not-touch")]).await;
+    let mut spec = sample_spec();
+    spec["key"] = json!({"secretName": "mine"});
+    create_provisioner(&h, "p", spec).await;
+    wait_reason(&h, "p", "CredentialsReady", "KeySecretNotOwned").await;
+    let secret = h.api::<Secret>().get("mine").await.unwrap();
+    assert_eq!(secret.data.unwrap()["key"].0, b"do-not-touch");
+    assert!(h.server.provisioner_keys().is_empty());
+}
+
+#[tokio::test]
+async fn rate_limit_then_success() {
+    let h = harness("prov-429").await;
+    ready_control_plane(&h).await;
+    h.server.add_fault(FaultRule {
+        method: Some("POST".to_owned()),
+        path_prefix: "/api/v2/organizations/".to_owned(),
+        fault: Fault::RateLimited { retry_after_secs: 1 },
+        times: Some(1),
+    });
+    create_provisioner(&h, "p", sample_spec()).await;
+    wait_reason(&h, "p", "ProvisionerKeyReady", "RateLimited").await;
+    wait_reason(&h, "p", "ProvisionerKeyReady", "ProvisionerKeyReady").await;
+    assert_eq!(h.server.provisioner_keys().len(), 1);
+}
+
+#[tokio::test]
+async fn cross_origin_redirect_on_the_key_call_is_refused() {
+    let h = harness("prov-redirect").await;
+    ready_control_plane(&h).await;
+    let other = TestServer::start(Config::new(&h.db_url)).await.unwrap();
+    h.server.add_fault(FaultRule {
+        method: None,
+        path_prefix: "/api/v2/organizations/".to_owned(),
+        fault: Fault::RedirectTo(other.url()),
+        times: None,
+    });
+    create_provisioner(&h, "p", sample_spec()).await;
+    wait_reason(&h, "p", "ProvisionerKeyReady", "ProvisionerKeyFailed").await;
+    assert!(
+        other.requests().iter().all(|r| r.session_token.is_none()),
+        "{:?}",
+        other.requests()
+    );
+    assert!(h.server.provisioner_keys().is_empty());
+}
+
+#[tokio::test]
+async fn delete_is_best_effort_and_retries_only_coder_unavailability() {
+    let h = harness("prov-delete").await;
+    ready_control_plane(&h).await;
+    create_provisioner(&h, "p", sample_spec()).await;
+    wait_reason(&h, "p", "ProvisionerKeyReady", "ProvisionerKeyReady").await;
+
+    // A proxy's 404 on the delete is not "gone": the delete is retried within the window, then the finalizer is
+    // released anyway and the key stays in Coder.
+    h.server.add_fault(FaultRule {
+        method: Some("DELETE".to_owned()),
+        path_prefix: "/api/v2/organizations/".to_owned(),
+        fault: Fault::ProxyNotFound,
+        times: None,
+    });
+    let started = std::time::Instant::now();
+    h.api::<CoderProvisioner>()
+        .delete("p", &DeleteParams::default())
+        .await
+        .unwrap();
+    let provisioners = h.api::<CoderProvisioner>();
+    wait_for(
+        || async { provisioners.get_opt("p").await.unwrap().is_none() },
+        "the finalizer to be released",
+    )
+    .await;
+    let deletes = h
+        .server
+        .requests()
+        .iter()
+        .filter(|r| r.method == "DELETE")
+        .count();
+    assert!(deletes >= 2, "the delete was retried ({deletes} tries)");
+    assert!(
+        started.elapsed() >= Duration::from_secs(2),
+        "retried within the window: {:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        h.server.provisioner_keys().len(),
+        1,
+        "the key stays valid in Coder"
+    );
+
+    // Without a recorded key there is no Coder call at all.
+    h.server.clear_faults();
+    h.server.clear_requests();
+    create_provisioner(
+        &h,
+        "never",
+        json!({"controlPlaneRef": {"name": "missing-control-plane"}}),
+    )
+    .await;
+    wait_reason(&h, "never", "ControlPlaneReady", "ControlPlaneUnavailable").await;
+    h.api::<CoderProvisioner>()
+        .delete("never", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_for(
+        || async { provisioners.get_opt("never").await.unwrap().is_none() },
+        "the finalizer",
+    )
+    .await;
+    assert!(h.server.requests().iter().all(|r| r.method != "DELETE"));
+}
+
+#[tokio::test]
+async fn a_key_left_by_an_interrupted_create_is_replaced_not_duplicated() {
+    let h = harness("prov-restart").await;
+    let token = ready_control_plane(&h).await;
+    // An operator that died between the create in Coder and writing the Secret left this key behind.
+    let coder = h.coder(&token);
+    let org = coder.default_organization().await.unwrap();
+    coder
+        .create_provisioner_key(&org.name, "p", &std::collections::BTreeMap::new())
+        .await
+        .unwrap();
+    create_provisioner(&h, "p", sample_spec()).await;
+    wait_reason(&h, "p", "ProvisionerKeyReady", "ProvisionerKeyReady").await;
+    let all = h.server.provisioner_keys();
+    assert_eq!(all.len(), 1, "{all:?}");
+    assert_eq!(
+        all[0]["tags"]["scope"], "organization",
+        "the replacement carries the spec's tags"
+    );
+}
