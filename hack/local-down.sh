@@ -3,7 +3,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 state="$root/.local"
-for name in operator testenv; do
+for name in operator coder testenv; do
   pidfile="$state/$name.pid"
   [[ -f "$pidfile" ]] || continue
   pid=$(cat "$pidfile")

@@ -21,8 +21,8 @@ fi
 step "build the control plane binaries from Go modules (cached in ~/.cache/coder-k8s)"
 hack/build-testenv.sh >/dev/null
 
-step "build coder-k8s and the local control plane runner"
-cargo build --quiet -p coder-k8s -p coder-k8s-testenv
+step "build coder-k8s, the local control plane runner and the Coder API test server"
+cargo build --quiet -p coder-k8s -p coder-k8s-testenv -p coder-k8s-coder-testserver
 
 step "start etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok and PostgreSQL (Coder's tables)"
 rm -f "$state/testenv/kubeconfig"
@@ -41,14 +41,36 @@ kubectl create namespace coder-system --dry-run=client -o yaml | kubectl apply -
 kubectl apply -f config/crd/bases/ -f config/rbac/ >/dev/null
 kubectl wait --for=condition=Established crd --all --timeout=60s >/dev/null
 
+# Coder itself cannot run here (no container runtime). The Coder API test server stands in for it on 127.0.0.1:80,
+# the port of the sample control plane's Service, and the operator resolves Service hosts to 127.0.0.1.
+step "start the Coder API test server in place of Coder (127.0.0.1:80)"
+nohup target/debug/coder-k8s-coder-testserver --database-url "$(cat "$state/testenv/postgres-url")" \
+  --listen 127.0.0.1:80 --entitle external_provisioner_daemons workspace_proxy >"$state/logs/coder.log" 2>&1 &
+echo $! >"$state/coder.pid"
+sleep 1
+if ! kill -0 "$(cat "$state/coder.pid")" 2>/dev/null; then
+  echo "error: the Coder API test server did not start; see $state/logs/coder.log" >&2
+  echo "       Binding 127.0.0.1:80 needs root or CAP_NET_BIND_SERVICE:" >&2
+  echo "       sudo setcap cap_net_bind_service=+ep target/debug/coder-k8s-coder-testserver" >&2
+  tail -5 "$state/logs/coder.log" >&2
+  exit 1
+fi
+
 step "run the operator out of cluster (--app=controller)"
-POD_NAMESPACE=coder-system nohup target/debug/coder-k8s --app=controller \
+POD_NAMESPACE=coder-system nohup target/debug/coder-k8s --app=controller --service-address-override=127.0.0.1 \
   --health-probe-bind-address=127.0.0.1:18081 >"$state/logs/operator.log" 2>&1 &
 echo $! >"$state/operator.pid"
 
-step "apply the samples"
+step "apply the samples (the control plane uses the local PostgreSQL through spec.database)"
 kubectl create namespace coder --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+kubectl -n coder create secret generic coder-db-app --from-literal=uri="$(cat "$state/testenv/postgres-url")" \
+  --dry-run=client -o yaml | kubectl apply -f - >/dev/null
 kubectl apply -f config/samples/
+kubectl -n coder patch codercontrolplane codercontrolplane-sample --type=merge \
+  -p '{"spec":{"database":{"connectionSecretRef":{"name":"coder-db-app","key":"uri"}}}}' >/dev/null
+step "wait for the control plane and the provisioner to be Ready"
+kubectl -n coder wait codercontrolplane/codercontrolplane-sample --for=jsonpath='{.status.operatorAccessReady}'=true --timeout=120s >/dev/null || true
+kubectl -n coder wait coderprovisioner/coderprovisioner-sample --for=jsonpath='{.status.phase}'=Ready --timeout=120s >/dev/null || true
 
 kubectl get codercontrolplanes,coderprovisioners,coderworkspaceproxies,codertemplatetests,coderaiproviders,coderaigatewaykeys,codermcpservers -n coder
 cat <<MSG
@@ -58,7 +80,7 @@ The local environment is running.
   kubectl get nodes; kubectl get all -n coder
 A PostgreSQL with Coder's tables runs for the operator-access bootstrap; its URL is in $state/testenv/postgres-url:
   kubectl -n coder create secret generic coder-db-app --from-literal=uri="\$(cat $state/testenv/postgres-url)"
-Coder itself does not run here (kwok pods are fake), so Coder API calls from the operator fail as "unavailable".
+Coder itself does not run here (kwok pods are fake): the Coder API test server answers on 127.0.0.1:80 in its place.
 Logs: $state/logs/ (operator.log, testenv.log) and $state/testenv/logs/.
 Stop it: hack/local-down.sh
 MSG
