@@ -209,7 +209,8 @@ async fn run_controller(
 async fn run_controllers(ctx: Arc<ControllerContext>, shutdown: watch::Receiver<bool>) {
     futures::join!(
         control_plane::run(ctx.clone(), wait_for(shutdown.clone())),
-        crate::controller::provisioner::reconcile::run(ctx, wait_for(shutdown)),
+        crate::controller::provisioner::reconcile::run(ctx.clone(), wait_for(shutdown.clone())),
+        crate::controller::workspace_proxy::reconcile::run(ctx, wait_for(shutdown)),
     );
 }
 

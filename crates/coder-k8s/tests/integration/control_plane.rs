@@ -94,16 +94,22 @@ pub(crate) async fn harness_with(tag: &str, adjust: impl FnOnce(&mut ControllerS
     let mut settings = settings(&ns);
     adjust(&mut settings);
     let ctx = Arc::new(Context::new(client, settings, metrics));
-    let (stop, mut stopped) = watch::channel(false);
-    let mut stopped_too = stopped.clone();
-    tokio::spawn(reconcile::run(ctx.clone(), async move {
-        let _ = stopped.wait_for(|s| *s).await;
-    }));
-    tokio::spawn(coder_k8s::controller::provisioner::reconcile::run(
-        ctx,
+    let (stop, stopped) = watch::channel(false);
+    // The controllers of every built kind, each stopping when the harness drops.
+    let stopped_signal = move || {
+        let mut stopped = stopped.clone();
         async move {
-            let _ = stopped_too.wait_for(|s| *s).await;
-        },
+            let _ = stopped.wait_for(|s| *s).await;
+        }
+    };
+    tokio::spawn(reconcile::run(ctx.clone(), stopped_signal()));
+    tokio::spawn(coder_k8s::controller::provisioner::reconcile::run(
+        ctx.clone(),
+        stopped_signal(),
+    ));
+    tokio::spawn(coder_k8s::controller::workspace_proxy::reconcile::run(
+        ctx,
+        stopped_signal(),
     ));
     Harness {
         admin: cp.client().unwrap(),

@@ -8,3 +8,4 @@ mod crds;
 mod provisioner;
 mod rbac;
 mod support;
+mod workspace_proxy;
