@@ -56,6 +56,9 @@ pub struct Context {
     pub settings: ControllerSettings,
     pub metrics: Arc<ReconcileMetrics>,
     pub recorder: Recorder,
+    /// Per-object backoff after Coder's 429 (in memory, like v0.1.5), keyed by object UID.
+    rate_limits:
+        std::sync::Mutex<std::collections::HashMap<String, coder_k8s_coder_client::backoff::Backoff>>,
 }
 
 impl Context {
@@ -81,7 +84,30 @@ impl Context {
             client,
             settings,
             metrics,
+            rate_limits: std::sync::Mutex::default(),
         }
+    }
+
+    /// The requeue after a 429 for object `uid`: 2 s doubling to 2 min with ±20 % jitter, and never before Coder's
+    /// `Retry-After`.
+    pub fn rate_limited(&self, uid: &str, retry_after: Option<Duration>) -> Duration {
+        let mut limits = self
+            .rate_limits
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let delay = limits
+            .entry(uid.to_owned())
+            .or_default()
+            .next_delay(&mut coder_k8s_coder_client::backoff::OsRandom);
+        delay.max(retry_after.unwrap_or_default())
+    }
+
+    /// Forgets the backoff of object `uid` after a success.
+    pub fn rate_limit_passed(&self, uid: &str) {
+        self.rate_limits
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .remove(uid);
     }
 
     /// A Coder client for `url` with the operator token, honouring the address override.

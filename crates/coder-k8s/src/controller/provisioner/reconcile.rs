@@ -374,6 +374,7 @@ fn key_checksum(secret: &str) -> String {
 async fn apply_spec(provisioner: &CoderProvisioner, ctx: &Context) -> Result<Action, Error> {
     let name = provisioner.metadata.name.clone().ok_or(Error::MissingMetadata)?;
     let namespace = provisioner.namespace().ok_or(Error::MissingMetadata)?;
+    let uid = provisioner.metadata.uid.clone().ok_or(Error::MissingMetadata)?;
     let generation = provisioner.metadata.generation;
     let now = Time(Timestamp::now());
     let mut status = provisioner.status.clone().unwrap_or_default();
@@ -445,7 +446,7 @@ async fn apply_spec(provisioner: &CoderProvisioner, ctx: &Context) -> Result<Act
                     generation,
                     now.clone(),
                 );
-                return finish(provisioner, ctx, status, backoff_for(&error, retry)).await;
+                return finish(provisioner, ctx, status, backoff_for(ctx, &uid, &error, retry)).await;
             }
             let created = match upstream
                 .coder
@@ -460,7 +461,7 @@ async fn apply_spec(provisioner: &CoderProvisioner, ctx: &Context) -> Result<Act
                         generation,
                         now.clone(),
                     );
-                    return finish(provisioner, ctx, status, backoff_for(&error, retry)).await;
+                    return finish(provisioner, ctx, status, backoff_for(ctx, &uid, &error, retry)).await;
                 }
             };
             let listed = upstream.coder.provisioner_keys(&org).await.ok().and_then(|keys| {
@@ -473,6 +474,7 @@ async fn apply_spec(provisioner: &CoderProvisioner, ctx: &Context) -> Result<Act
             created.expose().to_owned()
         }
     };
+    ctx.rate_limit_passed(&uid);
     status.organization_id = Some(organization.id.to_string());
     status.organization_name = Some(organization.name.clone());
     status.provisioner_key_name = Some(names.key_name.clone());
@@ -562,11 +564,10 @@ async fn apply_spec(provisioner: &CoderProvisioner, ctx: &Context) -> Result<Act
     finish(provisioner, ctx, status, requeue).await
 }
 
-fn backoff_for(error: &CoderError, retry: Duration) -> Duration {
+/// The requeue after a failed Coder call: the per-object rate-limit backoff after a 429, else `retry`.
+fn backoff_for(ctx: &Context, uid: &str, error: &CoderError, retry: Duration) -> Duration {
     match error {
-        CoderError::RateLimited { retry_after, .. } => retry_after
-            .unwrap_or(Duration::from_secs(2))
-            .max(Duration::from_secs(1)),
+        CoderError::RateLimited { retry_after, .. } => ctx.rate_limited(uid, *retry_after),
         _ => retry,
     }
 }
@@ -659,7 +660,12 @@ async fn cleanup(provisioner: &CoderProvisioner, ctx: &Context) -> Result<Action
                 // Only Coder's own 404 proves the key is gone; a proxy's 404 or an outage is retried for a while.
                 if error.is_retryable() && age < ctx.settings.cleanup_retry_window {
                     tracing::info!(name = %provisioner.name_any(), %error, "retrying the provisioner key delete");
-                    return Err(Error::RetryingDelete(backoff_for(&error, Duration::from_secs(2))));
+                    return Err(Error::RetryingDelete(backoff_for(
+                        ctx,
+                        &provisioner.metadata.uid.clone().unwrap_or_default(),
+                        &error,
+                        Duration::from_secs(2),
+                    )));
                 }
                 Err(error.to_string())
             }
