@@ -57,7 +57,7 @@ fn settings(ns: &str) -> ControllerSettings {
         deletion_wait: Duration::from_secs(3),
         deletion_last_attempt: Duration::from_secs(2),
         referrer_hold: Duration::from_secs(2),
-        cleanup_retry_window: Duration::from_secs(4),
+        cleanup_retry_window: Duration::from_secs(10),
     }
 }
 
