@@ -637,7 +637,7 @@ async fn deletion_removes_rbac_first_and_waits_for_referrers() {
     )
     .await;
     assert!(
-        started.elapsed() < Duration::from_secs(3),
+        started.elapsed() < Duration::from_secs(5),
         "workspace RBAC goes first, at once"
     );
     assert!(
