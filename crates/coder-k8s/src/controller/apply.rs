@@ -70,6 +70,34 @@ where
     Ok(Applied::Changed(applied))
 }
 
+/// Writes `status` with server-side apply when it differs from `current`; returns whether a write was sent.
+pub async fn apply_status<K, S>(
+    object: &K,
+    api: &Api<K>,
+    current: Option<&S>,
+    status: &S,
+) -> Result<bool, kube::Error>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
+    S: Serialize + PartialEq,
+{
+    if current == Some(status) {
+        return Ok(false);
+    }
+    let patch = serde_json::json!({
+        "apiVersion": K::api_version(&()),
+        "kind": K::kind(&()),
+        "status": status,
+    });
+    api.patch_status(
+        &object.name_any(),
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(&patch),
+    )
+    .await?;
+    Ok(true)
+}
+
 /// Deletes `name` when it exists and `owned(live)` holds; returns whether a delete was sent.
 pub async fn delete_if<K>(api: &Api<K>, name: &str, owned: impl Fn(&K) -> bool) -> Result<bool, kube::Error>
 where

@@ -10,6 +10,7 @@ pub mod credentials;
 pub mod kube_requests;
 pub mod metrics;
 pub mod provisioner;
+pub mod secrets;
 pub mod workspace_proxy;
 
 /// Kinds whose reconciler runs.

@@ -37,9 +37,10 @@ use super::names::{ControlPlaneId, WORKSPACE_RBAC_OWNER_UID_ANNOTATION};
 use super::status::{
     TokenSecretOwnership, check_database_secret, token_secret_condition, token_secret_ownership,
 };
-use crate::controller::apply::{FIELD_MANAGER, apply, controlled_by, delete_if};
+use crate::controller::apply::{apply, apply_status, controlled_by, delete_if};
 use crate::controller::conditions::{ConditionStatus, Decided, remove_condition, set_condition};
 use crate::controller::context::Context;
+use crate::controller::secrets;
 
 /// Kind label of metrics and logs.
 pub const KIND: &str = "CoderControlPlane";
@@ -219,12 +220,7 @@ async fn extra_env_database_url(
         return Ok(None);
     };
     let secret = secrets.get_opt(&reference.name).await?;
-    Ok(secret_value(secret.as_ref(), &reference.key))
-}
-
-fn secret_value(secret: Option<&Secret>, key: &str) -> Option<String> {
-    let bytes: &ByteString = secret?.data.as_ref()?.get(key)?;
-    String::from_utf8(bytes.0.clone()).ok()
+    Ok(secrets::value(secret.as_ref(), &reference.key))
 }
 
 /// Whether a ConfigMap or Secret in `spec.envFrom` defines `CODER_ACCESS_URL` (with its prefix).
@@ -523,7 +519,7 @@ async fn operator_access(
         return Ok(None);
     };
     let existing =
-        secret_value(live.as_ref(), DEFAULT_TOKEN_SECRET_KEY).and_then(|t| OperatorToken::parse(&t).ok());
+        secrets::value(live.as_ref(), DEFAULT_TOKEN_SECRET_KEY).and_then(|t| OperatorToken::parse(&t).ok());
     let verified = match &existing {
         Some(token) => match coder_client(ctx, id, spec, token) {
             Some(coder) => coder.me().await.is_ok(),
@@ -635,8 +631,8 @@ async fn license(
     };
     let key = reference.key_or(DEFAULT_LICENSE_SECRET_KEY);
     let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &cp.namespace().unwrap_or_default());
-    let jwt =
-        secret_value(secrets.get_opt(&reference.name).await?.as_ref(), key).filter(|v| !v.trim().is_empty());
+    let jwt = secrets::value(secrets.get_opt(&reference.name).await?.as_ref(), key)
+        .filter(|v| !v.trim().is_empty());
     let Some(jwt) = jwt else {
         let decided = license_condition(
             ConditionStatus::False,
@@ -749,22 +745,11 @@ async fn write_status(
     status: CoderControlPlaneStatus,
 ) -> Result<(), Error> {
     let old = cp.status.clone().unwrap_or_default();
-    if old == status {
-        return Ok(());
-    }
     let api: Api<CoderControlPlane> =
         Api::namespaced(ctx.client.clone(), &cp.namespace().unwrap_or_default());
-    let patch = json!({
-        "apiVersion": CoderControlPlane::api_version(&()),
-        "kind": CoderControlPlane::kind(&()),
-        "status": status,
-    });
-    api.patch_status(
-        &cp.name_any(),
-        &PatchParams::apply(FIELD_MANAGER).force(),
-        &Patch::Apply(&patch),
-    )
-    .await?;
+    if !apply_status(cp, &api, Some(&old), &status).await? {
+        return Ok(());
+    }
     for (type_, reason, note) in super::status::transitions(&old, &status) {
         let event = KubeEvent {
             type_,

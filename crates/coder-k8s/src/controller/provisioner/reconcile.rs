@@ -17,20 +17,20 @@ use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::finalizer::{self, Event as FinalizerEvent};
 use kube::{Resource, ResourceExt};
-use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use super::desired::{self, Inputs, ProvisionerNames, tags_hash};
-use crate::controller::apply::{FIELD_MANAGER, apply, controlled_by};
+use crate::controller::apply::{apply, apply_status, controlled_by};
 use crate::controller::conditions::{ConditionStatus, Decided, set_condition};
 use crate::controller::context::Context;
 use crate::controller::control_plane::desired::internal_url;
 use crate::controller::control_plane::names::ControlPlaneId;
 use crate::controller::credentials;
+use crate::controller::secrets;
 
 /// Kind label of metrics and logs.
 pub const KIND: &str = "CoderProvisioner";
@@ -193,8 +193,7 @@ async fn upstream(
     let token = secrets
         .get_opt(&reference.name)
         .await?
-        .and_then(|s| s.data?.get(reference.key_or(DEFAULT_TOKEN_SECRET_KEY)).cloned())
-        .and_then(|b| String::from_utf8(b.0).ok())
+        .and_then(|s| secrets::value(Some(&s), reference.key_or(DEFAULT_TOKEN_SECRET_KEY)))
         .filter(|t| !t.is_empty());
     let Some(token) = token else {
         not_ready(
@@ -419,8 +418,7 @@ async fn apply_spec(provisioner: &CoderProvisioner, ctx: &Context) -> Result<Act
     let stored = secrets
         .get_opt(&names.key_secret)
         .await?
-        .and_then(|s| s.data?.get(&names.key_secret_key).cloned())
-        .and_then(|b| String::from_utf8(b.0).ok())
+        .and_then(|s| secrets::value(Some(&s), &names.key_secret_key))
         .filter(|k| !k.is_empty());
     if drifted {
         tracing::info!(name = %name, namespace = %namespace, "{DRIFT_LOG}");
@@ -620,21 +618,9 @@ async fn finish(
     requeue: Duration,
 ) -> Result<Action, Error> {
     status.observed_generation = provisioner.metadata.generation;
-    if provisioner.status.as_ref() != Some(&status) {
-        let api: Api<CoderProvisioner> =
-            Api::namespaced(ctx.client.clone(), &provisioner.namespace().unwrap_or_default());
-        let patch = json!({
-            "apiVersion": CoderProvisioner::api_version(&()),
-            "kind": CoderProvisioner::kind(&()),
-            "status": status,
-        });
-        api.patch_status(
-            &provisioner.name_any(),
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(&patch),
-        )
-        .await?;
-    }
+    let api: Api<CoderProvisioner> =
+        Api::namespaced(ctx.client.clone(), &provisioner.namespace().unwrap_or_default());
+    apply_status(provisioner, &api, provisioner.status.as_ref(), &status).await?;
     Ok(Action::requeue(requeue))
 }
 

@@ -17,16 +17,16 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Secret, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
-use serde_json::json;
 
 use super::desired;
-use crate::controller::apply::{FIELD_MANAGER, apply, controlled_by};
+use crate::controller::apply::{apply, apply_status, controlled_by};
 use crate::controller::conditions::{ConditionStatus, Decided, set_condition};
 use crate::controller::context::Context;
 use crate::controller::credentials;
+use crate::controller::secrets;
 
 /// Kind label of metrics and logs.
 pub const KIND: &str = "CoderWorkspaceProxy";
@@ -68,11 +68,6 @@ fn decided(
         reason,
         message: message.into(),
     }
-}
-
-fn secret_value(secret: Option<&Secret>, key: &str) -> Option<String> {
-    let bytes = secret?.data.as_ref()?.get(key)?;
-    String::from_utf8(bytes.0.clone()).ok().filter(|v| !v.is_empty())
 }
 
 pub async fn reconcile(proxy: Arc<CoderWorkspaceProxy>, ctx: Arc<Context>) -> Result<Action, Error> {
@@ -173,16 +168,20 @@ pub async fn reconcile(proxy: Arc<CoderWorkspaceProxy>, ctx: Arc<Context>) -> Re
             );
             return finish(&proxy, &ctx, status, retry).await;
         }
-        if secret_value(live.as_ref(), DEFAULT_TOKEN_SECRET_KEY).is_none() {
+        if secrets::value(live.as_ref(), DEFAULT_TOKEN_SECRET_KEY)
+            .filter(|t| !t.is_empty())
+            .is_none()
+        {
             let credential = secrets
                 .get_opt(&bootstrap.credentials_secret_ref.name)
                 .await?
                 .and_then(|s| {
-                    secret_value(
+                    secrets::value(
                         Some(&s),
                         bootstrap.credentials_secret_ref.key_or(DEFAULT_TOKEN_SECRET_KEY),
                     )
-                });
+                })
+                .filter(|c| !c.is_empty());
             let registered = match (credential, url::Url::parse(&bootstrap.coder_url)) {
                 (Some(credential), Ok(url)) => match ctx.coder_client(&url, &credential) {
                     Ok(coder) => register(&coder, &name, bootstrap)
@@ -366,21 +365,9 @@ async fn finish(
     requeue: Duration,
 ) -> Result<Action, Error> {
     status.observed_generation = proxy.metadata.generation;
-    if proxy.status.as_ref() != Some(&status) {
-        let api: Api<CoderWorkspaceProxy> =
-            Api::namespaced(ctx.client.clone(), &proxy.namespace().unwrap_or_default());
-        let patch = json!({
-            "apiVersion": CoderWorkspaceProxy::api_version(&()),
-            "kind": CoderWorkspaceProxy::kind(&()),
-            "status": status,
-        });
-        api.patch_status(
-            &proxy.name_any(),
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(&patch),
-        )
-        .await?;
-    }
+    let api: Api<CoderWorkspaceProxy> =
+        Api::namespaced(ctx.client.clone(), &proxy.namespace().unwrap_or_default());
+    apply_status(proxy, &api, proxy.status.as_ref(), &status).await?;
     Ok(Action::requeue(requeue))
 }
 
