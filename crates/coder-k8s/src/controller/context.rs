@@ -50,6 +50,13 @@ impl Default for ControllerSettings {
     }
 }
 
+/// Backoff state of one object after Coder's 429.
+#[derive(Default)]
+struct RateLimit {
+    backoff: coder_k8s_coder_client::backoff::Backoff,
+    until: Option<std::time::Instant>,
+}
+
 /// Shared by every reconcile.
 pub struct Context {
     pub client: kube::Client,
@@ -57,8 +64,7 @@ pub struct Context {
     pub metrics: Arc<ReconcileMetrics>,
     pub recorder: Recorder,
     /// Per-object backoff after Coder's 429 (in memory, like v0.1.5), keyed by object UID.
-    rate_limits:
-        std::sync::Mutex<std::collections::HashMap<String, coder_k8s_coder_client::backoff::Backoff>>,
+    rate_limits: std::sync::Mutex<std::collections::HashMap<String, RateLimit>>,
 }
 
 impl Context {
@@ -95,11 +101,25 @@ impl Context {
             .rate_limits
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let delay = limits
-            .entry(uid.to_owned())
-            .or_default()
-            .next_delay(&mut coder_k8s_coder_client::backoff::OsRandom);
-        delay.max(retry_after.unwrap_or_default())
+        let limit = limits.entry(uid.to_owned()).or_default();
+        let delay = limit
+            .backoff
+            .next_delay(&mut coder_k8s_coder_client::backoff::OsRandom)
+            .max(retry_after.unwrap_or_default());
+        limit.until = Some(std::time::Instant::now() + delay);
+        delay
+    }
+
+    /// How long object `uid` must still wait after a 429, if at all.
+    pub fn rate_limit_remaining(&self, uid: &str) -> Option<Duration> {
+        let limits = self
+            .rate_limits
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let until = limits.get(uid)?.until?;
+        until
+            .checked_duration_since(std::time::Instant::now())
+            .filter(|d| !d.is_zero())
     }
 
     /// Forgets the backoff of object `uid` after a success.

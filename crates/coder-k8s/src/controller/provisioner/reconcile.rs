@@ -427,15 +427,35 @@ async fn apply_spec(provisioner: &CoderProvisioner, ctx: &Context) -> Result<Act
         }
         status.provisioner_key_id = None;
     }
-    let key_secret = match (&stored, drifted) {
-        (Some(secret), false) if status.provisioner_key_id.is_some() => secret.clone(),
-        _ => {
-            let org = organization.id.to_string();
-            // A key of this name without its secret (for example after a restart mid-create) cannot be used:
+    // After a 429 the object waits out its backoff, even when a watch event wakes it early.
+    if let Some(remaining) = ctx.rate_limit_remaining(&uid) {
+        return finish(provisioner, ctx, status, remaining).await;
+    }
+    // Reuse is decided from Coder and the Secret, not from the status, which may be stale in the cache.
+    let org = organization.id.to_string();
+    let existing = match upstream.coder.provisioner_keys(&org).await {
+        Ok(keys) => keys
+            .into_iter()
+            .find(|k| k.name.eq_ignore_ascii_case(&names.key_name)),
+        Err(error) => {
+            set_condition(
+                &mut status.conditions,
+                key_condition(&error),
+                generation,
+                now.clone(),
+            );
+            return finish(provisioner, ctx, status, backoff_for(ctx, &uid, &error, retry)).await;
+        }
+    };
+    let key_secret = match (&stored, existing, drifted) {
+        (Some(secret), Some(key), false) => {
+            status.provisioner_key_id = Some(key.id.to_string());
+            secret.clone()
+        }
+        (_, existing, _) => {
+            // A key of this name without its Secret (for example after a restart mid-create) cannot be used:
             // replace it, so there is never more than one.
-            let existing = upstream.coder.provisioner_keys(&org).await;
-            if let Ok(keys) = &existing
-                && let Some(old) = keys.iter().find(|k| k.name.eq_ignore_ascii_case(&names.key_name))
+            if let Some(old) = existing
                 && let Err(error) = upstream.coder.delete_provisioner_key(&org, &old.name).await
             {
                 set_condition(
@@ -462,12 +482,12 @@ async fn apply_spec(provisioner: &CoderProvisioner, ctx: &Context) -> Result<Act
                     return finish(provisioner, ctx, status, backoff_for(ctx, &uid, &error, retry)).await;
                 }
             };
+            // Write the Secret first: a key in Coder without its Secret is replaced on the next pass.
+            write_key_secret(provisioner, &secrets, &names, created.expose()).await?;
             let listed = upstream.coder.provisioner_keys(&org).await.ok().and_then(|keys| {
                 keys.into_iter()
                     .find(|k| k.name.eq_ignore_ascii_case(&names.key_name))
             });
-            // Write the Secret first: a key in Coder without its Secret is replaced on the next pass.
-            write_key_secret(provisioner, &secrets, &names, created.expose()).await?;
             status.provisioner_key_id = listed.map(|k| k.id.to_string());
             created.expose().to_owned()
         }
