@@ -1,0 +1,46 @@
+//! Template calls of [`CoderClient`]: list, get by ID or name, create and delete.
+
+use reqwest::Method;
+use uuid::Uuid;
+
+use super::{CoderClient, Result};
+use crate::types::templates::{CreateTemplateRequest, Template};
+
+impl CoderClient {
+    /// `GET /api/v2/organizations/{organization}/templates`.
+    pub async fn templates(&self, organization: &str) -> Result<Vec<Template>> {
+        self.get_json(&["organizations", organization, "templates"], &[])
+            .await
+    }
+
+    /// `GET /api/v2/organizations/{organization}/templates/{name}`.
+    pub async fn template_by_name(&self, organization: &str, name: &str) -> Result<Template> {
+        self.get_json(&["organizations", organization, "templates", name], &[])
+            .await
+    }
+
+    /// `GET /api/v2/templates/{id}`.
+    pub async fn template(&self, id: Uuid) -> Result<Template> {
+        self.get_json(&["templates", &id.to_string()], &[]).await
+    }
+
+    /// `POST /api/v2/organizations/{organization}/templates` (201).
+    pub async fn create_template(
+        &self,
+        organization: &str,
+        request: &CreateTemplateRequest,
+    ) -> Result<Template> {
+        self.send_json(
+            Method::POST,
+            &["organizations", organization, "templates"],
+            request,
+        )
+        .await
+    }
+
+    /// `DELETE /api/v2/templates/{id}` (200).
+    pub async fn delete_template(&self, id: Uuid) -> Result<()> {
+        self.send_no_content::<()>(Method::DELETE, &["templates", &id.to_string()], None)
+            .await
+    }
+}
