@@ -28,21 +28,27 @@ pub const DEFAULT_GRACE_PERIOD: &str = "1h";
 /// Go duration syntax accepted by `rotationInterval` and `gracePeriod` (no sign, no `µs`).
 pub const DURATION_PATTERN: &str = "^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$";
 
-pub use crate::shared::status::{
-    CONDITION_READY, CONDITION_RECONCILING, CONDITION_STALLED, REASON_CLEANUP_RECORD_FAILED,
-    REASON_CODER_DEPLOYMENT_CHANGED, REASON_CODER_UNAVAILABLE, REASON_CONTROL_PLANE_NOT_READY,
-    REASON_DELETING, REASON_NOT_SUPPORTED, REASON_OPERATOR_ACCESS_NOT_READY, REASON_REJECTED,
-};
+/// Condition types of this kind.
+pub mod conditions {
+    pub use crate::shared::sync_status::conditions::{READY, RECONCILING, STALLED};
+}
 
-/// Reason: the current key exists in Coder and is in the output Secret.
-pub const REASON_KEY_READY: &str = "KeyReady";
-/// Reason (stalled): the control plane does not set `spec.aiGateway.allowKeys: true`. An object that never created a
-/// key makes no Coder call.
-pub const REASON_NOT_ALLOWED: &str = "NotAllowed";
-/// Reason (stalled): a Secret named `secretName` exists and this object is not its controller owner.
-pub const REASON_SECRET_NOT_OWNED: &str = "SecretNotOwned";
-/// Reason: a new key replaced the current one; the replaced key waits for its grace period.
-pub const REASON_ROTATING: &str = "Rotating";
+/// Condition reasons of this kind.
+pub mod reasons {
+    pub use crate::shared::sync_status::reasons::{
+        CLEANUP_RECORD_FAILED, CODER_DEPLOYMENT_CHANGED, CODER_UNAVAILABLE, CONTROL_PLANE_NOT_READY,
+        DELETING, NOT_SUPPORTED, OPERATOR_ACCESS_NOT_READY, REJECTED,
+    };
+    /// Reason: the current key exists in Coder and is in the output Secret.
+    pub const KEY_READY: &str = "KeyReady";
+    /// Reason (stalled): the control plane does not set `spec.aiGateway.allowKeys: true`. An object that never created a
+    /// key makes no Coder call.
+    pub const NOT_ALLOWED: &str = "NotAllowed";
+    /// Reason (stalled): a Secret named `secretName` exists and this object is not its controller owner.
+    pub const SECRET_NOT_OWNED: &str = "SecretNotOwned";
+    /// Reason: a new key replaced the current one; the replaced key waits for its grace period.
+    pub const ROTATING: &str = "Rotating";
+}
 
 /// One Coder AI Gateway key, kept in a Secret that the object owns and rotated on a schedule.
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]

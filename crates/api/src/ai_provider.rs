@@ -22,16 +22,22 @@ pub const DEFAULT_SECRET_ACCESS_KEY_SECRET_KEY: &str = "AWS_SECRET_ACCESS_KEY";
 /// Coder's rule for provider names (the CHECK constraint on `ai_providers.name`).
 pub const NAME_PATTERN: &str = "^[a-z0-9]+(-[a-z0-9]+)*$";
 
-pub use crate::shared::status::{
-    CONDITION_READY, CONDITION_RECONCILING, CONDITION_STALLED, REASON_CLEANUP_RECORD_FAILED,
-    REASON_CODER_DEPLOYMENT_CHANGED, REASON_CODER_UNAVAILABLE, REASON_CONTROL_PLANE_NOT_READY,
-    REASON_DELETING, REASON_NOT_SUPPORTED, REASON_OPERATOR_ACCESS_NOT_READY, REASON_REJECTED, REASON_SYNCED,
-};
+/// Condition types of this kind.
+pub mod conditions {
+    pub use crate::shared::sync_status::conditions::{READY, RECONCILING, STALLED};
+}
 
-/// Reason: a referenced Secret or one of its keys is missing or empty.
-pub const REASON_SECRET_NOT_READY: &str = "SecretNotReady";
-/// Reason (stalled): a provider with this name exists in Coder and was not created for this object.
-pub const REASON_NAME_CONFLICT: &str = "NameConflict";
+/// Condition reasons of this kind.
+pub mod reasons {
+    pub use crate::shared::sync_status::reasons::{
+        CLEANUP_RECORD_FAILED, CODER_DEPLOYMENT_CHANGED, CODER_UNAVAILABLE, CONTROL_PLANE_NOT_READY,
+        DELETING, NOT_SUPPORTED, OPERATOR_ACCESS_NOT_READY, REJECTED, SYNCED,
+    };
+    /// Reason: a referenced Secret or one of its keys is missing or empty.
+    pub const SECRET_NOT_READY: &str = "SecretNotReady";
+    /// Reason (stalled): a provider with this name exists in Coder and was not created for this object.
+    pub const NAME_CONFLICT: &str = "NameConflict";
+}
 
 /// An AI provider in Coder (AI settings > Providers), kept in line with this spec by the operator.
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]

@@ -15,15 +15,51 @@ use serde::{Deserialize, Serialize};
 use crate::shared::{SecretKeySelector, ServiceSpec, WorkloadPhase, conditions_schema, default_coder_image};
 
 /// Finalizer that removes the workspace Roles and RoleBindings, also in other namespaces.
-pub const WORKSPACE_RBAC_FINALIZER: &str = "coder.com/workspace-rbac-cleanup";
+pub const FINALIZER: &str = "coder.com/workspace-rbac-cleanup";
 /// Environment variable that carries Coder's PostgreSQL connection URL.
 pub const PG_CONNECTION_URL_ENV: &str = "CODER_PG_CONNECTION_URL";
-/// Condition: the database Secret named by `spec.database` resolves to a PostgreSQL URL.
-pub const CONDITION_DATABASE_SECRET_RESOLVED: &str = "DatabaseSecretResolved";
-/// Condition: the control plane owns its operator token Secret.
-pub const CONDITION_OPERATOR_TOKEN_SECRET_OWNED: &str = "OperatorTokenSecretOwned";
-/// Condition: the licence in `spec.licenseSecretRef` is applied in Coder.
-pub const CONDITION_LICENSE_APPLIED: &str = "LicenseApplied";
+
+/// Condition types of a CoderControlPlane.
+pub mod conditions {
+    /// The database Secret named by `spec.database` resolves to a PostgreSQL URL.
+    pub const DATABASE_SECRET_RESOLVED: &str = "DatabaseSecretResolved";
+    /// The control plane owns its operator token Secret.
+    pub const OPERATOR_TOKEN_SECRET_OWNED: &str = "OperatorTokenSecretOwned";
+    /// The licence in `spec.licenseSecretRef` is applied in Coder.
+    pub const LICENSE_APPLIED: &str = "LicenseApplied";
+}
+
+/// Condition reasons of a CoderControlPlane.
+pub mod reasons {
+    /// `DatabaseSecretResolved`: the Secret key holds a PostgreSQL URL.
+    pub const RESOLVED: &str = "Resolved";
+    /// `DatabaseSecretResolved`: the Secret does not exist.
+    pub const SECRET_NOT_FOUND: &str = "SecretNotFound";
+    /// `DatabaseSecretResolved`: the Secret has no such key.
+    pub const KEY_NOT_FOUND: &str = "KeyNotFound";
+    /// `DatabaseSecretResolved`: the value is empty or only white space.
+    pub const EMPTY_VALUE: &str = "EmptyValue";
+    /// `DatabaseSecretResolved`: the value is not a `postgres://` or `postgresql://` URL.
+    pub const INVALID_URL: &str = "InvalidURL";
+    /// `DatabaseSecretResolved`: `spec.extraEnv` also sets the connection URL.
+    pub const CONFLICTING_CONFIGURATION: &str = "ConflictingConfiguration";
+    /// `OperatorTokenSecretOwned`: the token Secret is absent or owned by this control plane.
+    pub const TOKEN_SECRET_OWNED: &str = "TokenSecretOwned";
+    /// `OperatorTokenSecretOwned`: a Secret of that name exists and this control plane does not own it.
+    pub const TOKEN_SECRET_NOT_OWNED: &str = "TokenSecretNotOwned";
+    /// `LicenseApplied`: no licence Secret, or waiting for the control plane to be ready.
+    pub const LICENSE_PENDING: &str = "Pending";
+    /// `LicenseApplied`: the licence Secret or its key is missing or empty.
+    pub const LICENSE_SECRET_MISSING: &str = "SecretMissing";
+    /// `LicenseApplied`: the upload failed for another reason.
+    pub const LICENSE_ERROR: &str = "Error";
+    /// `LicenseApplied`: Coder refused the upload (401 or 403).
+    pub const LICENSE_FORBIDDEN: &str = "Forbidden";
+    /// `LicenseApplied`: this Coder deployment has no licences API.
+    pub const LICENSE_NOT_SUPPORTED: &str = "NotSupported";
+    /// `LicenseApplied`: the licence is applied.
+    pub const LICENSE_APPLIED: &str = "Applied";
+}
 
 /// A Coder control plane: the Coder server Deployment, its Service, ServiceAccount, workspace RBAC, exposure, operator
 /// access to Coder's database, licence and entitlements.

@@ -26,28 +26,34 @@ pub const DEFAULT_API_KEY_HEADER: &str = "Authorization";
 /// Rule for slugs: lowercase letters and digits, with single hyphens between them.
 pub const SLUG_PATTERN: &str = "^[a-z0-9]+(-[a-z0-9]+)*$";
 
-pub use crate::shared::status::{
-    CONDITION_READY, CONDITION_RECONCILING, CONDITION_STALLED, REASON_CODER_UNAVAILABLE,
-    REASON_CONTROL_PLANE_NOT_READY, REASON_DELETING, REASON_NOT_SUPPORTED, REASON_OPERATOR_ACCESS_NOT_READY,
-    REASON_REJECTED, REASON_SYNCED,
-};
+/// Condition types of this kind.
+pub mod conditions {
+    pub use crate::shared::sync_status::conditions::{READY, RECONCILING, STALLED};
+}
 
-/// Reason (stalled): the control plane does not list `spec.organization` in `spec.mcpServers.organizations`. When the
-/// control plane withdraws its opt-in, the operator disables the server in Coder.
-pub const REASON_MCP_SERVERS_NOT_ALLOWED: &str = "MCPServersNotAllowed";
-/// Reason (stalled): someone disabled the server in the Coder dashboard. The next spec edit enables it again.
-pub const REASON_DISABLED_EXTERNALLY: &str = "DisabledExternally";
-/// Reason (stalled): a credential Secret is missing, lacks its key, or does not (or no longer) consent to the
-/// destination: the label `coder.com/credential=true` or the origin in `coder.com/credential-destinations` is
-/// missing. The operator disables the server in Coder until the Secret consents again.
-pub const REASON_CREDENTIALS_NOT_READY: &str = "CredentialsNotReady";
-/// Reason (stalled): the Coder organization in `spec.organization` does not exist.
-pub const REASON_ORGANIZATION_NOT_FOUND: &str = "OrganizationNotFound";
-/// Reason (stalled): another MCP server config in Coder already uses the slug.
-pub const REASON_SLUG_CONFLICT: &str = "SlugConflict";
-/// Reason: a group in `spec.access.groups` does not exist in Coder. The operator removed the access of unlisted groups
-/// and of users, and added no group.
-pub const REASON_GROUP_NOT_FOUND: &str = "GroupNotFound";
+/// Condition reasons of this kind.
+pub mod reasons {
+    pub use crate::shared::sync_status::reasons::{
+        CODER_UNAVAILABLE, CONTROL_PLANE_NOT_READY, DELETING, NOT_SUPPORTED, OPERATOR_ACCESS_NOT_READY,
+        REJECTED, SYNCED,
+    };
+    /// Reason (stalled): the control plane does not list `spec.organization` in `spec.mcpServers.organizations`. When the
+    /// control plane withdraws its opt-in, the operator disables the server in Coder.
+    pub const MCP_SERVERS_NOT_ALLOWED: &str = "MCPServersNotAllowed";
+    /// Reason (stalled): someone disabled the server in the Coder dashboard. The next spec edit enables it again.
+    pub const DISABLED_EXTERNALLY: &str = "DisabledExternally";
+    /// Reason (stalled): a credential Secret is missing, lacks its key, or does not (or no longer) consent to the
+    /// destination: the label `coder.com/credential=true` or the origin in `coder.com/credential-destinations` is
+    /// missing. The operator disables the server in Coder until the Secret consents again.
+    pub const CREDENTIALS_NOT_READY: &str = "CredentialsNotReady";
+    /// Reason (stalled): the Coder organization in `spec.organization` does not exist.
+    pub const ORGANIZATION_NOT_FOUND: &str = "OrganizationNotFound";
+    /// Reason (stalled): another MCP server config in Coder already uses the slug.
+    pub const SLUG_CONFLICT: &str = "SlugConflict";
+    /// Reason: a group in `spec.access.groups` does not exist in Coder. The operator removed the access of unlisted groups
+    /// and of users, and added no group.
+    pub const GROUP_NOT_FOUND: &str = "GroupNotFound";
+}
 
 /// An MCP server config in a Coder organization, kept in line with this spec by the operator.
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]

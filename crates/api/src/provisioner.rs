@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use crate::shared::{ControlPlaneReference, SecretKeySelector, WorkloadPhase, conditions_schema};
 
 /// Finalizer that deletes the provisioner key in Coder.
-pub const PROVISIONER_KEY_FINALIZER: &str = "coder.com/provisioner-key-cleanup";
+pub const FINALIZER: &str = "coder.com/provisioner-key-cleanup";
 /// Data key of the provisioner key in its Secret when `spec.key.secretKey` is empty.
 pub const DEFAULT_KEY_SECRET_KEY: &str = "key";
 
@@ -32,6 +32,46 @@ pub mod conditions {
     pub const DEPLOYMENT_READY: &str = "DeploymentReady";
     /// Every Secret the pods receive is a marked credential Secret for the control plane's origin.
     pub const CREDENTIALS_READY: &str = "CredentialsReady";
+}
+
+/// Condition reasons of a CoderProvisioner.
+pub mod reasons {
+    pub use crate::shared::credential_reasons::*;
+    pub use crate::shared::deployment_reasons::*;
+    /// `ControlPlaneReady`: the control plane exists and has a URL.
+    pub const CONTROL_PLANE_AVAILABLE: &str = "ControlPlaneAvailable";
+    /// `ControlPlaneReady`: the control plane does not exist or has no `status.url` yet.
+    pub const CONTROL_PLANE_UNAVAILABLE: &str = "ControlPlaneUnavailable";
+    /// `OperatorAccessReady`: the operator token is available.
+    pub const OPERATOR_ACCESS_READY: &str = "OperatorAccessReady";
+    /// `OperatorAccessReady`: the control plane has no `operatorTokenSecretRef`.
+    pub const OPERATOR_TOKEN_SECRET_REF_MISSING: &str = "OperatorTokenSecretRefMissing";
+    /// `OperatorAccessReady`: the control plane's operator access is not ready.
+    pub const OPERATOR_ACCESS_NOT_READY: &str = "OperatorAccessNotReady";
+    /// `OperatorAccessReady`: the reference names no Secret, or the URL or token cannot be used.
+    pub const OPERATOR_TOKEN_SECRET_REF_INVALID: &str = "OperatorTokenSecretRefInvalid";
+    /// `OperatorAccessReady`: the token Secret is missing or empty.
+    pub const OPERATOR_TOKEN_SECRET_UNAVAILABLE: &str = "OperatorTokenSecretUnavailable";
+    /// `ExternalProvisionersEntitled`: entitled (or in the grace period).
+    pub const ENTITLED: &str = "Entitled";
+    /// `ExternalProvisionersEntitled`: the licence does not entitle external provisioner daemons.
+    pub const NOT_ENTITLED: &str = "NotEntitled";
+    /// `ExternalProvisionersEntitled`: this Coder deployment has no entitlements API.
+    pub const NOT_SUPPORTED: &str = "NotSupported";
+    /// `ExternalProvisionersEntitled`: Coder answered 401 or 403.
+    pub const FORBIDDEN: &str = "Forbidden";
+    /// `ExternalProvisionersEntitled`: reading entitlements failed otherwise.
+    pub const ENTITLEMENTS_QUERY_FAILED: &str = "EntitlementsQueryFailed";
+    /// `CredentialsReady`: the provisioner key Secret exists and this provisioner does not own it.
+    pub const KEY_SECRET_NOT_OWNED: &str = "KeySecretNotOwned";
+    /// `ProvisionerKeyReady`: the key exists in Coder.
+    pub const PROVISIONER_KEY_READY: &str = "ProvisionerKeyReady";
+    /// `ProvisionerKeyReady`: Coder answered 429; retried with backoff.
+    pub const RATE_LIMITED: &str = "RateLimited";
+    /// `ProvisionerKeyReady`: a Coder call for the key failed.
+    pub const PROVISIONER_KEY_FAILED: &str = "ProvisionerKeyFailed";
+    /// `ProvisionerKeySecretReady`: the Secret holds the key.
+    pub const SECRET_READY: &str = "SecretReady";
 }
 
 /// External Coder provisioner daemons (`coder provisioner start`) authenticated with a provisioner key that the

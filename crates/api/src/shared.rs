@@ -1,4 +1,4 @@
-//! Types shared by several kinds, and the constants of the compatibility contract.
+//! Types shared by several kinds, and the constants kept identical to coder-k8s v0.1.5.
 
 use std::collections::BTreeMap;
 
@@ -132,7 +132,7 @@ pub const DNS_LABEL_MAX: usize = 63;
 /// Limit of names that must be DNS subdomains (Secrets, Deployments).
 pub const DNS_SUBDOMAIN_MAX: usize = 253;
 
-/// The contract's name rule for derived names: `<base><suffix>` when it fits in `limit`; otherwise a prefix of the
+/// The name rule for derived names (the same as v0.1.5's): `<base><suffix>` when it fits in `limit`; otherwise a prefix of the
 /// base, then `-<8 hex of FNV-32a of the base>`, then the suffix.
 pub fn truncated_name(base: &str, suffix: &str, limit: usize) -> String {
     let full = format!("{base}{suffix}");
@@ -148,7 +148,7 @@ pub fn truncated_name(base: &str, suffix: &str, limit: usize) -> String {
     format!("{prefix}-{:08x}{suffix}", fnv32a(base.as_bytes()))
 }
 
-/// 32-bit FNV-1a, the hash of the contract's name rules.
+/// 32-bit FNV-1a, the hash used by the derived-name rules.
 pub fn fnv32a(bytes: &[u8]) -> u32 {
     bytes.iter().fold(0x811c_9dc5_u32, |hash, byte| {
         (hash ^ u32::from(*byte)).wrapping_mul(0x0100_0193)
@@ -176,36 +176,66 @@ pub(crate) fn conditions_schema(generator: &mut schemars::SchemaGenerator) -> sc
     })
 }
 
+/// Reasons of `DeploymentReady`, shared by the kinds that run a Deployment (CoderProvisioner, CoderWorkspaceProxy).
+/// Each kind re-exports them in its own `reasons`.
+pub mod deployment_reasons {
+    /// The Deployment has ready replicas.
+    pub const MINIMUM_REPLICAS_READY: &str = "MinimumReplicasReady";
+    /// The Deployment has no ready replica.
+    pub const NO_REPLICAS_READY: &str = "NoReplicasReady";
+}
+
+/// Reasons of `CredentialsReady`, shared by the kinds whose pods or Coder calls use credential Secrets
+/// (CoderProvisioner, CoderWorkspaceProxy). Each kind re-exports them in its own `reasons`.
+pub mod credential_reasons {
+    /// Every referenced Secret consents to the destination.
+    pub const CREDENTIALS_VERIFIED: &str = "CredentialsVerified";
+    /// A referenced Secret does not exist.
+    pub const CREDENTIAL_SECRET_NOT_FOUND: &str = "CredentialSecretNotFound";
+    /// A referenced Secret lacks the label `coder.com/credential=true`.
+    pub const CREDENTIAL_SECRET_NOT_MARKED: &str = "CredentialSecretNotMarked";
+    /// A referenced Secret's `coder.com/credential-destinations` does not list the destination origin.
+    pub const CREDENTIAL_DESTINATION_NOT_LISTED: &str = "CredentialDestinationNotListed";
+}
+
 /// Condition types and reasons shared by the kinds that sync one object into Coder (CoderAIProvider,
-/// CoderAIGatewayKey, CoderMCPServer). Each kind re-exports the ones it uses next to its own reasons.
-pub mod status {
-    /// Condition: the object in Coder matches the spec.
-    pub const CONDITION_READY: &str = "Ready";
-    /// Condition: the operator is still working towards the spec.
-    pub const CONDITION_RECONCILING: &str = "Reconciling";
-    /// Condition: the operator cannot go on without a change by a person; the reason says which.
-    pub const CONDITION_STALLED: &str = "Stalled";
-    /// Reason: the object in Coder matches the spec.
-    pub const REASON_SYNCED: &str = "Synced";
-    /// Reason: the referenced CoderControlPlane is missing, being deleted or not ready.
-    pub const REASON_CONTROL_PLANE_NOT_READY: &str = "ControlPlaneNotReady";
-    /// Reason: the control plane has no working operator token yet.
-    pub const REASON_OPERATOR_ACCESS_NOT_READY: &str = "OperatorAccessNotReady";
-    /// Reason: Coder could not be reached, answered with a proxy's 404 or a server error, or `GET /api/v2/buildinfo`
-    /// failed before a create; retried.
-    pub const REASON_CODER_UNAVAILABLE: &str = "CoderUnavailable";
-    /// Reason: the cleanup record could not be written, so no create was sent.
-    pub const REASON_CLEANUP_RECORD_FAILED: &str = "CleanupRecordFailed";
-    /// Reason (stalled): the control plane now reaches another Coder deployment than the one that holds the object.
-    /// Nothing is created in the new deployment; a delete of the object removes the finalizer without a delete in Coder.
-    pub const REASON_CODER_DEPLOYMENT_CHANGED: &str = "CoderDeploymentChanged";
-    /// Reason (stalled): Coder rejected the request (a 4xx answer other than a conflict).
-    pub const REASON_REJECTED: &str = "Rejected";
-    /// Reason (stalled): this Coder version or licence has no API for the kind (`404 Route not found.`, or the
-    /// feature is not enabled).
-    pub const REASON_NOT_SUPPORTED: &str = "NotSupported";
-    /// Reason: the object is being deleted and it is being deleted in Coder.
-    pub const REASON_DELETING: &str = "Deleting";
+/// CoderAIGatewayKey, CoderMCPServer, and the Ready/Reconciling/Stalled types of CoderTemplateTest). Each kind
+/// re-exports the ones it uses in its own `conditions` and `reasons`.
+pub mod sync_status {
+    /// Condition types.
+    pub mod conditions {
+        /// Condition: the object in Coder matches the spec.
+        pub const READY: &str = "Ready";
+        /// Condition: the operator is still working towards the spec.
+        pub const RECONCILING: &str = "Reconciling";
+        /// Condition: the operator cannot go on without a change by a person; the reason says which.
+        pub const STALLED: &str = "Stalled";
+    }
+
+    /// Reasons.
+    pub mod reasons {
+        /// Reason: the object in Coder matches the spec.
+        pub const SYNCED: &str = "Synced";
+        /// Reason: the referenced CoderControlPlane is missing, being deleted or not ready.
+        pub const CONTROL_PLANE_NOT_READY: &str = "ControlPlaneNotReady";
+        /// Reason: the control plane has no working operator token yet.
+        pub const OPERATOR_ACCESS_NOT_READY: &str = "OperatorAccessNotReady";
+        /// Reason: Coder could not be reached, answered with a proxy's 404 or a server error, or `GET /api/v2/buildinfo`
+        /// failed before a create; retried.
+        pub const CODER_UNAVAILABLE: &str = "CoderUnavailable";
+        /// Reason: the cleanup record could not be written, so no create was sent.
+        pub const CLEANUP_RECORD_FAILED: &str = "CleanupRecordFailed";
+        /// Reason (stalled): the control plane now reaches another Coder deployment than the one that holds the object.
+        /// Nothing is created in the new deployment; a delete of the object removes the finalizer without a delete in Coder.
+        pub const CODER_DEPLOYMENT_CHANGED: &str = "CoderDeploymentChanged";
+        /// Reason (stalled): Coder rejected the request (a 4xx answer other than a conflict).
+        pub const REJECTED: &str = "Rejected";
+        /// Reason (stalled): this Coder version or licence has no API for the kind (`404 Route not found.`, or the
+        /// feature is not enabled).
+        pub const NOT_SUPPORTED: &str = "NotSupported";
+        /// Reason: the object is being deleted and it is being deleted in Coder.
+        pub const DELETING: &str = "Deleting";
+    }
 }
 
 #[cfg(test)]

@@ -8,9 +8,16 @@ use serde::{Deserialize, Serialize};
 use crate::shared::conditions_schema;
 
 /// Finalizer that deletes the test workspace in Coder.
-pub const TEMPLATE_TEST_FINALIZER: &str = "coder.com/template-test-cleanup";
+pub const FINALIZER: &str = "coder.com/template-test-cleanup";
 /// Annotation that keeps (`retain`) or deletes (`delete`) the test workspace.
 pub const DELETION_POLICY_ANNOTATION: &str = "coder.com/deletion-policy";
+
+/// Condition types of a CoderTemplateTest.
+pub mod conditions {
+    pub use crate::shared::sync_status::conditions::{READY, RECONCILING, STALLED};
+    /// The test workspace is gone from Coder (or retained on purpose).
+    pub const WORKSPACE_DELETED: &str = "WorkspaceDeleted";
+}
 
 /// A test of one Coder template version: the operator creates a workspace, waits until its agents are ready, then
 /// deletes it. The spec is immutable; create a new object to test again.

@@ -17,6 +17,21 @@ pub mod conditions {
     pub const DEPLOYMENT_READY: &str = "DeploymentReady";
 }
 
+/// Condition reasons of a CoderWorkspaceProxy. (A workspace proxy has no finalizer: deleting the object leaves the
+/// proxy registered in Coder, as v0.1.5 does.)
+pub mod reasons {
+    pub use crate::shared::credential_reasons::*;
+    pub use crate::shared::deployment_reasons::*;
+    /// `ProxyRegistered`: the spec names no usable primary URL or token.
+    pub const INVALID_SPEC: &str = "InvalidSpec";
+    /// `ProxyRegistered`: the generated token Secret exists and this proxy does not own it.
+    pub const TOKEN_SECRET_NOT_OWNED: &str = "TokenSecretNotOwned";
+    /// `ProxyRegistered`: registering the proxy in Coder failed.
+    pub const REGISTRATION_FAILED: &str = "RegistrationFailed";
+    /// `ProxyRegistered`: the proxy is registered and its token Secret holds the token.
+    pub const REGISTERED: &str = "Registered";
+}
+
 /// A Coder workspace proxy: either with a proxy token you supply (direct mode) or registered in Coder by the operator
 /// (bootstrap mode).
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]

@@ -1,5 +1,5 @@
 //! Requeue backoff for rate-limited and failing calls: 2 s doubling up to 2 min, ±20 % jitter,
-//! never below 1 s (coder-k8s-contract.md §2.2).
+//! never below 1 s.
 //!
 //! The cap applies before the jitter, so a capped delay lies in 96 s ..= 144 s. The random source is
 //! injected ([`RandomSource`]) so the arithmetic is pure and testable.

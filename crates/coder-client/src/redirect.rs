@@ -1,4 +1,4 @@
-//! Same-origin redirect rule (coder-k8s-contract.md §5.2).
+//! Same-origin redirect rule: a redirect is followed only to the same scheme, host and port as the Coder URL.
 //!
 //! reqwest strips only `Authorization`, `Cookie`, `Proxy-Authorization` and `WWW-Authenticate` on a
 //! cross-host redirect, so `Coder-Session-Token` would be forwarded to any origin. This module decides

@@ -12,7 +12,6 @@ use tokio::sync::watch;
 use crate::admin::{self, AdminState};
 use crate::cli::{AppMode, Args, Settings, StartupError};
 use crate::controller::context::{Context as ControllerContext, ControllerSettings};
-use crate::controller::control_plane::reconcile as control_plane;
 use crate::controller::metrics::ReconcileMetrics;
 use crate::{aggregated, controller, leader, mcp};
 
@@ -140,6 +139,7 @@ async fn run_components(
             let controller_settings = ControllerSettings {
                 service_address_override: settings.service_address_override,
                 coder_request_timeout: settings.coder_request_timeout,
+                max_concurrent_reconciles: settings.max_concurrent_reconciles,
                 ..ControllerSettings::default()
             };
             let ctx = Arc::new(ControllerContext::new(
@@ -208,9 +208,9 @@ async fn run_controller(
 /// Every built controller, until `shutdown`.
 async fn run_controllers(ctx: Arc<ControllerContext>, shutdown: watch::Receiver<bool>) {
     futures::join!(
-        control_plane::run(ctx.clone(), wait_for(shutdown.clone())),
-        crate::controller::provisioner::reconcile::run(ctx.clone(), wait_for(shutdown.clone())),
-        crate::controller::workspace_proxy::reconcile::run(ctx, wait_for(shutdown)),
+        controller::control_plane::run(ctx.clone(), wait_for(shutdown.clone())),
+        controller::provisioner::run(ctx.clone(), wait_for(shutdown.clone())),
+        controller::workspace_proxy::run(ctx, wait_for(shutdown)),
     );
 }
 

@@ -1,4 +1,5 @@
-//! Command-line flags and their startup validation. The error texts are part of the v0.1.5 contract.
+//! Command-line flags and their startup validation. The error texts are exactly those of coder-k8s v0.1.5, so scripts
+//! and tests that match them keep working.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -94,6 +95,9 @@ pub struct Args {
     /// Leader election on the Lease `coder-k8s-controller.coder.com`. Only the holder runs the controllers.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub leader_elect: bool,
+    /// Reconciles of one kind that run at the same time (at least 1).
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..))]
+    pub max_concurrent_reconciles: u16,
 }
 
 /// A startup error: printed as is, exit code 1.
@@ -111,6 +115,7 @@ pub struct Settings {
     pub log_format: LogFormat,
     pub leader_elect: bool,
     pub service_address_override: Option<std::net::IpAddr>,
+    pub max_concurrent_reconciles: u16,
 }
 
 /// Default Coder request timeout.
@@ -133,6 +138,7 @@ impl Args {
             log_format: self.log_format,
             leader_elect: self.leader_elect,
             service_address_override: self.service_address_override,
+            max_concurrent_reconciles: self.max_concurrent_reconciles,
         })
     }
 }

@@ -1,5 +1,6 @@
-//! Session-token authentication against Coder's PostgreSQL (coder-api.md §1.1), the rate-limit bypass
-//! check (§1.4), feature gates (§1.3) and `{organization}` / `{user}` path resolution (§1.6).
+//! Session-token authentication against Coder's PostgreSQL (`api_keys`, with sliding expiry), the
+//! `X-Coder-Bypass-Ratelimit` check (owners only), licence feature gates, and path resolution of `{organization}`
+//! (`default`, an ID or a name) and `{user}` (`me`, an ID or a username).
 
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;

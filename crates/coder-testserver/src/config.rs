@@ -6,7 +6,7 @@ use std::time::Duration;
 /// Default `X-Coder-Build-Version`.
 pub const DEFAULT_BUILD_VERSION: &str = "v2.30.0+testsrv";
 
-/// Feature names of the v2.30.0 `FeatureNames` list (coder-api.md §3.2); all appear in `/entitlements`.
+/// Feature names of Coder v2.30.0's `codersdk.FeatureNames` list; all appear in `/entitlements`.
 pub const FEATURE_NAMES: [&str; 26] = [
     "user_limit",
     "audit_log",
@@ -101,7 +101,7 @@ impl Config {
     }
 }
 
-/// Coder's humanized feature name used in the Premium gate message (coder-api.md §1.3).
+/// Coder's humanized feature name, as used in the 403 of a licence feature gate (`<name> is a Premium feature. …`).
 pub fn humanize_feature(name: &str) -> String {
     match name {
         "template_rbac" => return "Template RBAC".to_owned(),

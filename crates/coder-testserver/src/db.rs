@@ -151,7 +151,7 @@ impl Db {
         }))
     }
 
-    /// Sliding expiry (coder-api.md §1.1): when `expires_at - now <= lifetime - 1h`, push `expires_at` to
+    /// Sliding expiry, as Coder does it: when `expires_at - now <= lifetime - 1h`, push `expires_at` to
     /// `now + lifetime`; `last_used` at most once an hour.
     pub(crate) async fn touch_api_key(&self, id: &str) -> Result<(), tokio_postgres::Error> {
         let client = self.client().await?;

@@ -1,4 +1,4 @@
-//! Coder's error bodies (`codersdk.Response`, coder-api.md §1.3) and JSON response helpers.
+//! Coder's error bodies (`codersdk.Response`: `message`, `detail`, `validations`) and JSON response helpers.
 
 use std::fmt::Display;
 

@@ -1,4 +1,4 @@
-//! A faithful Coder API test server (facts from coder-api.md): users, organizations and API tokens are
+//! A faithful Coder API test server (it behaves like Coder's `coderd`): users, organizations and API tokens are
 //! read from Coder's PostgreSQL tables on every request; everything else (licenses, provisioner keys,
 //! workspace proxies, files, templates, workspaces, builds, AI configuration) lives in memory. A
 //! simulated provisioner runs template imports and workspace builds, and faults can be injected.

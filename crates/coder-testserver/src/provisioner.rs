@@ -143,7 +143,7 @@ fn time(t: Option<SystemTime>) -> Value {
     t.map_or(Value::Null, |t| json!(rfc3339(t)))
 }
 
-/// `ProvisionerJob` JSON (coder-api.md §7.5).
+/// `ProvisionerJob` JSON (`codersdk.ProvisionerJob`).
 pub(crate) fn render_job(job: &Job, mem: &Mem) -> Value {
     let (kind, input, version_id, workspace) = match job.kind {
         JobKind::TemplateVersionImport { version_id } => (
@@ -222,7 +222,8 @@ pub(crate) fn render_job(job: &Job, mem: &Mem) -> Value {
     body
 }
 
-/// Provisioner tags with `MutateTags` applied (coder-api.md §5.3).
+/// Provisioner tags with Coder's `provisionersdk.MutateTags` applied: `scope=user` sets `owner` to the user; otherwise
+/// `scope` becomes `organization` with an empty `owner`.
 pub(crate) fn mutate_tags(
     user_id: Uuid,
     tags: &std::collections::BTreeMap<String, String>,

@@ -174,7 +174,7 @@ impl Job {
         }
     }
 
-    /// The DB's computed `job_status` (coder-api.md §7.5).
+    /// The `job_status` Coder's database computes from the job's timestamps and error.
     pub(crate) fn status(&self) -> &'static str {
         match (self.completed_at, &self.error, self.canceled_at, self.started_at) {
             (Some(_), Some(_), _, _) => "failed",

@@ -1,4 +1,6 @@
-//! The bootstrap transaction (contract §6, coder-api.md §9).
+//! The bootstrap transaction: the operator's Coder user, its organization memberships and its API token,
+//! written into Coder's own tables (`users`, `organization_members`, `api_keys`) in one transaction.
+//! Operator access as a whole: docs/controllers/control-plane.md.
 
 use std::time::Duration;
 

@@ -1,5 +1,5 @@
 //! Operator-access bootstrap against a real PostgreSQL (Debian packages, crates/testenv) with a Coder
-//! schema fixture written from coder-api.md §9.
+//! schema fixture that reproduces the Coder tables the bootstrap touches.
 // Test helpers outside #[test] functions may panic too.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 

@@ -1,4 +1,4 @@
-//! Serde types of the Coder API v2, one module per area (coder-api.md). Response types are lenient:
+//! Serde types of the Coder API v2, one module per area (mirroring the types of Coder's Go SDK, codersdk). Response types are lenient:
 //! missing fields take their default, unknown fields are ignored. Timestamps stay RFC 3339 strings.
 //! Fields carrying secrets use [`crate::Secret`], whose `Debug` is redacted.
 

@@ -1,123 +1,155 @@
-//! Server-side apply under one field manager, skipped when the live object already carries the hash of the desired
-//! state: a resync that finds nothing to change sends no write request.
+//! Server-side apply under one field manager, skipped when the cached object already carries the hash of the
+//! desired state: a reconcile that finds nothing to change sends no request at all. Also the one ownership check
+//! and the one owned-object delete.
 
 use std::fmt::Debug;
 
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::{Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use sha2::{Digest, Sha256};
+
+use super::context::Context;
 
 /// The field manager of every write the operator makes.
 pub const FIELD_MANAGER: &str = "coder-k8s";
 /// Annotation with the hash of the desired state last applied.
 pub const DESIRED_HASH_ANNOTATION: &str = "coder.com/desired-hash";
 
+/// A namespaced kind with a static type, as every kind the operator writes is.
+pub trait Namespaced:
+    Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope> + Clone + DeserializeOwned + Debug
+{
+}
+
+impl<K> Namespaced for K where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + DeserializeOwned
+        + Debug
+{
+}
+
 /// What [`apply`] did.
 #[derive(Debug)]
 pub enum Applied<K> {
-    /// The live object already matched; nothing was sent.
-    Unchanged(K),
-    /// The desired state was applied.
+    /// The cached object already matched; nothing was sent.
+    Unchanged,
+    /// The desired state was applied; the server's answer.
     Changed(K),
-}
-
-impl<K> Applied<K> {
-    pub fn into_inner(self) -> K {
-        match self {
-            Self::Unchanged(k) | Self::Changed(k) => k,
-        }
-    }
-
-    pub fn changed(&self) -> bool {
-        matches!(self, Self::Changed(_))
-    }
 }
 
 /// 16 hex characters of SHA-256 over the JSON of `desired`.
 pub fn desired_hash<K: Serialize>(desired: &K) -> String {
     let bytes = serde_json::to_vec(desired).unwrap_or_default();
-    Sha256::digest(&bytes)
-        .iter()
-        .take(8)
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    super::digest::sha256_hex(&bytes, Some(8))
 }
 
-/// Applies `desired` (which must carry name, apiVersion and kind) unless the live object has the same desired hash.
-pub async fn apply<K>(api: &Api<K>, mut desired: K) -> Result<Applied<K>, kube::Error>
+/// The desired hash an object carries.
+pub fn hash_of(meta: &ObjectMeta) -> Option<&str> {
+    meta.annotations
+        .as_ref()?
+        .get(DESIRED_HASH_ANNOTATION)
+        .map(String::as_str)
+}
+
+/// Applies `desired` (which must carry name, namespace, apiVersion and kind) unless `cached`, the object as the
+/// watch cache shows it, already carries the same desired hash.
+pub async fn apply<K>(
+    ctx: &Context,
+    desired: K,
+    cached: Option<&ObjectMeta>,
+) -> Result<Applied<K>, kube::Error>
 where
-    K: Resource + Clone + Serialize + DeserializeOwned + Debug,
+    K: Namespaced + Serialize,
 {
     let hash = desired_hash(&desired);
-    let name = desired.name_any();
-    if let Some(live) = api.get_opt(&name).await?
-        && live.annotations().get(DESIRED_HASH_ANNOTATION) == Some(&hash)
-    {
-        return Ok(Applied::Unchanged(live));
+    if cached.and_then(hash_of) == Some(hash.as_str()) {
+        return Ok(Applied::Unchanged);
     }
+    send_apply(ctx, desired, hash).await.map(Applied::Changed)
+}
+
+async fn send_apply<K>(ctx: &Context, mut desired: K, hash: String) -> Result<K, kube::Error>
+where
+    K: Namespaced + Serialize,
+{
+    let (name, namespace) = (desired.name_any(), desired.namespace().unwrap_or_default());
+    ctx.echoes.record(&K::kind(&()), &namespace, &name, &hash);
     desired
         .annotations_mut()
         .insert(DESIRED_HASH_ANNOTATION.to_owned(), hash);
-    let applied = api
-        .patch(
-            &name,
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(&desired),
-        )
-        .await?;
-    Ok(Applied::Changed(applied))
+    let api: Api<K> = Api::namespaced(ctx.client.clone(), &namespace);
+    api.patch(
+        &name,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(&desired),
+    )
+    .await
 }
 
-/// Writes `status` with server-side apply when it differs from `current`; returns whether a write was sent.
-pub async fn apply_status<K, S>(
-    object: &K,
-    api: &Api<K>,
-    current: Option<&S>,
-    status: &S,
+/// Applies a Deployment (skipped when unchanged) and returns its ready replicas: from the server's answer when it
+/// was applied, else from the watch cache.
+pub async fn apply_deployment(ctx: &Context, desired: Deployment) -> Result<i32, kube::Error> {
+    let cached = ctx
+        .caches
+        .deployments
+        .get(&desired.namespace().unwrap_or_default(), &desired.name_any());
+    Ok(
+        match apply(ctx, desired, cached.as_deref().map(|d| &d.metadata)).await? {
+            Applied::Changed(live) => ready_replicas(&live),
+            Applied::Unchanged => cached.as_deref().map(ready_replicas).unwrap_or(0),
+        },
+    )
+}
+
+/// The ready replicas a Deployment reports.
+pub fn ready_replicas(deployment: &Deployment) -> i32 {
+    deployment
+        .status
+        .as_ref()
+        .and_then(|s| s.ready_replicas)
+        .unwrap_or(0)
+}
+
+/// Deletes `namespace/name` of kind `K` when `cached` shows it exists and is controlled by `uid`; returns whether a
+/// delete was sent.
+pub async fn delete_owned<K>(
+    ctx: &Context,
+    namespace: &str,
+    name: &str,
+    cached: Option<&ObjectMeta>,
+    uid: &str,
 ) -> Result<bool, kube::Error>
 where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
-    S: Serialize + PartialEq,
+    K: Namespaced,
 {
-    if current == Some(status) {
+    if !cached.is_some_and(|meta| controlled_by(meta, uid)) {
         return Ok(false);
     }
-    let patch = serde_json::json!({
-        "apiVersion": K::api_version(&()),
-        "kind": K::kind(&()),
-        "status": status,
-    });
-    api.patch_status(
-        &object.name_any(),
-        &PatchParams::apply(FIELD_MANAGER).force(),
-        &Patch::Apply(&patch),
-    )
-    .await?;
-    Ok(true)
+    delete::<K>(ctx, namespace, name).await
 }
 
-/// Deletes `name` when it exists and `owned(live)` holds; returns whether a delete was sent.
-pub async fn delete_if<K>(api: &Api<K>, name: &str, owned: impl Fn(&K) -> bool) -> Result<bool, kube::Error>
+/// Deletes `namespace/name`; a missing object is not an error. Returns whether it existed.
+pub async fn delete<K>(ctx: &Context, namespace: &str, name: &str) -> Result<bool, kube::Error>
 where
-    K: Resource + Clone + DeserializeOwned + Debug,
+    K: Namespaced,
 {
-    match api.get_opt(name).await? {
-        Some(live) if owned(&live) => match api.delete(name, &DeleteParams::background()).await {
-            Ok(_) => Ok(true),
-            Err(kube::Error::Api(status)) if status.code == 404 => Ok(false),
-            Err(error) => Err(error),
-        },
-        _ => Ok(false),
+    let api: Api<K> = Api::namespaced(ctx.client.clone(), namespace);
+    match api.delete(name, &DeleteParams::background()).await {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(false),
+        Err(error) => Err(error),
     }
 }
 
-/// Whether `uid` is the controller owner of `object`.
-pub fn controlled_by<K: Resource>(object: &K, uid: &str) -> bool {
-    object
-        .owner_references()
+/// Whether `uid` is the controller owner of the object with `meta`.
+pub fn controlled_by(meta: &ObjectMeta, uid: &str) -> bool {
+    meta.owner_references
         .iter()
+        .flatten()
         .any(|owner| owner.controller == Some(true) && owner.uid == uid)
 }
 
@@ -125,6 +157,7 @@ pub fn controlled_by<K: Resource>(object: &K, uid: &str) -> bool {
 mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::ConfigMap;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
     use std::collections::BTreeMap;
 
     #[test]
@@ -138,5 +171,21 @@ mod tests {
         b.data = Some(BTreeMap::from([("k".to_owned(), "w".to_owned())]));
         assert_ne!(desired_hash(&a), desired_hash(&b));
         assert_eq!(desired_hash(&a).len(), 16);
+    }
+
+    #[test]
+    fn only_the_controller_owner_controls() {
+        let owner = |uid: &str, controller| OwnerReference {
+            uid: uid.to_owned(),
+            controller,
+            ..OwnerReference::default()
+        };
+        let meta = ObjectMeta {
+            owner_references: Some(vec![owner("a", None), owner("b", Some(true))]),
+            ..ObjectMeta::default()
+        };
+        assert!(controlled_by(&meta, "b"));
+        assert!(!controlled_by(&meta, "a"), "an owner that is not the controller");
+        assert!(!controlled_by(&ObjectMeta::default(), "b"));
     }
 }

@@ -55,6 +55,30 @@ pub fn set_condition(conditions: &mut Vec<Condition>, decided: Decided, generati
     }
 }
 
+/// `DeploymentReady` for a Deployment with `ready` ready replicas; `subject` names it ("the proxy Deployment").
+pub fn deployment_ready(ready: i32, subject: &str) -> Decided {
+    use coder_k8s_api::shared::deployment_reasons::{MINIMUM_REPLICAS_READY, NO_REPLICAS_READY};
+    let (status, reason, message) = if ready > 0 {
+        (
+            ConditionStatus::True,
+            MINIMUM_REPLICAS_READY,
+            format!("{subject} has ready replicas"),
+        )
+    } else {
+        (
+            ConditionStatus::False,
+            NO_REPLICAS_READY,
+            format!("{subject} has no ready replica"),
+        )
+    };
+    Decided {
+        type_: "DeploymentReady",
+        status,
+        reason,
+        message,
+    }
+}
+
 /// Removes the condition of `type_` (for example `DatabaseSecretResolved` when `spec.database` is unset).
 pub fn remove_condition(conditions: &mut Vec<Condition>, type_: &str) {
     conditions.retain(|c| c.type_ != type_);
@@ -76,6 +100,21 @@ mod tests {
             reason,
             message: format!("because {reason}"),
         }
+    }
+
+    #[test]
+    fn deployment_readiness() {
+        let ready = deployment_ready(2, "the proxy Deployment");
+        assert_eq!(
+            (ready.status, ready.reason),
+            (ConditionStatus::True, "MinimumReplicasReady")
+        );
+        assert_eq!(ready.message, "the proxy Deployment has ready replicas");
+        let none = deployment_ready(0, "the proxy Deployment");
+        assert_eq!(
+            (none.status, none.reason),
+            (ConditionStatus::False, "NoReplicasReady")
+        );
     }
 
     #[test]

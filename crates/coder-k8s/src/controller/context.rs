@@ -1,15 +1,31 @@
-//! What every reconciler shares: the Kubernetes client, settings, metrics and the Event recorder.
+//! What every reconciler shares: the Kubernetes client, settings, metrics, the Event recorder, the watch caches,
+//! control-plane access (one Coder client per control plane) and the per-object bookkeeping that is dropped when
+//! the object goes.
 
+use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
-use coder_k8s_coder_client::{ClientOptions, CoderClient, SessionToken};
+use coder_k8s_api::control_plane::CoderControlPlane;
+use coder_k8s_api::provisioner::CoderProvisioner;
+use coder_k8s_api::workspace_proxy::CoderWorkspaceProxy;
+use coder_k8s_control_plane_access::{ClientCache, ClientSettings, EntitlementMemo};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service, ServiceAccount};
+use k8s_openapi::api::networking::v1::Ingress;
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+use kube::core::PartialObjectMeta;
 use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::watcher;
 
+use super::cache::{Echoes, Informer, ValueReader, strip_meta};
 use super::metrics::ReconcileMetrics;
+use super::status_writer::StatusMemo;
 
-/// Timings and the out-of-cluster address override. Durations are settings so tests can run fast.
+use super::labels::MANAGED_BY_SELECTOR;
+
+/// Timings, concurrency and the out-of-cluster address override. Durations are settings so tests can run fast.
 #[derive(Clone, Debug)]
 pub struct ControllerSettings {
     /// When set, Coder Service hosts (`*.svc.cluster.local`) resolve to this address: the operator runs outside
@@ -19,19 +35,21 @@ pub struct ControllerSettings {
     pub watch_namespace: Option<String>,
     /// Timeout of one Coder API call.
     pub coder_request_timeout: Duration,
-    /// Requeue after errors and while waiting on something outside the operator (contract: 30 s).
+    /// Requeue after errors and while waiting on something outside the operator (30 s).
     pub retry_interval: Duration,
-    /// How often entitlements are read once the control plane is Ready (contract: 2 min).
+    /// How often entitlements are read once the control plane is Ready (2 min); also the requeue of Ready objects.
     pub entitlements_interval: Duration,
-    /// How long a deleted control plane waits for referrers that are being deleted (v0.1.5: 10 min).
+    /// How long a deleted control plane waits for referrers that are being deleted (10 min).
     pub deletion_wait: Duration,
-    /// After `deletion_wait`, the time for one last delete attempt (v0.1.5: 5 min).
+    /// After `deletion_wait`, the time for one last delete attempt (5 min).
     pub deletion_last_attempt: Duration,
-    /// How long referrers that are not being deleted hold a deleted control plane (v0.1.5: 30 s).
+    /// How long referrers that are not being deleted hold a deleted control plane (30 s).
     pub referrer_hold: Duration,
     /// How long a deleted provisioner retries a key delete that met a retryable answer before it releases its
-    /// finalizer anyway (best effort, v0.1.5).
+    /// finalizer anyway (best effort).
     pub cleanup_retry_window: Duration,
+    /// Reconciles of one kind that run at the same time.
+    pub max_concurrent_reconciles: u16,
 }
 
 impl Default for ControllerSettings {
@@ -46,7 +64,88 @@ impl Default for ControllerSettings {
             deletion_last_attempt: Duration::from_secs(300),
             referrer_hold: Duration::from_secs(30),
             cleanup_retry_window: Duration::from_secs(120),
+            max_concurrent_reconciles: 4,
         }
+    }
+}
+
+/// One watch per resource type the controllers own or read.
+pub struct Caches {
+    pub control_planes: Arc<Informer<CoderControlPlane>>,
+    pub provisioners: Arc<Informer<CoderProvisioner>>,
+    pub workspace_proxies: Arc<Informer<CoderWorkspaceProxy>>,
+    pub deployments: Arc<Informer<Deployment>>,
+    pub services: Arc<Informer<PartialObjectMeta<Service>>>,
+    pub service_accounts: Arc<Informer<PartialObjectMeta<ServiceAccount>>>,
+    pub ingresses: Arc<Informer<PartialObjectMeta<Ingress>>>,
+    pub roles: Arc<Informer<PartialObjectMeta<Role>>>,
+    pub role_bindings: Arc<Informer<PartialObjectMeta<RoleBinding>>>,
+    /// Every Secret's metadata, values fetched only when they change.
+    pub secrets: ValueReader<Secret>,
+    /// Every ConfigMap's metadata, values fetched only when they change.
+    pub config_maps: ValueReader<ConfigMap>,
+}
+
+fn strip_object<K: kube::Resource>(object: &mut K) {
+    strip_meta(object.meta_mut());
+}
+
+fn strip_deployment(deployment: &mut Deployment) {
+    strip_meta(&mut deployment.metadata);
+    deployment.spec = None;
+}
+
+impl Caches {
+    fn start(client: &kube::Client, namespace: Option<&str>) -> Self {
+        let all = watcher::Config::default();
+        let managed = watcher::Config::default().labels(MANAGED_BY_SELECTOR);
+        macro_rules! watch {
+            ($kind:ty, $config:expr, $strip:expr) => {
+                Informer::start(scoped_api::<$kind>(client, namespace), $config, $strip)
+            };
+        }
+        Self {
+            control_planes: watch!(CoderControlPlane, all.clone(), strip_object),
+            provisioners: watch!(CoderProvisioner, all.clone(), strip_object),
+            workspace_proxies: watch!(CoderWorkspaceProxy, all.clone(), strip_object),
+            deployments: watch!(Deployment, managed.clone(), strip_deployment),
+            services: watch!(PartialObjectMeta<Service>, managed.clone(), strip_object),
+            service_accounts: watch!(PartialObjectMeta<ServiceAccount>, managed.clone(), strip_object),
+            ingresses: watch!(PartialObjectMeta<Ingress>, managed.clone(), strip_object),
+            roles: watch!(PartialObjectMeta<Role>, managed.clone(), strip_object),
+            role_bindings: watch!(PartialObjectMeta<RoleBinding>, managed, strip_object),
+            secrets: ValueReader::new(watch!(PartialObjectMeta<Secret>, all.clone(), strip_object)),
+            config_maps: ValueReader::new(watch!(PartialObjectMeta<ConfigMap>, all, strip_object)),
+        }
+    }
+
+    /// Waits until every cache holds its first list, so no reconcile mistakes "not cached yet" for "absent".
+    pub async fn ready(&self) {
+        futures::join!(
+            self.control_planes.ready(),
+            self.provisioners.ready(),
+            self.workspace_proxies.ready(),
+            self.deployments.ready(),
+            self.services.ready(),
+            self.service_accounts.ready(),
+            self.ingresses.ready(),
+            self.roles.ready(),
+            self.role_bindings.ready(),
+            self.secrets.metadata().ready(),
+            self.config_maps.metadata().ready(),
+        );
+    }
+}
+
+/// An API for `K` in `namespace`, or in every namespace. Metadata-only watches use it too
+/// (`PartialObjectMeta<K>` is served by the same URLs).
+fn scoped_api<K>(client: &kube::Client, namespace: Option<&str>) -> kube::Api<K>
+where
+    K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>,
+{
+    match namespace {
+        Some(namespace) => kube::Api::namespaced(client.clone(), namespace),
+        None => kube::Api::all(client.clone()),
     }
 }
 
@@ -54,7 +153,7 @@ impl Default for ControllerSettings {
 #[derive(Default)]
 struct RateLimit {
     backoff: coder_k8s_coder_client::backoff::Backoff,
-    until: Option<std::time::Instant>,
+    until: Option<Instant>,
 }
 
 /// Shared by every reconcile.
@@ -63,88 +162,117 @@ pub struct Context {
     pub settings: ControllerSettings,
     pub metrics: Arc<ReconcileMetrics>,
     pub recorder: Recorder,
+    pub caches: Caches,
+    /// The operator's own applies, so their watch echo does not trigger a reconcile.
+    pub echoes: Arc<Echoes>,
+    /// One Coder client per control plane.
+    pub clients: ClientCache,
+    /// The last entitlements read per control plane, shared by the control plane and its provisioners.
+    pub entitlements: EntitlementMemo,
+    /// The last status each object was given, so a cache that has not caught up does not cause a second write.
+    pub statuses: StatusMemo,
+    /// Per-object facts a kind keeps between reconciles (for example the token verified at a Secret version),
+    /// keyed by object UID and the fact's name.
+    facts: Mutex<HashMap<(String, &'static str), String>>,
     /// Per-object backoff after Coder's 429 (in memory, like v0.1.5), keyed by object UID.
-    rate_limits: std::sync::Mutex<std::collections::HashMap<String, RateLimit>>,
+    rate_limits: Mutex<HashMap<String, RateLimit>>,
 }
 
 impl Context {
-    /// An API for `K` in the watched namespace, or in every namespace.
-    pub fn watched_api<K>(&self) -> kube::Api<K>
-    where
-        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
-        <K as kube::Resource>::DynamicType: Default,
-    {
-        match &self.settings.watch_namespace {
-            Some(namespace) => kube::Api::namespaced(self.client.clone(), namespace),
-            None => kube::Api::all(self.client.clone()),
-        }
-    }
-
+    /// Starts the watch caches (on the current tokio runtime) and builds the context.
     pub fn new(client: kube::Client, settings: ControllerSettings, metrics: Arc<ReconcileMetrics>) -> Self {
         let reporter = Reporter {
             controller: "coder-k8s".to_owned(),
             instance: std::env::var("POD_NAME").ok(),
         };
+        let clients = ClientCache::new(ClientSettings {
+            timeout: settings.coder_request_timeout,
+            service_address_override: settings.service_address_override,
+        });
         Self {
             recorder: Recorder::new(client.clone(), reporter),
+            caches: Caches::start(&client, settings.watch_namespace.as_deref()),
             client,
             settings,
             metrics,
-            rate_limits: std::sync::Mutex::default(),
+            echoes: Arc::default(),
+            clients,
+            entitlements: EntitlementMemo::default(),
+            statuses: StatusMemo::default(),
+            facts: Mutex::default(),
+            rate_limits: Mutex::default(),
         }
+    }
+
+    /// Forgets everything kept about object `uid` (it is gone).
+    pub fn forget(&self, uid: &str) {
+        self.statuses.forget(uid);
+        self.clients.forget(uid);
+        self.entitlements.forget(uid);
+        self.lock_facts().retain(|(owner, _), _| owner != uid);
+        self.lock_rate_limits().remove(uid);
+    }
+
+    /// How many objects have per-object bookkeeping (for tests of the clean-up).
+    pub fn tracked_objects(&self) -> usize {
+        self.statuses.len() + self.lock_facts().len() + self.lock_rate_limits().len() + self.clients.len()
+    }
+
+    fn lock_facts(&self) -> std::sync::MutexGuard<'_, HashMap<(String, &'static str), String>> {
+        self.facts.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn lock_rate_limits(&self) -> std::sync::MutexGuard<'_, HashMap<String, RateLimit>> {
+        self.rate_limits.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The fact `name` kept for object `uid`, if any.
+    pub fn fact(&self, uid: &str, name: &'static str) -> Option<String> {
+        self.lock_facts().get(&(uid.to_owned(), name)).cloned()
+    }
+
+    /// Keeps (or with `None` drops) the fact `name` of object `uid`.
+    pub fn set_fact(&self, uid: &str, name: &'static str, fact: Option<String>) {
+        let mut facts = self.lock_facts();
+        let key = (uid.to_owned(), name);
+        match fact {
+            Some(fact) => facts.insert(key, fact),
+            None => facts.remove(&key),
+        };
     }
 
     /// The requeue after a 429 for object `uid`: 2 s doubling to 2 min with ±20 % jitter, and never before Coder's
     /// `Retry-After`.
     pub fn rate_limited(&self, uid: &str, retry_after: Option<Duration>) -> Duration {
-        let mut limits = self
-            .rate_limits
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut limits = self.lock_rate_limits();
         let limit = limits.entry(uid.to_owned()).or_default();
         let delay = limit
             .backoff
             .next_delay(&mut coder_k8s_coder_client::backoff::OsRandom)
             .max(retry_after.unwrap_or_default());
-        limit.until = Some(std::time::Instant::now() + delay);
+        limit.until = Some(Instant::now() + delay);
         delay
     }
 
     /// How long object `uid` must still wait after a 429, if at all.
     pub fn rate_limit_remaining(&self, uid: &str) -> Option<Duration> {
-        let limits = self
-            .rate_limits
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let until = limits.get(uid)?.until?;
+        let until = self.lock_rate_limits().get(uid)?.until?;
         until
-            .checked_duration_since(std::time::Instant::now())
+            .checked_duration_since(Instant::now())
             .filter(|d| !d.is_zero())
     }
 
     /// Forgets the backoff of object `uid` after a success.
     pub fn rate_limit_passed(&self, uid: &str) {
-        self.rate_limits
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .remove(uid);
+        self.lock_rate_limits().remove(uid);
     }
 
-    /// A Coder client for `url` with the operator token, honouring the address override.
-    pub fn coder_client(
+    /// A Coder client for `url` with `token` that is not cached (credentials other than an operator token).
+    pub fn uncached_coder_client(
         &self,
         url: &url::Url,
         token: &str,
-    ) -> Result<CoderClient, coder_k8s_coder_client::Error> {
-        let mut options = ClientOptions {
-            timeout: self.settings.coder_request_timeout,
-            ..ClientOptions::default()
-        };
-        if let (Some(address), Some(host)) = (self.settings.service_address_override, url.host_str())
-            && host.ends_with(".svc.cluster.local")
-        {
-            options.resolve_overrides.push((host.to_owned(), address));
-        }
-        CoderClient::with_options(url.clone(), Some(SessionToken::new(token)), options)
+    ) -> Result<coder_k8s_coder_client::CoderClient, coder_k8s_coder_client::Error> {
+        self.clients.settings().build(url, token)
     }
 }

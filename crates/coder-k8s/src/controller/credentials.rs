@@ -1,22 +1,18 @@
-//! The credential-Secret contract of v0.1.5 (seeds 000, 002, 003) for CoderProvisioner and CoderWorkspaceProxy: a
+//! The credential-Secret rule (docs/controllers/README.md) for CoderProvisioner and CoderWorkspaceProxy: a
 //! Secret whose value goes into a pod or to Coder is used only when it carries the label `coder.com/credential=true`
 //! and its annotation `coder.com/credential-destinations` lists the origin the value is sent to. Pure functions.
 
 use coder_k8s_api::shared::{CREDENTIAL_DESTINATIONS_ANNOTATION, CREDENTIAL_LABEL};
-use k8s_openapi::api::core::v1::{EnvVar, Secret};
+use k8s_openapi::api::core::v1::EnvVar;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-/// Reasons of `CredentialsReady`.
+/// Reasons of `CredentialsReady` (the same for every kind that uses credential Secrets).
 pub mod reasons {
-    /// Every referenced Secret consents to the destination.
-    pub const VERIFIED: &str = "CredentialsVerified";
-    /// A referenced Secret does not exist.
-    pub const SECRET_NOT_FOUND: &str = "CredentialSecretNotFound";
-    /// A referenced Secret lacks the label `coder.com/credential=true`.
-    pub const SECRET_NOT_MARKED: &str = "CredentialSecretNotMarked";
-    /// A referenced Secret's `coder.com/credential-destinations` does not list the destination origin.
-    pub const DESTINATION_NOT_LISTED: &str = "CredentialDestinationNotListed";
-    /// The provisioner key Secret exists and the operator does not own it.
-    pub const KEY_SECRET_NOT_OWNED: &str = "KeySecretNotOwned";
+    pub use coder_k8s_api::shared::credential_reasons::{
+        CREDENTIAL_DESTINATION_NOT_LISTED as DESTINATION_NOT_LISTED,
+        CREDENTIAL_SECRET_NOT_FOUND as SECRET_NOT_FOUND, CREDENTIAL_SECRET_NOT_MARKED as SECRET_NOT_MARKED,
+        CREDENTIALS_VERIFIED as VERIFIED,
+    };
 }
 
 /// The origin of a URL: `scheme://host[:port]`, lowercase, with the scheme's default port left out.
@@ -31,12 +27,11 @@ pub fn origin_of(url: &str) -> Option<String> {
 }
 
 /// Why a Secret may not be used for `destination_origin`, or `None` when it may.
-pub fn refusal(secret: Option<&Secret>, destination_origin: &str) -> Option<&'static str> {
+pub fn refusal(secret: Option<&ObjectMeta>, destination_origin: &str) -> Option<&'static str> {
     let Some(secret) = secret else {
         return Some(reasons::SECRET_NOT_FOUND);
     };
     let marked = secret
-        .metadata
         .labels
         .as_ref()
         .and_then(|labels| labels.get(CREDENTIAL_LABEL))
@@ -45,7 +40,6 @@ pub fn refusal(secret: Option<&Secret>, destination_origin: &str) -> Option<&'st
         return Some(reasons::SECRET_NOT_MARKED);
     }
     let listed = secret
-        .metadata
         .annotations
         .as_ref()
         .and_then(|annotations| annotations.get(CREDENTIAL_DESTINATIONS_ANNOTATION))
@@ -77,6 +71,25 @@ pub fn secret_refs(env: &[EnvVar]) -> Vec<String> {
     names
 }
 
+/// `CredentialsReady` (the condition type every kind uses): the first refusal (reason, message), or verified with
+/// `verified` as the message.
+pub fn condition(
+    refusal: Option<(&'static str, String)>,
+    verified: &str,
+) -> crate::controller::conditions::Decided {
+    use crate::controller::conditions::{ConditionStatus, Decided};
+    let (status, reason, message) = match refusal {
+        Some((reason, message)) => (ConditionStatus::False, reason, message),
+        None => (ConditionStatus::True, reasons::VERIFIED, verified.to_owned()),
+    };
+    Decided {
+        type_: "CredentialsReady",
+        status,
+        reason,
+        message,
+    }
+}
+
 /// A human message for a refusal; names the Secret and the origin, never a value.
 pub fn refusal_message(secret_name: &str, reason: &str, destination_origin: &str) -> String {
     match reason {
@@ -98,15 +111,19 @@ mod tests {
     use k8s_openapi::api::core::v1::{EnvVarSource, SecretKeySelector};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-    fn secret(label: Option<&str>, destinations: Option<&str>) -> Secret {
-        Secret {
+    fn secret_meta(label: Option<&str>, destinations: Option<&str>) -> ObjectMeta {
+        secret(label, destinations).metadata
+    }
+
+    fn secret(label: Option<&str>, destinations: Option<&str>) -> k8s_openapi::api::core::v1::Secret {
+        k8s_openapi::api::core::v1::Secret {
             metadata: ObjectMeta {
                 labels: label.map(|v| BTreeMap::from([(CREDENTIAL_LABEL.to_owned(), v.to_owned())])),
                 annotations: destinations
                     .map(|v| BTreeMap::from([(CREDENTIAL_DESTINATIONS_ANNOTATION.to_owned(), v.to_owned())])),
                 ..ObjectMeta::default()
             },
-            ..Secret::default()
+            ..Default::default()
         }
     }
 
@@ -133,27 +150,27 @@ mod tests {
         let origin = origin_of(origin).unwrap();
         assert_eq!(refusal(None, &origin), Some(reasons::SECRET_NOT_FOUND));
         assert_eq!(
-            refusal(Some(&secret(None, Some(&origin))), &origin),
+            refusal(Some(&secret_meta(None, Some(&origin))), &origin),
             Some(reasons::SECRET_NOT_MARKED)
         );
         assert_eq!(
-            refusal(Some(&secret(Some("false"), Some(&origin))), &origin),
+            refusal(Some(&secret_meta(Some("false"), Some(&origin))), &origin),
             Some(reasons::SECRET_NOT_MARKED)
         );
         assert_eq!(
-            refusal(Some(&secret(Some("true"), None)), &origin),
+            refusal(Some(&secret_meta(Some("true"), None)), &origin),
             Some(reasons::DESTINATION_NOT_LISTED)
         );
         assert_eq!(
             refusal(
-                Some(&secret(Some("true"), Some("https://other.example.com"))),
+                Some(&secret_meta(Some("true"), Some("https://other.example.com"))),
                 &origin
             ),
             Some(reasons::DESTINATION_NOT_LISTED)
         );
         assert_eq!(
             refusal(
-                Some(&secret(
+                Some(&secret_meta(
                     Some("true"),
                     Some("https://other.example.com, http://coder.coder.svc.cluster.local")
                 )),

@@ -20,6 +20,7 @@ struct VerbLabels {
 pub struct KubeRequests {
     by_verb: Family<VerbLabels, Counter>,
     writes: Arc<AtomicU64>,
+    reads: Arc<AtomicU64>,
     total: Arc<AtomicU64>,
 }
 
@@ -55,11 +56,19 @@ impl KubeRequests {
         if matches!(verb, "create" | "update" | "patch" | "delete") {
             self.writes.fetch_add(1, Ordering::Relaxed);
         }
+        if verb == "get" {
+            self.reads.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// Write requests (create, update, patch, delete) so far.
     pub fn writes(&self) -> u64 {
         self.writes.load(Ordering::Relaxed)
+    }
+
+    /// Read requests (get and list; not watches) so far.
+    pub fn reads(&self) -> u64 {
+        self.reads.load(Ordering::Relaxed)
     }
 
     /// All requests so far.
@@ -102,6 +111,7 @@ mod tests {
         let requests = KubeRequests::default();
         requests.record("get");
         requests.record("patch");
-        assert_eq!((requests.total(), requests.writes()), (2, 1));
+        requests.record("watch");
+        assert_eq!((requests.total(), requests.writes(), requests.reads()), (3, 1, 1));
     }
 }

@@ -65,6 +65,11 @@ impl ReconcileMetrics {
         }
     }
 
+    /// Reconciles of `kind` started so far.
+    pub fn runs(&self, kind: &'static str) -> u64 {
+        self.runs.get_or_create(&KindLabels { kind }).get()
+    }
+
     /// Counts a failed reconcile.
     pub fn failure(&self, kind: &'static str, category: &'static str) {
         self.failures

@@ -1,16 +1,28 @@
-//! The controllers, one module per kind, plus what they share: `apply` (server-side apply that skips unchanged
-//! objects), `conditions`, `context` (client, settings, metrics, Events), `credentials` (the credential-Secret
-//! contract) and `metrics`. CoderControlPlane, CoderProvisioner and CoderWorkspaceProxy run.
+//! The controllers, one module per kind (each: pure `names`/`desired`/`status` plus a short `reconcile`, and `run`
+//! in its `mod.rs`), and what they share, written once: `runner` (watches, owned kinds, finalizer, concurrency,
+//! error policy, metrics, shutdown), `cache` and `triggers` (watch caches and what a change of an owned or read
+//! object reconciles), `apply` (server-side apply skipped when unchanged, ownership, deletes), `status_writer`,
+//! `owned_secret`, `digest`, `error`, `conditions`, `credentials` (the credential-Secret rule) and `metrics`.
+//! How each kind behaves is written down in docs/controllers/.
 
 pub mod apply;
+pub mod cache;
 pub mod conditions;
 pub mod context;
 pub mod control_plane;
 pub mod credentials;
+pub mod digest;
+pub mod error;
+pub mod finalizer;
 pub mod kube_requests;
+pub mod labels;
 pub mod metrics;
+pub mod owned_secret;
 pub mod provisioner;
+pub mod runner;
 pub mod secrets;
+pub mod status_writer;
+pub mod triggers;
 pub mod workspace_proxy;
 
 /// Kinds whose reconciler runs.

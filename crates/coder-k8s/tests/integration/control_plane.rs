@@ -9,7 +9,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use coder_k8s::controller::context::{Context, ControllerSettings};
-use coder_k8s::controller::control_plane::reconcile;
 use coder_k8s::controller::kube_requests::KubeRequests;
 use coder_k8s::controller::metrics::ReconcileMetrics;
 use coder_k8s_api::control_plane::CoderControlPlane;
@@ -37,6 +36,8 @@ pub(crate) struct Harness {
     pub(crate) db_url: String,
     pub(crate) server: TestServer,
     pub(crate) requests: KubeRequests,
+    pub(crate) metrics: Arc<ReconcileMetrics>,
+    pub(crate) ctx: Arc<Context>,
     pub(crate) admin: kube::Client,
     pub(crate) stop: watch::Sender<bool>,
 }
@@ -58,6 +59,7 @@ fn settings(ns: &str) -> ControllerSettings {
         deletion_last_attempt: Duration::from_secs(2),
         referrer_hold: Duration::from_secs(2),
         cleanup_retry_window: Duration::from_secs(10),
+        max_concurrent_reconciles: 4,
     }
 }
 
@@ -93,7 +95,7 @@ pub(crate) async fn harness_with(tag: &str, adjust: impl FnOnce(&mut ControllerS
     let metrics = ReconcileMetrics::register(&mut prometheus_client::registry::Registry::default());
     let mut settings = settings(&ns);
     adjust(&mut settings);
-    let ctx = Arc::new(Context::new(client, settings, metrics));
+    let ctx = Arc::new(Context::new(client, settings, metrics.clone()));
     let (stop, stopped) = watch::channel(false);
     // The controllers of every built kind, each stopping when the harness drops.
     let stopped_signal = move || {
@@ -102,16 +104,21 @@ pub(crate) async fn harness_with(tag: &str, adjust: impl FnOnce(&mut ControllerS
             let _ = stopped.wait_for(|s| *s).await;
         }
     };
-    tokio::spawn(reconcile::run(ctx.clone(), stopped_signal()));
-    tokio::spawn(coder_k8s::controller::provisioner::reconcile::run(
+    tokio::spawn(coder_k8s::controller::control_plane::run(
         ctx.clone(),
         stopped_signal(),
     ));
-    tokio::spawn(coder_k8s::controller::workspace_proxy::reconcile::run(
-        ctx,
+    tokio::spawn(coder_k8s::controller::provisioner::run(
+        ctx.clone(),
+        stopped_signal(),
+    ));
+    tokio::spawn(coder_k8s::controller::workspace_proxy::run(
+        ctx.clone(),
         stopped_signal(),
     ));
     Harness {
+        metrics,
+        ctx,
         admin: cp.client().unwrap(),
         cp,
         ns,
@@ -460,7 +467,7 @@ async fn licence_entitlements_and_a_silent_steady_state() {
     assert_eq!(status.ready_replicas, Some(1));
     assert_eq!(
         status.license_last_applied_hash.as_deref(),
-        Some(reconcile::license_hash(LICENSE_1).as_str())
+        Some(coder_k8s::controller::control_plane::coder::license_hash(LICENSE_1).as_str())
     );
     wait_for(
         || async {
@@ -493,25 +500,38 @@ async fn licence_entitlements_and_a_silent_steady_state() {
         );
     }
 
-    // Steady state: resyncs every second read, but write nothing to Kubernetes or Coder.
+    // Steady state: a reconcile every second (the 1 s entitlements interval of the tests), each reading from the
+    // watch caches: no Kubernetes reads or writes, and no Coder call but the entitlements check.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let (writes, reads, coder_requests) =
-        (h.requests.writes(), h.requests.total(), h.server.requests().len());
+        (h.requests.writes(), h.requests.reads(), h.server.requests().len());
+    let reconciles = h.metrics.runs("CoderControlPlane");
     tokio::time::sleep(Duration::from_secs(5)).await;
-    assert!(h.requests.total() > reads + 10, "the controller kept resyncing");
+    assert!(
+        h.metrics.runs("CoderControlPlane") >= reconciles + 3,
+        "the controller kept reconciling during the window"
+    );
     assert_eq!(
         h.requests.writes(),
         writes,
         "no Kubernetes writes at steady state"
     );
-    let coder_writes: Vec<_> = h.server.requests()[coder_requests..]
+    assert_eq!(h.requests.reads(), reads, "no Kubernetes reads at steady state");
+    let coder_calls: Vec<_> = h.server.requests()[coder_requests..]
         .iter()
-        .filter(|r| r.method != "GET")
         .map(|r| format!("{} {}", r.method, r.path))
         .collect();
     assert!(
-        coder_writes.is_empty(),
-        "no Coder writes at steady state: {coder_writes:?}"
+        coder_calls.iter().any(|c| c == "GET /api/v2/entitlements"),
+        "the entitlements were checked: {coder_calls:?}"
+    );
+    let others: Vec<_> = coder_calls
+        .iter()
+        .filter(|c| *c != "GET /api/v2/entitlements")
+        .collect();
+    assert!(
+        others.is_empty(),
+        "no Coder call but the entitlements check at steady state: {others:?}"
     );
 
     // A new licence is uploaded once.
@@ -524,7 +544,7 @@ async fn licence_entitlements_and_a_silent_steady_state() {
                 .unwrap()
                 .license_last_applied_hash
                 .as_deref()
-                == Some(reconcile::license_hash(LICENSE_2).as_str())
+                == Some(coder_k8s::controller::control_plane::coder::license_hash(LICENSE_2).as_str())
         },
         "the second licence",
     )
@@ -694,6 +714,10 @@ async fn deletion_without_referrers_is_immediate_and_unrelated_referrers_hold_br
         "the Deployment",
     )
     .await;
+    assert!(
+        h.ctx.tracked_objects() > 0,
+        "the controller keeps facts about a live control plane"
+    );
     let started = std::time::Instant::now();
     cps.delete("used", &DeleteParams::default()).await.unwrap();
     wait_for(
@@ -706,6 +730,12 @@ async fn deletion_without_referrers_is_immediate_and_unrelated_referrers_hold_br
         took >= Duration::from_secs(7) && took < Duration::from_secs(20),
         "held for {took:?}"
     );
+    // Nothing is kept about control planes that are gone.
+    wait_for(
+        || async { h.ctx.tracked_objects() == 0 },
+        "the per-object bookkeeping to be dropped",
+    )
+    .await;
 }
 
 #[tokio::test]

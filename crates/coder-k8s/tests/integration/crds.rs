@@ -1,5 +1,5 @@
 //! The generated CRDs on a real kube-apiserver: they install, the samples apply with kubectl, CEL rules reject
-//! invalid objects with the contract's messages, `kubectl explain` and printer columns work.
+//! invalid objects with v0.1.5's messages, `kubectl explain` and printer columns work.
 
 use crate::support::{assert_success, control_plane_with_crds, kubectl, path, stderr, stdout};
 

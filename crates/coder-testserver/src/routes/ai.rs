@@ -1,5 +1,5 @@
 //! AI-related routes. All three route sets are UNSTABLE in Coder: they exist only on 2026 `main`
-//! (post-v2.30.0) and have moved between paths over time (coder-api.md §8):
+//! (post-v2.30.0) and have moved between paths over time:
 //! * AI Gateway keys: `/api/v2/ai-gateway/keys` (auth + feature `aibridge`);
 //! * AI providers: `/api/v2/ai/providers` (gate unverified: owner-only here, no feature gate);
 //! * MCP server configs: `/api/v2/organizations/{org}/mcp-servers` (gate unverified: org admins here).

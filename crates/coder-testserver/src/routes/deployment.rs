@@ -1,4 +1,4 @@
-//! Deployment identity and licensing: `/buildinfo`, `/entitlements`, `/licenses` (coder-api.md §3).
+//! Deployment identity and licensing: `/buildinfo`, `/entitlements`, `/licenses`.
 
 use axum::Router;
 use axum::extract::{Path, State};

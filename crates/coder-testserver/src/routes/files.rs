@@ -1,4 +1,4 @@
-//! Template archives: `POST /files`, `GET /files/{id}` (coder-api.md §7.1).
+//! Template archives: `POST /files`, `GET /files/{id}`.
 
 use axum::Router;
 use axum::extract::{Path, State};

@@ -1,4 +1,4 @@
-//! Build and import logs (coder-api.md §7.6): a JSON array, or with `?follow` a websocket of JSON text
+//! Build and import logs: a JSON array, or with `?follow` a websocket of JSON text
 //! frames that closes with 1000 "done" once the job has completed.
 
 use std::time::Duration;

@@ -67,7 +67,7 @@ async fn method_not_allowed() -> Response {
     )
 }
 
-/// `X-Coder-Build-Version` and `X-Content-Type-Options` (coder-api.md §1.2).
+/// `X-Coder-Build-Version` and `X-Content-Type-Options`, which Coder adds to every API response.
 pub(crate) fn add_standard_headers(app: &App, response: &mut Response) {
     if let Ok(version) = HeaderValue::from_str(&app.build_version) {
         response.headers_mut().insert("X-Coder-Build-Version", version);

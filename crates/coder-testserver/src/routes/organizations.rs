@@ -1,4 +1,4 @@
-//! Organizations (read from Coder's PostgreSQL; coder-api.md §4.2) and the built-in `Everyone` group.
+//! Organizations (read from Coder's PostgreSQL) and the built-in `Everyone` group.
 
 use axum::Router;
 use axum::extract::{Path, State};

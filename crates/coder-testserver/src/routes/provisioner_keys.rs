@@ -1,4 +1,4 @@
-//! Provisioner keys (feature `external_provisioner_daemons`; coder-api.md §5.1) and the daemon list.
+//! Provisioner keys (feature `external_provisioner_daemons`) and the daemon list.
 
 use std::collections::BTreeMap;
 

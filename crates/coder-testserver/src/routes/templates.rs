@@ -1,4 +1,4 @@
-//! Template versions (imports) and templates (coder-api.md §7.2, §7.3).
+//! Template versions (imports) and templates.
 
 use std::collections::BTreeMap;
 use std::time::SystemTime;

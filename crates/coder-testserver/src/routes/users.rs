@@ -1,4 +1,4 @@
-//! Users and API tokens (coder-api.md §4.1, §4.3), read from and written to Coder's PostgreSQL.
+//! Users and API tokens, read from and written to Coder's PostgreSQL.
 
 use axum::Router;
 use axum::extract::{Path, State};
@@ -33,7 +33,7 @@ fn role_display_name(role: &str) -> String {
     }
 }
 
-/// `User` JSON (coder-api.md §4.1).
+/// `User` JSON (`codersdk.User`).
 pub(super) async fn render_user(app: &App, user: &User) -> Result<Value, ApiError> {
     let organization_ids: Vec<_> = app
         .db

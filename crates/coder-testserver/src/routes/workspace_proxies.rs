@@ -1,4 +1,4 @@
-//! Workspace proxies (feature `workspace_proxy`, gated before auth; coder-api.md §6).
+//! Workspace proxies (feature `workspace_proxy`, gated before auth).
 
 use axum::Router;
 use axum::extract::{Path, State};
@@ -221,7 +221,8 @@ async fn update(
 ) -> ApiResult {
     gate(&app, auth)?.require_owner()?;
     let body = body.parse()?;
-    // All four carry validate:"required" (the pitfall of coder-api.md §6).
+    // In Coder's `PatchWorkspaceProxy` all four fields carry validate:"required": a PATCH that leaves the display
+    // name or icon empty is refused, although they look optional.
     let mut error: Option<ApiError> = None;
     for (field, value) in [
         ("id", &body.id),

@@ -1,4 +1,4 @@
-//! Workspaces and workspace builds (coder-api.md §7.4, §7.5).
+//! Workspaces and workspace builds.
 
 use axum::Router;
 use axum::extract::{Path, State};

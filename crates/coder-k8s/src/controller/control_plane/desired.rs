@@ -1,4 +1,4 @@
-//! The objects a CoderControlPlane should have, computed from its spec alone (contract §2.1). Pure: the reconciler
+//! The objects a CoderControlPlane should have, computed from its spec alone (docs/controllers/control-plane.md, "What it creates"). Pure: the reconciler
 //! applies the result with server-side apply; tests check it without an apiserver.
 
 use std::collections::BTreeMap;
@@ -56,7 +56,7 @@ pub struct Inputs {
 
 /// Whether built-in TLS is on.
 pub fn tls_enabled(spec: &CoderControlPlaneSpec) -> bool {
-    !spec.tls.secret_names.is_empty()
+    coder_k8s_control_plane_access::tls_enabled(spec)
 }
 
 /// `status.url`: `http://<svc>.<ns>.svc.cluster.local:<port>`, or `https://…:443` with TLS.
@@ -70,17 +70,13 @@ pub fn status_url(id: &ControlPlaneId, spec: &CoderControlPlaneSpec) -> String {
 
 /// The Service port that reaches Coder's plain HTTP listener: the spec port, or 80 when TLS takes 443.
 pub fn http_service_port(spec: &CoderControlPlaneSpec) -> i32 {
-    if tls_enabled(spec) && spec.service.port == 443 {
-        80
-    } else {
-        spec.service.port
-    }
+    coder_k8s_control_plane_access::http_service_port(spec)
 }
 
-/// The URL every operator component uses for Coder API calls: always plain HTTP on the Service (contract §5.4),
-/// because certificates for an external host rarely cover the Service name.
+/// The URL every operator component uses for Coder API calls: plain HTTP on the Service (see
+/// `coder_k8s_control_plane_access::internal_url`).
 pub fn internal_url(id: &ControlPlaneId, spec: &CoderControlPlaneSpec) -> String {
-    format!("http://{}:{}", id.service_host(), http_service_port(spec))
+    coder_k8s_control_plane_access::internal_url(&id.name, &id.namespace, spec)
 }
 
 /// `spec.extraEnv` sets `CODER_PG_CONNECTION_URL` although `spec.database` is set (ConflictingConfiguration).
@@ -285,7 +281,7 @@ fn user_defines_access_url(spec: &CoderControlPlaneSpec, inputs: &Inputs) -> boo
     inputs.env_from_defines_access_url || spec.extra_env.iter().any(|e| e.name == ACCESS_URL_ENV)
 }
 
-/// The operator's env (in the contract's order), then `extraEnv`.
+/// The operator's env (KUBE_POD_IP, CODER_DERP_SERVER_RELAY_URL, CODER_ACCESS_URL, the TLS variables, CODER_PG_CONNECTION_URL, in that order), then `extraEnv`.
 pub fn container_env(id: &ControlPlaneId, spec: &CoderControlPlaneSpec, inputs: &Inputs) -> Vec<EnvVar> {
     let mut env = vec![
         EnvVar {

@@ -1,4 +1,4 @@
-//! Names, labels and URLs of what a CoderControlPlane creates (contract §2.1). Pure functions.
+//! Names, labels and URLs of what a CoderControlPlane creates (docs/controllers/control-plane.md, "What it creates"). Pure functions.
 
 use std::collections::BTreeMap;
 
@@ -7,8 +7,6 @@ use coder_k8s_api::shared::{DNS_LABEL_MAX, DNS_SUBDOMAIN_MAX, fnv32a, truncated_
 
 /// `app.kubernetes.io/name` of control-plane objects.
 pub const APP_NAME: &str = "coder-control-plane";
-/// `app.kubernetes.io/managed-by` of every object the operator creates.
-pub const MANAGED_BY: &str = "coder-k8s";
 /// Label naming the control plane on workspace RBAC objects.
 pub const CONTROL_PLANE_LABEL: &str = "coder.com/control-plane";
 /// Label naming the control plane's namespace on workspace RBAC objects (they can live in other namespaces).
@@ -38,16 +36,12 @@ impl ControlPlaneId {
 
     /// `app.kubernetes.io/instance`: the name, hash-truncated to a valid label value.
     pub fn instance_label(&self) -> String {
-        truncated_name(&self.name, "", DNS_LABEL_MAX)
+        crate::controller::labels::instance(&self.name)
     }
 
     /// Labels of every object the control plane owns; also the Deployment selector.
     pub fn labels(&self) -> BTreeMap<String, String> {
-        BTreeMap::from([
-            ("app.kubernetes.io/name".to_owned(), APP_NAME.to_owned()),
-            ("app.kubernetes.io/instance".to_owned(), self.instance_label()),
-            ("app.kubernetes.io/managed-by".to_owned(), MANAGED_BY.to_owned()),
-        ])
+        crate::controller::labels::labels(APP_NAME, &self.name)
     }
 
     /// Labels of workspace Roles and RoleBindings: the control-plane labels plus its name and namespace.

@@ -1,11 +1,13 @@
-//! Pure decisions behind the CoderControlPlane conditions (contract §2.1, seed 002): the database Secret check and
+//! Pure decisions behind the CoderControlPlane conditions (docs/controllers/control-plane.md, "Conditions"): the database Secret check and
 //! the operator token Secret ownership check, and the Events of status transitions. Messages name Secrets and keys, never a URL or a credential.
 
 use std::collections::BTreeMap;
 
-use coder_k8s_api::control_plane::{
-    CONDITION_DATABASE_SECRET_RESOLVED, CONDITION_OPERATOR_TOKEN_SECRET_OWNED, CoderControlPlaneStatus,
+use coder_k8s_api::control_plane::conditions::{
+    DATABASE_SECRET_RESOLVED as CONDITION_DATABASE_SECRET_RESOLVED,
+    OPERATOR_TOKEN_SECRET_OWNED as CONDITION_OPERATOR_TOKEN_SECRET_OWNED,
 };
+use coder_k8s_api::control_plane::{CoderControlPlaneStatus, reasons};
 use coder_k8s_api::shared::{SecretKeySelector, WorkloadPhase};
 use coder_k8s_operator_access::{UrlProblem, parse_database_url};
 use k8s_openapi::ByteString;
@@ -13,22 +15,6 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::runtime::events::EventType;
 
 use crate::controller::conditions::{ConditionStatus, Decided};
-
-/// Reasons of `DatabaseSecretResolved`.
-pub mod database_reasons {
-    pub const RESOLVED: &str = "Resolved";
-    pub const SECRET_NOT_FOUND: &str = "SecretNotFound";
-    pub const KEY_NOT_FOUND: &str = "KeyNotFound";
-    pub const EMPTY_VALUE: &str = "EmptyValue";
-    pub const INVALID_URL: &str = "InvalidURL";
-    pub const CONFLICTING_CONFIGURATION: &str = "ConflictingConfiguration";
-}
-
-/// Reasons of `OperatorTokenSecretOwned`.
-pub mod token_reasons {
-    pub const OWNED: &str = "TokenSecretOwned";
-    pub const NOT_OWNED: &str = "TokenSecretNotOwned";
-}
 
 /// The outcome of the database Secret check; `url` is only set when resolved and is never displayed.
 pub struct DatabaseCheck {
@@ -52,7 +38,9 @@ pub fn check_database_secret(
     secret_data: Option<&BTreeMap<String, ByteString>>,
     conflicting: bool,
 ) -> DatabaseCheck {
-    use database_reasons::*;
+    use reasons::{
+        CONFLICTING_CONFIGURATION, EMPTY_VALUE, INVALID_URL, KEY_NOT_FOUND, RESOLVED, SECRET_NOT_FOUND,
+    };
     let key = reference.key.as_deref().unwrap_or_default();
     let at = format!("key {key:?} of Secret {:?}", reference.name);
     let fail = |reason: &'static str, message: String| DatabaseCheck {
@@ -128,13 +116,7 @@ pub fn token_secret_ownership(secret: Option<&Secret>, uid: &str) -> TokenSecret
     let Some(secret) = secret else {
         return TokenSecretOwnership::Absent;
     };
-    let owned = secret
-        .metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .any(|owner| owner.controller == Some(true) && owner.uid == uid);
-    if owned {
+    if crate::controller::apply::controlled_by(&secret.metadata, uid) {
         TokenSecretOwnership::Owned
     } else {
         TokenSecretOwnership::NotOwned
@@ -147,13 +129,13 @@ pub fn token_secret_condition(ownership: TokenSecretOwnership, secret_name: &str
         TokenSecretOwnership::Absent | TokenSecretOwnership::Owned => Decided {
             type_: CONDITION_OPERATOR_TOKEN_SECRET_OWNED,
             status: ConditionStatus::True,
-            reason: token_reasons::OWNED,
+            reason: reasons::TOKEN_SECRET_OWNED,
             message: format!("The control plane owns the operator token Secret {secret_name:?}"),
         },
         TokenSecretOwnership::NotOwned => Decided {
             type_: CONDITION_OPERATOR_TOKEN_SECRET_OWNED,
             status: ConditionStatus::False,
-            reason: token_reasons::NOT_OWNED,
+            reason: reasons::TOKEN_SECRET_NOT_OWNED,
             message: format!(
                 "Secret {secret_name:?} exists and this control plane is not its controller owner; the operator does not read, change or adopt it. Delete it if it is a leftover operator token Secret, or set spec.operatorAccess.generatedTokenSecretName to a name that does not exist."
             ),
@@ -200,7 +182,13 @@ pub fn transitions(
     }
     for condition in &new.conditions {
         let before = old.conditions.iter().find(|c| c.type_ == condition.type_);
-        if before.is_none_or(|b| b.status != condition.status || b.reason != condition.reason) {
+        // A condition seen for the first time is an Event only when it reports a problem: a new object gets no
+        // Events for its first, expected states.
+        let changed = match before {
+            Some(b) => b.status != condition.status || b.reason != condition.reason,
+            None => condition.status == "False",
+        };
+        if changed {
             let type_ = if condition.status == "False" {
                 EventType::Warning
             } else {
@@ -212,9 +200,88 @@ pub fn transitions(
     events
 }
 
+/// `externalProvisionerDaemonsEntitlement` and `licenseTier` from Coder's entitlements (premium = custom roles or
+/// multiple organizations entitled).
+pub fn entitlement_summary(
+    read: &coder_k8s_coder_client::types::Entitlements,
+) -> (
+    coder_k8s_api::control_plane::Entitlement,
+    coder_k8s_api::control_plane::LicenseTier,
+) {
+    use coder_k8s_api::control_plane::{Entitlement, LicenseTier};
+    use coder_k8s_coder_client::types::Entitlement as Coder;
+    let external = match read.entitlement("external_provisioner_daemons") {
+        Coder::Entitled => Entitlement::Entitled,
+        Coder::GracePeriod => Entitlement::GracePeriod,
+        Coder::NotEntitled => Entitlement::NotEntitled,
+        Coder::Unknown => Entitlement::Unknown,
+    };
+    let tier = if !read.has_license {
+        LicenseTier::None
+    } else if read.trial {
+        LicenseTier::Trial
+    } else if read.is_entitled("custom_roles") || read.is_entitled("multiple_organizations") {
+        LicenseTier::Premium
+    } else {
+        LicenseTier::Enterprise
+    };
+    (external, tier)
+}
+
+/// An AI or MCP object that refers to a control plane being deleted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Referrer {
+    pub label: String,
+    pub deleting: bool,
+}
+
+/// How much longer a deleted control plane keeps its finalizer, `elapsed` after its deletion started: while
+/// referrers are being deleted, up to the deletion wait plus the last attempt; while other referrers exist, up to
+/// the referrer hold; else not at all.
+pub fn referrer_wait(
+    referrers: &[Referrer],
+    elapsed: std::time::Duration,
+    settings: &crate::controller::context::ControllerSettings,
+) -> Option<std::time::Duration> {
+    let limit = settings.deletion_wait + settings.deletion_last_attempt;
+    if referrers.iter().any(|r| r.deleting) && elapsed < limit {
+        Some(limit - elapsed)
+    } else if referrers.iter().any(|r| !r.deleting) && elapsed < settings.referrer_hold {
+        Some(settings.referrer_hold - elapsed)
+    } else {
+        None
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn referrers_hold_a_deletion_for_their_windows() {
+        use std::time::Duration;
+        let settings = crate::controller::context::ControllerSettings::default();
+        let deleting = Referrer {
+            label: "CoderMCPServer/a".to_owned(),
+            deleting: true,
+        };
+        let kept = Referrer {
+            label: "CoderMCPServer/b".to_owned(),
+            deleting: false,
+        };
+        let secs = Duration::from_secs;
+        assert_eq!(referrer_wait(&[], secs(0), &settings), None);
+        assert_eq!(
+            referrer_wait(&[deleting.clone()], secs(60), &settings),
+            Some(secs(840))
+        );
+        assert_eq!(referrer_wait(&[deleting], secs(900), &settings), None);
+        assert_eq!(
+            referrer_wait(&[kept.clone()], secs(10), &settings),
+            Some(secs(20))
+        );
+        assert_eq!(referrer_wait(&[kept], secs(30), &settings), None);
+    }
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
     fn reference() -> SecretKeySelector {

@@ -1,4 +1,4 @@
-//! Names and desired objects of a CoderProvisioner (contract §2.2). Pure functions.
+//! Names and desired objects of a CoderProvisioner (docs/controllers/provisioner.md, "What it creates"). Pure functions.
 
 use std::collections::BTreeMap;
 
@@ -11,8 +11,6 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use kube::Resource;
-
-use crate::controller::control_plane::names::MANAGED_BY;
 
 /// `app.kubernetes.io/name` of provisioner objects.
 pub const APP_NAME: &str = "coder-provisioner";
@@ -30,7 +28,7 @@ pub struct ProvisionerNames {
     pub key_name: String,
 }
 
-/// Names derived from the object name and spec (hash-truncated at 63 where the contract says so).
+/// Names derived from the object name and spec (the Deployment, Role and ServiceAccount names are hash-truncated to 63; the key Secret name is not).
 pub fn names(name: &str, spec: &CoderProvisionerSpec) -> ProvisionerNames {
     let deployment = truncated_name(&format!("provisioner-{name}"), "", DNS_LABEL_MAX);
     ProvisionerNames {
@@ -60,14 +58,7 @@ pub fn names(name: &str, spec: &CoderProvisionerSpec) -> ProvisionerNames {
 
 /// Labels of the provisioner's objects.
 pub fn labels(name: &str) -> BTreeMap<String, String> {
-    BTreeMap::from([
-        ("app.kubernetes.io/name".to_owned(), APP_NAME.to_owned()),
-        (
-            "app.kubernetes.io/instance".to_owned(),
-            truncated_name(name, "", DNS_LABEL_MAX),
-        ),
-        ("app.kubernetes.io/managed-by".to_owned(), MANAGED_BY.to_owned()),
-    ])
+    crate::controller::labels::labels(APP_NAME, name)
 }
 
 /// `status.tagsHash`: 16 hex of FNV-64a over the tags sorted by key, as `key=value` lines.

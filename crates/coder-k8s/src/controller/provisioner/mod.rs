@@ -1,3 +1,128 @@
-//! CoderProvisioner: the pure core — names and desired objects (`desired`) — and the reconciler (`reconcile`).
+//! CoderProvisioner (docs/controllers/provisioner.md): the pure core — names and desired objects (`desired`), the
+//! condition and key decisions (`status`) — and the I/O shell (`reconcile`). `run` wires the controller.
+
 pub mod desired;
 pub mod reconcile;
+pub mod status;
+
+use std::future::Future;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+use coder_k8s_api::control_plane::CoderControlPlane;
+use coder_k8s_api::provisioner::{CoderProvisioner, FINALIZER};
+use k8s_openapi::api::core::v1::Secret;
+use kube::ResourceExt;
+use kube::core::PartialObjectMeta;
+use kube::runtime::reflector::{ObjectRef, Store};
+
+use crate::controller::cache::{Fingerprint, every_change};
+use crate::controller::context::Context;
+use crate::controller::control_plane::deployment_fingerprint;
+use crate::controller::runner::{self, Kind, Steps};
+use crate::controller::triggers::{self, owner, readers};
+
+impl Kind for CoderProvisioner {
+    const KIND: &'static str = "CoderProvisioner";
+    const FINALIZER: Option<&'static str> = Some(FINALIZER);
+}
+
+/// What of a control plane its provisioners read: where it is, its operator access, its entitlement, its image.
+fn control_plane_fingerprint(cp: &CoderControlPlane) -> Fingerprint {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    let status = cp.status.clone().unwrap_or_default();
+    status.url.hash(&mut hasher);
+    status.operator_access_ready.hash(&mut hasher);
+    serde_json::to_string(&status.operator_token_secret_ref)
+        .unwrap_or_default()
+        .hash(&mut hasher);
+    serde_json::to_string(&status.external_provisioner_daemons_entitlement)
+        .unwrap_or_default()
+        .hash(&mut hasher);
+    cp.spec.image.hash(&mut hasher);
+    cp.metadata.deletion_timestamp.is_some().hash(&mut hasher);
+    Fingerprint {
+        desired_hash: None,
+        other: hasher.finish(),
+    }
+}
+
+fn provisioners_of(
+    store: &Store<CoderProvisioner>,
+    cp: &CoderControlPlane,
+) -> Vec<ObjectRef<CoderProvisioner>> {
+    let (namespace, name) = (cp.namespace(), cp.name_any());
+    store
+        .state()
+        .into_iter()
+        .filter(|p| p.namespace() == namespace && p.spec.control_plane_ref.name == name)
+        .map(|p| ObjectRef::from_obj(p.as_ref()))
+        .collect()
+}
+
+/// Whether the provisioner reads the Secret `name`: its extraEnv credentials, or the control plane's operator token
+/// (every provisioner of the namespace is offered the change; the ones that do not use it find nothing to do).
+fn reads_secret(p: &CoderProvisioner, name: &str) -> bool {
+    crate::controller::credentials::secret_refs(&p.spec.extra_env)
+        .iter()
+        .any(|s| s == name)
+        || name.ends_with("-operator-token")
+}
+
+fn secret_targets(
+    store: &Store<CoderProvisioner>,
+    secret: &PartialObjectMeta<Secret>,
+) -> Vec<ObjectRef<CoderProvisioner>> {
+    let mut targets = owner(store, secret);
+    targets.extend(readers(store, secret, reads_secret));
+    targets
+}
+
+/// Runs the CoderProvisioner controller until `shutdown` completes.
+pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + Sync + 'static) {
+    let caches = &ctx.caches;
+    let store = caches.provisioners.store().clone();
+    let echoes = &ctx.echoes;
+    let triggers = vec![
+        triggers::from(
+            &caches.deployments,
+            echoes,
+            "Deployment",
+            deployment_fingerprint,
+            store.clone(),
+            owner,
+        ),
+        triggers::owned(&caches.service_accounts, echoes, &store),
+        triggers::owned(&caches.roles, echoes, &store),
+        triggers::owned(&caches.role_bindings, echoes, &store),
+        triggers::from(
+            caches.secrets.metadata(),
+            echoes,
+            "Secret",
+            every_change,
+            store.clone(),
+            secret_targets,
+        ),
+        triggers::from(
+            &caches.control_planes,
+            echoes,
+            "CoderControlPlane",
+            control_plane_fingerprint,
+            store,
+            provisioners_of,
+        ),
+    ];
+
+    let steps = Steps {
+        apply: |p, ctx| Box::pin(reconcile::apply_spec(p, ctx)),
+        cleanup: |p, ctx| Box::pin(reconcile::cleanup(p, ctx)),
+    };
+    runner::run(
+        ctx.clone(),
+        ctx.caches.provisioners.clone(),
+        triggers,
+        steps,
+        shutdown,
+    )
+    .await;
+}

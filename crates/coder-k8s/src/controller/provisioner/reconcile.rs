@@ -1,244 +1,172 @@
-//! The CoderProvisioner reconciler (contract §2.2, seeds 000/002/003): gates (control plane, operator access,
-//! entitlement, credentials), the provisioner key in Coder and its owned Secret, then the Deployment.
+//! The CoderProvisioner reconcile (docs/controllers/provisioner.md): dereference the control plane and its operator
+//! token (control-plane access) → validate the entitlement and the credential Secrets → the provisioner key (from
+//! the pure key plan) → build and apply the ServiceAccount, Role, RoleBinding and Deployment → status. A provisioner
+//! whose recorded key still matches its inputs and whose key Secret holds the key makes no Coder call.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use coder_k8s_api::control_plane::{CoderControlPlane, Entitlement};
-use coder_k8s_api::provisioner::{
-    CoderProvisioner, CoderProvisionerStatus, PROVISIONER_KEY_FINALIZER, conditions,
-};
-use coder_k8s_api::shared::{DEFAULT_TOKEN_SECRET_KEY, SecretKeySelector, WorkloadPhase};
+use coder_k8s_api::provisioner::{CoderProvisioner, CoderProvisionerStatus, reasons};
+use coder_k8s_api::shared::{SecretKeySelector, WorkloadPhase};
 use coder_k8s_coder_client::{CoderClient, Error as CoderError};
-use k8s_openapi::ByteString;
-use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
-use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use coder_k8s_control_plane_access::{AccessError, Target, resolve, token_source};
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::Api;
+use kube::ResourceExt;
 use kube::runtime::controller::Action;
-use kube::runtime::finalizer::{self, Event as FinalizerEvent};
-use kube::{Resource, ResourceExt};
-use sha2::{Digest, Sha256};
 
 use super::desired::{self, Inputs, ProvisionerNames, tags_hash};
-use crate::controller::apply::{apply, apply_status, controlled_by};
-use crate::controller::conditions::{ConditionStatus, Decided, set_condition};
+use super::status::{self as decide, KeyInputs, KeyPlan};
+use crate::controller::apply::{Applied, apply, apply_deployment, controlled_by};
+use crate::controller::conditions::{Decided, set_condition};
 use crate::controller::context::Context;
-use crate::controller::control_plane::desired::internal_url;
-use crate::controller::control_plane::names::ControlPlaneId;
 use crate::controller::credentials;
+use crate::controller::digest::sha256_hex;
+use crate::controller::error::{Error, Result};
+use crate::controller::owned_secret::OwnedSecret;
+use crate::controller::runner::Cleanup;
 use crate::controller::secrets;
+use crate::controller::status_writer::write_status;
 
-/// Kind label of metrics and logs.
-pub const KIND: &str = "CoderProvisioner";
 /// Log line when the key's inputs changed (v0.1.5 text).
 pub const DRIFT_LOG: &str = "spec drift detected, rotating provisioner key";
 /// How fresh the control plane's recorded entitlement must be to be used instead of a query.
 const ENTITLEMENT_FRESHNESS: Duration = Duration::from_secs(120);
 
-/// Errors of a CoderProvisioner reconcile.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error("Kubernetes API: {0}")]
-    Kube(#[from] kube::Error),
-    #[error("finalizer: {0}")]
-    Finalizer(#[source] Box<finalizer::Error<Error>>),
-    #[error("the object has no name, namespace or UID yet")]
-    MissingMetadata,
-    /// Not a failure: the key delete met a retryable answer (Coder unavailable, rate limited, a proxy's 404) and is
-    /// retried within the cleanup window before the finalizer is released anyway.
-    #[error("retrying the provisioner key delete")]
-    RetryingDelete(Duration),
+/// The status being built by one reconcile.
+struct Run {
+    status: CoderProvisionerStatus,
+    generation: Option<i64>,
+    now: Time,
 }
 
-impl Error {
-    pub fn category(&self) -> &'static str {
-        match self {
-            Self::Kube(_) => "kube",
-            Self::Finalizer(_) => "finalizer",
-            Self::MissingMetadata => "metadata",
-            Self::RetryingDelete(_) => "retrying",
-        }
+impl Run {
+    fn set(&mut self, decided: Decided) {
+        set_condition(
+            &mut self.status.conditions,
+            decided,
+            self.generation,
+            self.now.clone(),
+        );
     }
 
-    fn retry_after(&self) -> Option<Duration> {
-        match self {
-            Self::RetryingDelete(after) => Some(*after),
-            Self::Finalizer(inner) => match inner.as_ref() {
-                finalizer::Error::CleanupFailed(e) => e.retry_after(),
-                _ => None,
-            },
-            _ => None,
+    fn set_all(&mut self, decided: Vec<Decided>) {
+        for one in decided {
+            self.set(one);
         }
     }
 }
 
-/// Entry point of the controller for one object.
-pub async fn reconcile(provisioner: Arc<CoderProvisioner>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let _measure = ctx.metrics.start(KIND);
-    let namespace = provisioner.namespace().ok_or(Error::MissingMetadata)?;
-    let api: Api<CoderProvisioner> = Api::namespaced(ctx.client.clone(), &namespace);
-    finalizer::finalizer(&api, PROVISIONER_KEY_FINALIZER, provisioner, |event| async {
-        match event {
-            FinalizerEvent::Apply(p) => apply_spec(&p, &ctx).await,
-            FinalizerEvent::Cleanup(p) => cleanup(&p, &ctx).await,
-        }
-    })
-    .await
-    .map_err(|e| Error::Finalizer(Box::new(e)))
-}
-
-pub fn error_policy(provisioner: Arc<CoderProvisioner>, error: &Error, ctx: Arc<Context>) -> Action {
-    if let Some(after) = error.retry_after() {
-        return Action::requeue(after);
-    }
-    ctx.metrics.failure(KIND, error.category());
-    tracing::warn!(name = %provisioner.name_any(), category = error.category(), %error, "reconcile failed");
-    Action::requeue(ctx.settings.retry_interval)
-}
-
-fn decided(
-    type_: &'static str,
-    status: ConditionStatus,
-    reason: &'static str,
-    message: impl Into<String>,
-) -> Decided {
-    Decided {
-        type_,
-        status,
-        reason,
-        message: message.into(),
-    }
-}
-
-/// The control plane, its in-cluster URL for the pods, and a Coder client with the operator token.
+/// The control plane, where it is reached, and the Coder client with the operator token.
 struct Upstream {
-    control_plane: CoderControlPlane,
-    pod_url: String,
+    control_plane: Arc<CoderControlPlane>,
+    target: Target,
     coder: CoderClient,
 }
 
-/// Checks the control plane and operator access; on failure sets the condition and returns `None`.
-async fn upstream(
-    provisioner: &CoderProvisioner,
-    ctx: &Context,
-    status: &mut CoderProvisionerStatus,
-    now: &Time,
-) -> Result<Option<Upstream>, Error> {
-    let namespace = provisioner.namespace().unwrap_or_default();
-    let generation = provisioner.metadata.generation;
-    let cp_name = &provisioner.spec.control_plane_ref.name;
-    let cps: Api<CoderControlPlane> = Api::namespaced(ctx.client.clone(), &namespace);
-    let control_plane = cps.get_opt(cp_name).await?;
-    let pod_url = control_plane
-        .as_ref()
-        .and_then(|cp| cp.status.as_ref()?.url.clone());
-    let (Some(control_plane), Some(pod_url)) = (control_plane, pod_url) else {
-        let message = format!("CoderControlPlane {cp_name:?} does not exist or has no status.url yet");
-        let condition = decided(
-            conditions::CONTROL_PLANE_READY,
-            ConditionStatus::False,
-            "ControlPlaneUnavailable",
-            message,
-        );
-        set_condition(&mut status.conditions, condition, generation, now.clone());
-        return Ok(None);
+/// One reconcile of a live provisioner.
+pub async fn apply_spec(provisioner: Arc<CoderProvisioner>, ctx: Arc<Context>) -> Result<Action> {
+    let (p, ctx) = (provisioner.as_ref(), ctx.as_ref());
+    let uid = p.metadata.uid.clone().ok_or(Error::MissingMetadata)?;
+    let names = desired::names(&p.name_any(), &p.spec);
+    let mut run = Run {
+        // The status this provisioner really has, even when the cache has not caught up with the last write.
+        status: ctx
+            .statuses
+            .effective(&uid, p.status.as_ref())
+            .unwrap_or_default(),
+        generation: p.metadata.generation,
+        now: Time(Timestamp::now()),
     };
-    let ready = decided(
-        conditions::CONTROL_PLANE_READY,
-        ConditionStatus::True,
-        "ControlPlaneAvailable",
-        format!("CoderControlPlane {cp_name:?} is available"),
-    );
-    set_condition(&mut status.conditions, ready, generation, now.clone());
-
-    let cp_status = control_plane.status.clone().unwrap_or_default();
-    let not_ready = |reason: &'static str, message: String, status: &mut CoderProvisionerStatus| {
-        let condition = decided(
-            conditions::OPERATOR_ACCESS_READY,
-            ConditionStatus::False,
-            reason,
-            message,
-        );
-        set_condition(&mut status.conditions, condition, generation, now.clone());
+    run.status.phase = Some(WorkloadPhase::Pending);
+    let retry = ctx.settings.retry_interval;
+    let Some(upstream) = upstream(p, ctx, &mut run).await? else {
+        return finish(p, ctx, run, retry).await;
     };
-    let Some(reference) = cp_status.operator_token_secret_ref.clone() else {
-        not_ready(
-            "OperatorTokenSecretRefMissing",
-            format!("CoderControlPlane {cp_name:?} has no operatorTokenSecretRef"),
-            status,
-        );
-        return Ok(None);
-    };
-    if cp_status.operator_access_ready != Some(true) {
-        not_ready(
-            "OperatorAccessNotReady",
-            format!("operator access of CoderControlPlane {cp_name:?} is not ready"),
-            status,
-        );
-        return Ok(None);
+    if !entitled(ctx, &upstream, &mut run).await {
+        return finish(p, ctx, run, ctx.settings.entitlements_interval).await;
     }
-    if reference.name.is_empty() {
-        not_ready(
-            "OperatorTokenSecretRefInvalid",
-            "operatorTokenSecretRef names no Secret".to_owned(),
-            status,
-        );
-        return Ok(None);
+    if !credentials_ready(p, ctx, &names, &upstream.target.pod_url, &mut run).await? {
+        // The Deployment is not changed while a credential is refused.
+        return finish(p, ctx, run, retry).await;
     }
-    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &namespace);
-    let token = secrets
-        .get_opt(&reference.name)
-        .await?
-        .and_then(|s| secrets::value(Some(&s), reference.key_or(DEFAULT_TOKEN_SECRET_KEY)))
-        .filter(|t| !t.is_empty());
-    let Some(token) = token else {
-        not_ready(
-            "OperatorTokenSecretUnavailable",
-            format!(
-                "the operator token Secret {:?} is missing or empty",
-                reference.name
-            ),
-            status,
-        );
-        return Ok(None);
+    let key = match provisioner_key(p, ctx, &uid, &upstream, &names, &mut run).await? {
+        Ok(key) => key,
+        Err(requeue) => return finish(p, ctx, run, requeue).await,
     };
-    let id = ControlPlaneId::of(&control_plane).ok_or(Error::MissingMetadata)?;
-    let coder = url::Url::parse(&internal_url(&id, &control_plane.spec))
-        .ok()
-        .and_then(|url| ctx.coder_client(&url, &token).ok());
-    let Some(coder) = coder else {
-        not_ready(
-            "OperatorTokenSecretRefInvalid",
-            "the control plane URL or token cannot be used".to_owned(),
-            status,
-        );
-        return Ok(None);
+    let ready = apply_objects(p, ctx, &upstream, &key).await?;
+    run.status.ready_replicas = Some(ready);
+    run.set(crate::controller::conditions::deployment_ready(
+        ready,
+        "the provisioner Deployment",
+    ));
+    run.status.phase = Some(if ready > 0 {
+        WorkloadPhase::Ready
+    } else {
+        WorkloadPhase::Pending
+    });
+    let requeue = if ready > 0 {
+        ctx.settings.entitlements_interval
+    } else {
+        retry
     };
-    let ok = decided(
-        conditions::OPERATOR_ACCESS_READY,
-        ConditionStatus::True,
-        "OperatorAccessReady",
-        "the operator token is available",
-    );
-    set_condition(&mut status.conditions, ok, generation, now.clone());
-    Ok(Some(Upstream {
-        control_plane,
-        pod_url,
-        coder,
-    }))
+    finish(p, ctx, run, requeue).await
 }
 
-/// The entitlement gate: the control plane's recorded value when fresh, else `GET /api/v2/entitlements`.
-async fn entitled(
-    upstream: &Upstream,
-    generation: Option<i64>,
-    status: &mut CoderProvisionerStatus,
-    now: &Time,
-) -> bool {
+/// Control-plane access: sets `ControlPlaneReady` and `OperatorAccessReady`; `None` when not usable.
+async fn upstream(p: &CoderProvisioner, ctx: &Context, run: &mut Run) -> Result<Option<Upstream>> {
+    let namespace = p.namespace().unwrap_or_default();
+    let cp_name = p.spec.control_plane_ref.name.as_str();
+    let control_plane = ctx.caches.control_planes.get(&namespace, cp_name);
+    let resolved = match token_source(cp_name, control_plane.as_deref()) {
+        Ok(source) => {
+            let secret = ctx
+                .caches
+                .secrets
+                .get(&ctx.client, &namespace, &source.secret)
+                .await?;
+            let token = secrets::value(secret.as_deref(), &source.key);
+            resolve_client(ctx, control_plane.as_deref(), &source, token)
+        }
+        Err(error) => Err(error),
+    };
+    match (resolved, control_plane) {
+        (Ok((target, coder)), Some(control_plane)) => {
+            run.set_all(decide::access_ready(cp_name));
+            Ok(Some(Upstream {
+                control_plane,
+                target,
+                coder,
+            }))
+        }
+        (Err(error), _) => {
+            run.set_all(decide::access_refused(cp_name, &error));
+            Ok(None)
+        }
+        (Ok(_), None) => Ok(None),
+    }
+}
+
+fn resolve_client(
+    ctx: &Context,
+    control_plane: Option<&CoderControlPlane>,
+    source: &coder_k8s_control_plane_access::TokenSource,
+    token: Option<String>,
+) -> std::result::Result<(Target, CoderClient), AccessError> {
+    let control_plane = control_plane.ok_or(AccessError::ClientUnusable)?;
+    let target = resolve(control_plane, source, token.as_deref())?;
+    let coder = ctx
+        .clients
+        .client(&target.uid, &target.api_url, token.as_deref().unwrap_or_default())
+        .map_err(|_| AccessError::ClientUnusable)?;
+    Ok((target, coder))
+}
+
+/// The entitlement gate: the control plane's recorded value when fresh, else the last read shared by every user of
+/// the control plane within the entitlements interval, else `GET /api/v2/entitlements`.
+async fn entitled(ctx: &Context, upstream: &Upstream, run: &mut Run) -> bool {
     let cp_status = upstream.control_plane.status.clone().unwrap_or_default();
     let fresh = cp_status
         .entitlements_last_checked
@@ -250,105 +178,213 @@ async fn entitled(
         .filter(|_| fresh);
     let outcome = match recorded {
         Some(value) => Ok(matches!(value, Entitlement::Entitled | Entitlement::GracePeriod)),
-        None => upstream
-            .coder
-            .entitlements()
-            .await
-            .map(|e| e.is_entitled("external_provisioner_daemons")),
+        None => read_entitlement(ctx, upstream).await,
     };
-    let condition = match outcome {
-        Ok(true) => decided(
-            conditions::EXTERNAL_PROVISIONERS_ENTITLED,
-            ConditionStatus::True,
-            "Entitled",
-            "external provisioner daemons are entitled",
-        ),
-        Ok(false) => decided(
-            conditions::EXTERNAL_PROVISIONERS_ENTITLED,
-            ConditionStatus::False,
-            "NotEntitled",
-            "the Coder licence does not entitle external provisioner daemons",
-        ),
-        Err(e) if e.is_route_not_found() || matches!(e, CoderError::NotFound { .. }) => decided(
-            conditions::EXTERNAL_PROVISIONERS_ENTITLED,
-            ConditionStatus::False,
-            "NotSupported",
-            "this Coder deployment has no entitlements API",
-        ),
-        Err(e @ (CoderError::Unauthorized { .. } | CoderError::Forbidden { .. })) => decided(
-            conditions::EXTERNAL_PROVISIONERS_ENTITLED,
-            ConditionStatus::False,
-            "Forbidden",
-            format!("reading entitlements: {e}"),
-        ),
-        Err(e) => decided(
-            conditions::EXTERNAL_PROVISIONERS_ENTITLED,
-            ConditionStatus::False,
-            "EntitlementsQueryFailed",
-            format!("reading entitlements: {e}"),
-        ),
-    };
-    let entitled = condition.status == ConditionStatus::True;
-    set_condition(&mut status.conditions, condition, generation, now.clone());
+    let condition = decide::entitlement_condition(outcome.as_ref().map(|e| *e));
+    let entitled = condition.status == crate::controller::conditions::ConditionStatus::True;
+    run.set(condition);
     entitled
 }
 
-/// The credential-Secret contract for every `secretKeyRef` in `spec.extraEnv`, plus the key Secret's ownership.
+async fn read_entitlement(ctx: &Context, upstream: &Upstream) -> std::result::Result<bool, CoderError> {
+    let uid = &upstream.target.uid;
+    let entitlements = match ctx.entitlements.fresh(uid, ctx.settings.entitlements_interval) {
+        Some(entitlements) => entitlements,
+        None => {
+            let read = upstream.coder.entitlements().await?;
+            ctx.entitlements.record(uid, read.clone());
+            read
+        }
+    };
+    Ok(entitlements.is_entitled("external_provisioner_daemons"))
+}
+
+/// The credential-Secret rule for every `secretKeyRef` in `spec.extraEnv`, plus the key Secret's ownership (all
+/// from cached metadata).
 async fn credentials_ready(
-    provisioner: &CoderProvisioner,
+    p: &CoderProvisioner,
     ctx: &Context,
     names: &ProvisionerNames,
     pod_url: &str,
-    status: &mut CoderProvisionerStatus,
-    now: &Time,
-) -> Result<bool, Error> {
-    let generation = provisioner.metadata.generation;
-    let uid = provisioner.metadata.uid.clone().unwrap_or_default();
-    let secrets: Api<Secret> =
-        Api::namespaced(ctx.client.clone(), &provisioner.namespace().unwrap_or_default());
+    run: &mut Run,
+) -> Result<bool> {
+    let namespace = p.namespace().unwrap_or_default();
+    let uid = p.metadata.uid.clone().unwrap_or_default();
     let origin = credentials::origin_of(pod_url).unwrap_or_default();
-    let mut refusal = None;
-    if let Some(key_secret) = secrets.get_opt(&names.key_secret).await?
-        && !controlled_by(&key_secret, &uid)
-    {
-        refusal = Some((
-            credentials::reasons::KEY_SECRET_NOT_OWNED,
+    let cache = ctx.caches.secrets.metadata();
+    let refusal = match cache.meta(&namespace, &names.key_secret) {
+        Some(key_secret) if !controlled_by(&key_secret, &uid) => Some((
+            reasons::KEY_SECRET_NOT_OWNED,
             format!(
                 "Secret {:?} exists and this provisioner does not own it; name a Secret that does not exist in spec.key.secretName",
                 names.key_secret
             ),
-        ));
-    }
-    if refusal.is_none() {
-        for name in credentials::secret_refs(&provisioner.spec.extra_env) {
-            let secret = secrets.get_opt(&name).await?;
-            if let Some(reason) = credentials::refusal(secret.as_ref(), &origin) {
-                refusal = Some((reason, credentials::refusal_message(&name, reason, &origin)));
-                break;
-            }
-        }
-    }
-    let condition = match refusal {
-        Some((reason, message)) => decided(
-            conditions::CREDENTIALS_READY,
-            ConditionStatus::False,
-            reason,
-            message,
-        ),
-        None => decided(
-            conditions::CREDENTIALS_READY,
-            ConditionStatus::True,
-            credentials::reasons::VERIFIED,
-            "every Secret the pods receive is a credential Secret for the control plane's origin",
-        ),
+        )),
+        _ => credentials::secret_refs(&p.spec.extra_env)
+            .into_iter()
+            .find_map(|name| {
+                let reason = credentials::refusal(cache.meta(&namespace, &name).as_ref(), &origin)?;
+                Some((reason, credentials::refusal_message(&name, reason, &origin)))
+            }),
     };
-    let ready = condition.status == ConditionStatus::True;
-    set_condition(&mut status.conditions, condition, generation, now.clone());
+    let condition = decide::credentials_condition(refusal);
+    let ready = condition.status == crate::controller::conditions::ConditionStatus::True;
+    run.set(condition);
     Ok(ready)
 }
 
+/// The provisioner key: `Ok(key)` when it is in Coder and in its Secret, `Err(requeue)` when a Coder call failed
+/// (the condition says why).
+async fn provisioner_key(
+    p: &CoderProvisioner,
+    ctx: &Context,
+    uid: &str,
+    upstream: &Upstream,
+    names: &ProvisionerNames,
+    run: &mut Run,
+) -> Result<std::result::Result<String, Duration>> {
+    // After a 429 the object waits out its backoff, even when a watch event wakes it early.
+    if let Some(remaining) = ctx.rate_limit_remaining(uid) {
+        return Ok(Err(remaining));
+    }
+    let namespace = p.namespace().unwrap_or_default();
+    let secret = ctx
+        .caches
+        .secrets
+        .get(&ctx.client, &namespace, &names.key_secret)
+        .await?;
+    let stored = secrets::value(secret.as_deref(), &names.key_secret_key).filter(|k| !k.is_empty());
+    let inputs = KeyInputs {
+        organization_name: p.spec.organization_name.clone(),
+        key_name: names.key_name.clone(),
+        tags_hash: tags_hash(&p.spec.tags),
+        control_plane: p.spec.control_plane_ref.name.clone(),
+        control_plane_url: upstream.target.pod_url.clone(),
+    };
+    let key = match stored {
+        Some(key) if decide::key_current(&run.status, &inputs) => key,
+        stored => match key_in_coder(p, ctx, uid, upstream, names, &inputs, stored, run).await? {
+            Ok(key) => key,
+            Err(requeue) => return Ok(Err(requeue)),
+        },
+    };
+    ctx.rate_limit_passed(uid);
+    record_key(run, &inputs, names);
+    Ok(Ok(key))
+}
+
+/// The Coder half of the key: organization, drift, the key plan and its calls.
+#[allow(clippy::too_many_arguments)]
+async fn key_in_coder(
+    p: &CoderProvisioner,
+    ctx: &Context,
+    uid: &str,
+    upstream: &Upstream,
+    names: &ProvisionerNames,
+    inputs: &KeyInputs,
+    stored: Option<String>,
+    run: &mut Run,
+) -> Result<std::result::Result<String, Duration>> {
+    let failed = |run: &mut Run, error: &CoderError| {
+        run.set(decide::key_failed(error));
+        backoff_for(ctx, uid, error, ctx.settings.retry_interval)
+    };
+    let coder = &upstream.coder;
+    let organization = match coder.organization(&inputs.organization_name).await {
+        Ok(org) => org,
+        Err(error) => return Ok(Err(failed(run, &error))),
+    };
+    let org = organization.id.to_string();
+    let drifted = decide::drifted(&run.status, &org, inputs);
+    if drifted {
+        tracing::info!(name = %p.name_any(), namespace = ?p.namespace(), "{DRIFT_LOG}");
+        if let Err(error) = delete_recorded_key(coder, &run.status).await {
+            tracing::warn!(name = %p.name_any(), %error, "deleting the old provisioner key failed; it stays valid in Coder");
+        }
+        run.status.provisioner_key_id = None;
+    }
+    let listed = match coder.provisioner_keys(&org).await {
+        Ok(keys) => keys
+            .into_iter()
+            .find(|k| k.name.eq_ignore_ascii_case(&names.key_name)),
+        Err(error) => return Ok(Err(failed(run, &error))),
+    };
+    let listed_id = listed.as_ref().map(|k| k.id.to_string());
+    let plan = decide::key_plan(
+        listed_id.as_deref().zip(listed.as_ref().map(|k| k.name.as_str())),
+        stored.is_some(),
+        drifted,
+    );
+    run.status.organization_id = Some(org.clone());
+    run.status.organization_name = Some(organization.name.clone());
+    let key = match (plan, stored) {
+        (KeyPlan::Reuse { key_id }, Some(stored)) => {
+            run.status.provisioner_key_id = Some(key_id);
+            stored
+        }
+        (KeyPlan::Replace { old_name }, _) => {
+            if let Err(error) = coder.delete_provisioner_key(&org, &old_name).await {
+                return Ok(Err(failed(run, &error)));
+            }
+            match create_key(p, ctx, coder, &org, names, run).await? {
+                Ok(key) => key,
+                Err(error) => return Ok(Err(failed(run, &error))),
+            }
+        }
+        (KeyPlan::Create | KeyPlan::Reuse { .. }, _) => {
+            match create_key(p, ctx, coder, &org, names, run).await? {
+                Ok(key) => key,
+                Err(error) => return Ok(Err(failed(run, &error))),
+            }
+        }
+    };
+    Ok(Ok(key))
+}
+
+/// Creates the key, writes its Secret first (a key in Coder without its Secret is replaced on the next pass), then
+/// records its ID.
+async fn create_key(
+    p: &CoderProvisioner,
+    ctx: &Context,
+    coder: &CoderClient,
+    org: &str,
+    names: &ProvisionerNames,
+    run: &mut Run,
+) -> Result<std::result::Result<String, CoderError>> {
+    let created = match coder
+        .create_provisioner_key(org, &names.key_name, &p.spec.tags)
+        .await
+    {
+        Ok(created) => created,
+        Err(error) => return Ok(Err(error)),
+    };
+    write_key_secret(p, ctx, names, created.expose()).await?;
+    let listed = coder.provisioner_keys(org).await.ok().and_then(|keys| {
+        keys.into_iter()
+            .find(|k| k.name.eq_ignore_ascii_case(&names.key_name))
+    });
+    run.status.provisioner_key_id = listed.map(|k| k.id.to_string());
+    Ok(Ok(created.expose().to_owned()))
+}
+
+fn record_key(run: &mut Run, inputs: &KeyInputs, names: &ProvisionerNames) {
+    let status = &mut run.status;
+    status.provisioner_key_name = Some(inputs.key_name.clone());
+    status.tags_hash = Some(inputs.tags_hash.clone());
+    status.control_plane_ref_name = Some(inputs.control_plane.clone());
+    status.control_plane_url = Some(inputs.control_plane_url.clone());
+    status.secret_ref = Some(SecretKeySelector {
+        name: names.key_secret.clone(),
+        key: Some(names.key_secret_key.clone()),
+    });
+    run.set_all(decide::key_ready(&names.key_secret));
+}
+
 /// Deletes the key `status` recorded, found by organization ID and key ID (never by spec names).
-async fn delete_recorded_key(coder: &CoderClient, status: &CoderProvisionerStatus) -> Result<(), CoderError> {
+async fn delete_recorded_key(
+    coder: &CoderClient,
+    status: &CoderProvisionerStatus,
+) -> std::result::Result<(), CoderError> {
     let (Some(org), Some(key_id)) = (&status.organization_id, &status.provisioner_key_id) else {
         return Ok(());
     };
@@ -362,224 +398,48 @@ async fn delete_recorded_key(coder: &CoderClient, status: &CoderProvisionerStatu
     }
 }
 
-fn key_checksum(secret: &str) -> String {
-    Sha256::digest(secret.as_bytes())
-        .iter()
-        .take(8)
-        .map(|b| format!("{b:02x}"))
-        .collect()
+async fn write_key_secret(
+    p: &CoderProvisioner,
+    ctx: &Context,
+    names: &ProvisionerNames,
+    key: &str,
+) -> Result<()> {
+    let secret = OwnedSecret {
+        name: &names.key_secret,
+        labels: desired::labels(&p.name_any()),
+        annotations: Default::default(),
+        key: &names.key_secret_key,
+        value: key.as_bytes(),
+    }
+    .build(p)
+    .ok_or(Error::MissingMetadata)?;
+    if let Applied::Changed(written) = apply::<Secret>(ctx, secret, None).await? {
+        ctx.caches.secrets.wrote(written);
+    }
+    Ok(())
 }
 
-async fn apply_spec(provisioner: &CoderProvisioner, ctx: &Context) -> Result<Action, Error> {
-    let name = provisioner.metadata.name.clone().ok_or(Error::MissingMetadata)?;
-    let namespace = provisioner.namespace().ok_or(Error::MissingMetadata)?;
-    let uid = provisioner.metadata.uid.clone().ok_or(Error::MissingMetadata)?;
-    let generation = provisioner.metadata.generation;
-    let now = Time(Timestamp::now());
-    let mut status = provisioner.status.clone().unwrap_or_default();
-    // Ready only when every step below passes.
-    status.phase = Some(WorkloadPhase::Pending);
-    let names = desired::names(&name, &provisioner.spec);
-    let retry = ctx.settings.retry_interval;
-
-    let Some(upstream) = upstream(provisioner, ctx, &mut status, &now).await? else {
-        return finish(provisioner, ctx, status, retry).await;
-    };
-    if !entitled(&upstream, generation, &mut status, &now).await {
-        return finish(provisioner, ctx, status, ctx.settings.entitlements_interval).await;
-    }
-    if !credentials_ready(provisioner, ctx, &names, &upstream.pod_url, &mut status, &now).await? {
-        // The Deployment is not changed while a credential is refused.
-        return finish(provisioner, ctx, status, retry).await;
-    }
-
-    // Key management.
-    let organization = upstream
-        .coder
-        .organization(&provisioner.spec.organization_name)
-        .await;
-    let organization = match organization {
-        Ok(org) => org,
-        Err(error) => {
-            let condition = key_condition(&error);
-            set_condition(&mut status.conditions, condition, generation, now.clone());
-            return finish(provisioner, ctx, status, retry).await;
-        }
-    };
-    let tags_hash = tags_hash(&provisioner.spec.tags);
-    let cp_name = provisioner.spec.control_plane_ref.name.clone();
-    let drifted = status.provisioner_key_id.is_some()
-        && (status.organization_id.as_deref() != Some(organization.id.to_string().as_str())
-            || status.provisioner_key_name.as_deref() != Some(names.key_name.as_str())
-            || status.tags_hash.as_deref() != Some(tags_hash.as_str())
-            || status.control_plane_ref_name.as_deref() != Some(cp_name.as_str())
-            || status.control_plane_url.as_deref() != Some(upstream.pod_url.as_str()));
-    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &namespace);
-    let stored = secrets
-        .get_opt(&names.key_secret)
-        .await?
-        .and_then(|s| secrets::value(Some(&s), &names.key_secret_key))
-        .filter(|k| !k.is_empty());
-    if drifted {
-        tracing::info!(name = %name, namespace = %namespace, "{DRIFT_LOG}");
-        if let Err(error) = delete_recorded_key(&upstream.coder, &status).await {
-            tracing::warn!(name = %name, %error, "deleting the old provisioner key failed; it stays valid in Coder");
-        }
-        status.provisioner_key_id = None;
-    }
-    // After a 429 the object waits out its backoff, even when a watch event wakes it early.
-    if let Some(remaining) = ctx.rate_limit_remaining(&uid) {
-        return finish(provisioner, ctx, status, remaining).await;
-    }
-    // Reuse is decided from Coder and the Secret, not from the status, which may be stale in the cache.
-    let org = organization.id.to_string();
-    let existing = match upstream.coder.provisioner_keys(&org).await {
-        Ok(keys) => keys
-            .into_iter()
-            .find(|k| k.name.eq_ignore_ascii_case(&names.key_name)),
-        Err(error) => {
-            set_condition(
-                &mut status.conditions,
-                key_condition(&error),
-                generation,
-                now.clone(),
-            );
-            return finish(provisioner, ctx, status, backoff_for(ctx, &uid, &error, retry)).await;
-        }
-    };
-    let key_secret = match (&stored, existing, drifted) {
-        (Some(secret), Some(key), false) => {
-            status.provisioner_key_id = Some(key.id.to_string());
-            secret.clone()
-        }
-        (_, existing, _) => {
-            // A key of this name without its Secret (for example after a restart mid-create) cannot be used:
-            // replace it, so there is never more than one.
-            if let Some(old) = existing
-                && let Err(error) = upstream.coder.delete_provisioner_key(&org, &old.name).await
-            {
-                set_condition(
-                    &mut status.conditions,
-                    key_condition(&error),
-                    generation,
-                    now.clone(),
-                );
-                return finish(provisioner, ctx, status, backoff_for(ctx, &uid, &error, retry)).await;
-            }
-            let created = match upstream
-                .coder
-                .create_provisioner_key(&org, &names.key_name, &provisioner.spec.tags)
-                .await
-            {
-                Ok(secret) => secret,
-                Err(error) => {
-                    set_condition(
-                        &mut status.conditions,
-                        key_condition(&error),
-                        generation,
-                        now.clone(),
-                    );
-                    return finish(provisioner, ctx, status, backoff_for(ctx, &uid, &error, retry)).await;
-                }
-            };
-            // Write the Secret first: a key in Coder without its Secret is replaced on the next pass.
-            write_key_secret(provisioner, &secrets, &names, created.expose()).await?;
-            let listed = upstream.coder.provisioner_keys(&org).await.ok().and_then(|keys| {
-                keys.into_iter()
-                    .find(|k| k.name.eq_ignore_ascii_case(&names.key_name))
-            });
-            status.provisioner_key_id = listed.map(|k| k.id.to_string());
-            created.expose().to_owned()
-        }
-    };
-    ctx.rate_limit_passed(&uid);
-    status.organization_id = Some(organization.id.to_string());
-    status.organization_name = Some(organization.name.clone());
-    status.provisioner_key_name = Some(names.key_name.clone());
-    status.tags_hash = Some(tags_hash);
-    status.control_plane_ref_name = Some(cp_name);
-    status.control_plane_url = Some(upstream.pod_url.clone());
-    status.secret_ref = Some(SecretKeySelector {
-        name: names.key_secret.clone(),
-        key: Some(names.key_secret_key.clone()),
-    });
-    set_condition(
-        &mut status.conditions,
-        decided(
-            conditions::PROVISIONER_KEY_READY,
-            ConditionStatus::True,
-            "ProvisionerKeyReady",
-            "the provisioner key exists in Coder",
-        ),
-        generation,
-        now.clone(),
-    );
-    set_condition(
-        &mut status.conditions,
-        decided(
-            conditions::PROVISIONER_KEY_SECRET_READY,
-            ConditionStatus::True,
-            "SecretReady",
-            format!("Secret {:?} holds the key", names.key_secret),
-        ),
-        generation,
-        now.clone(),
-    );
-
-    // Owned objects.
+/// Applies the ServiceAccount, Role, RoleBinding and Deployment; returns the Deployment's ready replicas.
+async fn apply_objects(p: &CoderProvisioner, ctx: &Context, upstream: &Upstream, key: &str) -> Result<i32> {
+    let namespace = p.namespace().unwrap_or_default();
     let inputs = Inputs {
-        control_plane_url: upstream.pod_url.clone(),
+        control_plane_url: upstream.target.pod_url.clone(),
         control_plane_image: Some(upstream.control_plane.spec.image.clone()),
-        key_checksum: key_checksum(&key_secret),
+        key_checksum: sha256_hex(key.as_bytes(), Some(8)),
     };
-    let desired = desired::desired_state(provisioner, &inputs).ok_or(Error::MissingMetadata)?;
-    let client = &ctx.client;
-    apply(
-        &Api::<ServiceAccount>::namespaced(client.clone(), &namespace),
-        desired.service_account,
-    )
-    .await?;
-    apply(&Api::<Role>::namespaced(client.clone(), &namespace), desired.role).await?;
-    apply(
-        &Api::<RoleBinding>::namespaced(client.clone(), &namespace),
-        desired.role_binding,
-    )
-    .await?;
-    let deployment = apply(
-        &Api::<Deployment>::namespaced(client.clone(), &namespace),
-        desired.deployment,
-    )
-    .await?
-    .into_inner();
-    let ready = deployment.status.and_then(|s| s.ready_replicas).unwrap_or(0);
-    status.ready_replicas = Some(ready);
-    let condition = if ready > 0 {
-        decided(
-            conditions::DEPLOYMENT_READY,
-            ConditionStatus::True,
-            "MinimumReplicasReady",
-            "the provisioner Deployment has ready replicas",
-        )
-    } else {
-        decided(
-            conditions::DEPLOYMENT_READY,
-            ConditionStatus::False,
-            "NoReplicasReady",
-            "the provisioner Deployment has no ready replica",
-        )
-    };
-    set_condition(&mut status.conditions, condition, generation, now);
-    status.phase = Some(if ready > 0 {
-        WorkloadPhase::Ready
-    } else {
-        WorkloadPhase::Pending
-    });
-    let requeue = if ready > 0 {
-        ctx.settings.entitlements_interval
-    } else {
-        retry
-    };
-    finish(provisioner, ctx, status, requeue).await
+    let desired = desired::desired_state(p, &inputs).ok_or(Error::MissingMetadata)?;
+    let caches = &ctx.caches;
+    let sa = caches
+        .service_accounts
+        .meta(&namespace, &desired.service_account.name_any());
+    apply(ctx, desired.service_account, sa.as_ref()).await?;
+    let role = caches.roles.meta(&namespace, &desired.role.name_any());
+    apply(ctx, desired.role, role.as_ref()).await?;
+    let binding = caches
+        .role_bindings
+        .meta(&namespace, &desired.role_binding.name_any());
+    apply(ctx, desired.role_binding, binding.as_ref()).await?;
+    Ok(apply_deployment(ctx, desired.deployment).await?)
 }
 
 /// The requeue after a failed Coder call: the per-object rate-limit backoff after a 429, else `retry`.
@@ -590,140 +450,63 @@ fn backoff_for(ctx: &Context, uid: &str, error: &CoderError, retry: Duration) ->
     }
 }
 
-fn key_condition(error: &CoderError) -> Decided {
-    let reason = if matches!(error, CoderError::RateLimited { .. }) {
-        "RateLimited"
-    } else {
-        "ProvisionerKeyFailed"
-    };
-    decided(
-        conditions::PROVISIONER_KEY_READY,
-        ConditionStatus::False,
-        reason,
-        format!("provisioner key: {error}"),
-    )
-}
-
-async fn write_key_secret(
-    provisioner: &CoderProvisioner,
-    secrets: &Api<Secret>,
-    names: &ProvisionerNames,
-    key: &str,
-) -> Result<(), Error> {
-    let name = provisioner.name_any();
-    let secret = Secret {
-        metadata: ObjectMeta {
-            name: Some(names.key_secret.clone()),
-            namespace: provisioner.namespace(),
-            labels: Some(desired::labels(&name)),
-            owner_references: provisioner.controller_owner_ref(&()).map(|o| vec![o]),
-            ..ObjectMeta::default()
-        },
-        type_: Some("Opaque".to_owned()),
-        data: Some(BTreeMap::from([(
-            names.key_secret_key.clone(),
-            ByteString(key.as_bytes().to_vec()),
-        )])),
-        ..Secret::default()
-    };
-    apply(secrets, secret).await?;
-    Ok(())
-}
-
 /// Writes the status when it changed and requeues.
-async fn finish(
-    provisioner: &CoderProvisioner,
-    ctx: &Context,
-    mut status: CoderProvisionerStatus,
-    requeue: Duration,
-) -> Result<Action, Error> {
-    status.observed_generation = provisioner.metadata.generation;
-    let api: Api<CoderProvisioner> =
-        Api::namespaced(ctx.client.clone(), &provisioner.namespace().unwrap_or_default());
-    apply_status(provisioner, &api, provisioner.status.as_ref(), &status).await?;
+async fn finish(p: &CoderProvisioner, ctx: &Context, mut run: Run, requeue: Duration) -> Result<Action> {
+    run.status.observed_generation = p.metadata.generation;
+    write_status(ctx, p, p.status.as_ref(), &run.status, Vec::new()).await?;
     Ok(Action::requeue(requeue))
 }
 
 /// Best-effort key deletion (v0.1.5): by the recorded organization and key IDs; no Coder call without a recorded
-/// key; the finalizer is always released, and a failure is logged with the fact that the key stays valid.
-async fn cleanup(provisioner: &CoderProvisioner, ctx: &Context) -> Result<Action, Error> {
-    let status = provisioner.status.clone().unwrap_or_default();
+/// key; the finalizer is always released in the end, and a failure is logged with the fact that the key stays
+/// valid. Retryable answers are retried within the cleanup window.
+pub async fn cleanup(provisioner: Arc<CoderProvisioner>, ctx: Arc<Context>) -> Result<Cleanup> {
+    let (p, ctx) = (provisioner.as_ref(), ctx.as_ref());
+    let status = p.status.clone().unwrap_or_default();
     if status.provisioner_key_id.is_none() || status.organization_id.is_none() {
-        return Ok(Action::await_change());
+        return Ok(Cleanup::Done);
     }
-    let mut scratch = CoderProvisionerStatus::default();
-    let now = Time(Timestamp::now());
-    let result = match upstream(provisioner, ctx, &mut scratch, &now).await {
-        Ok(Some(upstream)) => match delete_recorded_key(&upstream.coder, &status).await {
-            Ok(()) => Ok(()),
-            Err(error) => {
-                let age = provisioner
-                    .metadata
-                    .deletion_timestamp
-                    .as_ref()
-                    .and_then(|t| Duration::try_from(Timestamp::now().duration_since(t.0)).ok())
-                    .unwrap_or_default();
-                // Only Coder's own 404 proves the key is gone; a proxy's 404 or an outage is retried for a while.
-                if error.is_retryable() && age < ctx.settings.cleanup_retry_window {
-                    tracing::info!(name = %provisioner.name_any(), %error, "retrying the provisioner key delete");
-                    return Err(Error::RetryingDelete(backoff_for(
-                        ctx,
-                        &provisioner.metadata.uid.clone().unwrap_or_default(),
-                        &error,
-                        Duration::from_secs(2),
-                    )));
-                }
-                Err(error.to_string())
-            }
-        },
-        Ok(None) => Err("the control plane or its operator token is not available".to_owned()),
-        Err(error) => Err(error.to_string()),
+    let mut scratch = Run {
+        status: CoderProvisionerStatus::default(),
+        generation: None,
+        now: Time(Timestamp::now()),
     };
-    if let Err(reason) = result {
+    let failure = match upstream(p, ctx, &mut scratch).await {
+        Ok(Some(upstream)) => match delete_recorded_key(&upstream.coder, &status).await {
+            Ok(()) => None,
+            Err(error) if error.is_retryable() && deleting_for(p) < ctx.settings.cleanup_retry_window => {
+                // Only Coder's own 404 proves the key is gone; a proxy's 404 or an outage is retried for a while.
+                tracing::info!(name = %p.name_any(), %error, "retrying the provisioner key delete");
+                let uid = p.metadata.uid.clone().unwrap_or_default();
+                return Ok(Cleanup::WaitFor(backoff_for(
+                    ctx,
+                    &uid,
+                    &error,
+                    Duration::from_secs(2),
+                )));
+            }
+            Err(error) => Some(error.to_string()),
+        },
+        Ok(None) => Some("the control plane or its operator token is not available".to_owned()),
+        Err(error) => Some(error.to_string()),
+    };
+    if let Some(reason) = failure {
         tracing::warn!(
-            name = %provisioner.name_any(),
-            namespace = ?provisioner.namespace(),
+            name = %p.name_any(),
+            namespace = ?p.namespace(),
             organization_id = ?status.organization_id,
             provisioner_key_id = ?status.provisioner_key_id,
             %reason,
             "could not delete the provisioner key in Coder; releasing the finalizer anyway, and the key stays valid in Coder (delete it with `coder provisioner keys delete`)"
         );
     }
-    Ok(Action::await_change())
+    Ok(Cleanup::Done)
 }
 
-/// Runs the CoderProvisioner controller until `shutdown` completes.
-pub async fn run(ctx: Arc<Context>, shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static) {
-    use futures::StreamExt;
-    use kube::runtime::{Controller, watcher};
-
-    let managed = watcher::Config::default().labels("app.kubernetes.io/managed-by=coder-k8s");
-    let controller = Controller::new(ctx.watched_api::<CoderProvisioner>(), watcher::Config::default());
-    let by_cp = controller.store();
-    controller
-        .owns(ctx.watched_api::<Deployment>(), managed.clone())
-        .owns(ctx.watched_api::<Secret>(), managed)
-        // A control plane's status (URL, operator access, entitlement) gates its provisioners.
-        .watches(
-            ctx.watched_api::<CoderControlPlane>(),
-            watcher::Config::default(),
-            move |cp| {
-                let (namespace, name) = (cp.namespace(), cp.name_any());
-                by_cp
-                    .state()
-                    .into_iter()
-                    .filter(|p| p.namespace() == namespace && p.spec.control_plane_ref.name == name)
-                    .map(|p| kube::runtime::reflector::ObjectRef::from_obj(p.as_ref()))
-                    .collect::<Vec<_>>()
-            },
-        )
-        .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy, ctx.clone())
-        .for_each(|result| {
-            if let Err(error) = result {
-                tracing::debug!(%error, "controller event");
-            }
-            std::future::ready(())
-        })
-        .await;
+fn deleting_for(p: &CoderProvisioner) -> Duration {
+    p.metadata
+        .deletion_timestamp
+        .as_ref()
+        .and_then(|t| Duration::try_from(Timestamp::now().duration_since(t.0)).ok())
+        .unwrap_or_default()
 }

@@ -1,4 +1,4 @@
-//! Names and desired objects of a CoderWorkspaceProxy (contract §2.3). Pure functions.
+//! Names and desired objects of a CoderWorkspaceProxy (docs/controllers/workspace-proxy.md, "What it creates"). Pure functions.
 
 use std::collections::BTreeMap;
 
@@ -12,8 +12,6 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::Resource;
-
-use crate::controller::control_plane::names::MANAGED_BY;
 
 /// `app.kubernetes.io/name` of proxy objects.
 pub const APP_NAME: &str = "coder-workspace-proxy";
@@ -72,14 +70,7 @@ pub fn token_reference(name: &str, spec: &WorkspaceProxySpec) -> Result<SecretKe
 
 /// Labels of the proxy's objects.
 pub fn labels(name: &str) -> BTreeMap<String, String> {
-    BTreeMap::from([
-        ("app.kubernetes.io/name".to_owned(), APP_NAME.to_owned()),
-        (
-            "app.kubernetes.io/instance".to_owned(),
-            truncated_name(name, "", DNS_LABEL_MAX),
-        ),
-        ("app.kubernetes.io/managed-by".to_owned(), MANAGED_BY.to_owned()),
-    ])
+    crate::controller::labels::labels(APP_NAME, name)
 }
 
 /// The Deployment and Service of a proxy; `None` without name, namespace or UID.

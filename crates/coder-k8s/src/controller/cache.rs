@@ -1,0 +1,436 @@
+//! Watch caches shared by every controller of the process: one watch per resource type, objects stripped to what
+//! the controllers read (no managed fields, no `last-applied-configuration`, no Deployment spec), and a fan-out of
+//! every change, deletions included, that each controller maps to the objects it must reconcile. Reconciles read
+//! owned objects here instead of sending GETs, so a steady object costs no API reads.
+
+use std::collections::HashMap;
+use std::fmt::Debug;
+use std::hash::Hash;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::{Stream, StreamExt};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::Api;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+use tokio::sync::broadcast;
+
+/// Annotation that `kubectl apply` writes; it can hold a whole object (a Secret's data too), so it is never cached.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+/// Changes buffered per subscriber; a subscriber that falls further behind misses triggers until the next requeue.
+const CHANGE_BUFFER: usize = 16 * 1024;
+
+/// One change of a watched object.
+#[derive(Clone, Debug)]
+pub enum Change<K> {
+    Applied(Arc<K>),
+    Deleted(Arc<K>),
+}
+
+impl<K> Change<K> {
+    pub fn object(&self) -> &Arc<K> {
+        match self {
+            Self::Applied(k) | Self::Deleted(k) => k,
+        }
+    }
+}
+
+/// A watch of one resource type: its store and its change fan-out.
+pub struct Informer<K: Resource<DynamicType = ()> + Clone + 'static> {
+    store: Store<K>,
+    changes: broadcast::Sender<Change<K>>,
+}
+
+impl<K> Informer<K>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    /// Starts the watch on `api`; `strip` removes what no controller reads before an object is cached.
+    pub fn start(api: Api<K>, config: watcher::Config, strip: fn(&mut K)) -> Arc<Self> {
+        let (store, mut writer) = reflector::store();
+        let (changes, _) = broadcast::channel(CHANGE_BUFFER);
+        let informer = Arc::new(Self {
+            store: store.clone(),
+            changes: changes.clone(),
+        });
+        let events = watcher(api, config).default_backoff().modify(strip);
+        tokio::spawn(async move {
+            let mut events = std::pin::pin!(events);
+            while let Some(event) = events.next().await {
+                match event {
+                    Ok(event) => {
+                        writer.apply_watcher_event(&event);
+                        fan_out(&store, &changes, event);
+                    }
+                    Err(error) => tracing::debug!(%error, kind = %K::kind(&()), "watch error; retrying"),
+                }
+            }
+        });
+        informer
+    }
+
+    pub fn store(&self) -> &Store<K> {
+        &self.store
+    }
+
+    /// Changes from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<Change<K>> {
+        self.changes.subscribe()
+    }
+
+    /// The cached object `namespace/name`.
+    pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<K>> {
+        self.store.get(&ObjectRef::new(name).within(namespace))
+    }
+
+    /// The cached metadata of `namespace/name`.
+    pub fn meta(&self, namespace: &str, name: &str) -> Option<ObjectMeta> {
+        self.get(namespace, name).map(|object| object.meta().clone())
+    }
+
+    /// Waits until the first list is cached.
+    pub async fn ready(&self) {
+        if self.store.wait_until_ready().await.is_err() {
+            tracing::warn!(kind = %K::kind(&()), "a watch cache stopped before its first list");
+        }
+    }
+}
+
+fn fan_out<K>(store: &Store<K>, changes: &broadcast::Sender<Change<K>>, event: watcher::Event<K>)
+where
+    K: Resource<DynamicType = ()> + Clone + 'static,
+{
+    match event {
+        watcher::Event::Apply(object) => {
+            if let Some(cached) = store.get(&ObjectRef::from_obj(&object)) {
+                let _ = changes.send(Change::Applied(cached));
+            }
+        }
+        watcher::Event::Delete(object) => {
+            let _ = changes.send(Change::Deleted(Arc::new(object)));
+        }
+        // After a (re)list every object is offered again; the subscribers' fingerprints drop what did not change.
+        watcher::Event::InitDone => {
+            for object in store.state() {
+                let _ = changes.send(Change::Applied(object));
+            }
+        }
+        watcher::Event::Init | watcher::Event::InitApply(_) => {}
+    }
+}
+
+/// Strips what no controller reads from object metadata.
+pub fn strip_meta(meta: &mut ObjectMeta) {
+    meta.managed_fields = None;
+    if let Some(annotations) = meta.annotations.as_mut() {
+        annotations.remove(LAST_APPLIED);
+    }
+}
+
+/// A stream of the changes of `informer`, mapped by `map` (which may keep state); a lagging subscriber logs and
+/// goes on.
+pub fn changes<K, T>(
+    informer: &Informer<K>,
+    mut map: impl FnMut(Change<K>) -> Vec<T> + Send + 'static,
+) -> impl Stream<Item = T> + Send + 'static
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    T: Send + 'static,
+{
+    let receiver = informer.subscribe();
+    futures::stream::unfold(receiver, |mut receiver| async move {
+        loop {
+            match receiver.recv().await {
+                Ok(change) => return Some((change, receiver)),
+                Err(broadcast::error::RecvError::Lagged(missed)) => {
+                    tracing::warn!(
+                        missed,
+                        "a controller fell behind its watch; missed changes wait for the requeue"
+                    );
+                }
+                Err(broadcast::error::RecvError::Closed) => return None,
+            }
+        }
+    })
+    .flat_map(move |change| futures::stream::iter(map(change)))
+}
+
+/// What an owned or read object looks like to the controller that uses it: the desired-hash annotation the operator
+/// wrote, and anything else the controller reads (for example a Deployment's ready replicas).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Fingerprint {
+    pub desired_hash: Option<String>,
+    pub other: u64,
+}
+
+/// The last applies of the operator, so the watch echo of its own write does not trigger another reconcile.
+#[derive(Default)]
+pub struct Echoes {
+    applied: Mutex<HashMap<(String, String, String), String>>,
+}
+
+impl Echoes {
+    pub fn record(&self, kind: &str, namespace: &str, name: &str, hash: &str) {
+        self.applied.lock().unwrap_or_else(|p| p.into_inner()).insert(
+            (kind.to_owned(), namespace.to_owned(), name.to_owned()),
+            hash.to_owned(),
+        );
+    }
+
+    /// Whether `hash` is the echo of the operator's last apply of the object; consumes the record.
+    pub fn is_echo(&self, kind: &str, namespace: &str, name: &str, hash: Option<&str>) -> bool {
+        let mut applied = self.applied.lock().unwrap_or_else(|p| p.into_inner());
+        let key = (kind.to_owned(), namespace.to_owned(), name.to_owned());
+        match (applied.get(&key), hash) {
+            (Some(recorded), Some(hash)) if recorded == hash => {
+                applied.remove(&key);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    pub fn forget(&self, kind: &str, namespace: &str, name: &str) {
+        self.applied.lock().unwrap_or_else(|p| p.into_inner()).remove(&(
+            kind.to_owned(),
+            namespace.to_owned(),
+            name.to_owned(),
+        ));
+    }
+}
+
+/// Decides which changes of a watched object are news to the controller: not the echo of the operator's own
+/// apply, and not a change the controller does not read.
+pub struct ChangeFilter<K> {
+    kind: String,
+    echoes: Arc<Echoes>,
+    fingerprint: fn(&K) -> Fingerprint,
+    seen: HashMap<(String, String), Fingerprint>,
+}
+
+impl<K: Resource> ChangeFilter<K> {
+    /// A filter for objects of `kind` (the kind the operator applies: `Secret`, not its metadata-only view).
+    pub fn new(kind: &str, echoes: Arc<Echoes>, fingerprint: fn(&K) -> Fingerprint) -> Self {
+        Self {
+            kind: kind.to_owned(),
+            echoes,
+            fingerprint,
+            seen: HashMap::new(),
+        }
+    }
+
+    /// Whether `change` should trigger the controller.
+    pub fn is_news(&mut self, change: &Change<K>) -> bool {
+        let object = change.object();
+        let key = (
+            object.meta().namespace.clone().unwrap_or_default(),
+            object.meta().name.clone().unwrap_or_default(),
+        );
+        match change {
+            Change::Deleted(_) => {
+                self.seen.remove(&key);
+                self.echoes.forget(&self.kind, &key.0, &key.1);
+                true
+            }
+            Change::Applied(_) => {
+                let print = (self.fingerprint)(object);
+                let echo = self
+                    .echoes
+                    .is_echo(&self.kind, &key.0, &key.1, print.desired_hash.as_deref());
+                let unchanged = self.seen.get(&key) == Some(&print);
+                self.seen.insert(key, print);
+                !echo && !unchanged
+            }
+        }
+    }
+}
+
+/// The fingerprint of an owned object that only the desired-hash annotation describes.
+pub fn hash_only<K: Resource>(object: &K) -> Fingerprint {
+    Fingerprint {
+        desired_hash: object
+            .meta()
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(crate::controller::apply::DESIRED_HASH_ANNOTATION))
+            .cloned(),
+        other: 0,
+    }
+}
+
+/// The fingerprint of an object whose every change matters (a Secret or ConfigMap a spec names).
+pub fn every_change<K: Resource>(object: &K) -> Fingerprint {
+    use std::hash::Hasher;
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    object.meta().resource_version.hash(&mut hasher);
+    Fingerprint {
+        other: hasher.finish(),
+        ..hash_only(object)
+    }
+}
+
+/// The controller owner of `child` if it is of kind `O`.
+pub fn controller_owner<O, C>(child: &C) -> Option<ObjectRef<O>>
+where
+    O: Resource<DynamicType = ()>,
+    C: Resource,
+{
+    let owner = child
+        .owner_references()
+        .iter()
+        .find(|o| o.controller == Some(true) && o.kind == O::kind(&()))?;
+    let reference = ObjectRef::new(&owner.name);
+    Some(match child.meta().namespace.as_deref() {
+        Some(namespace) => reference.within(namespace),
+        None => reference,
+    })
+}
+
+/// Full objects (Secrets, ConfigMaps) read by value, fetched with one GET only when the cached metadata shows a new
+/// resourceVersion; objects the operator wrote itself are served from what it wrote until the watch catches up.
+pub struct ValueReader<K: Resource<DynamicType = ()> + Clone + 'static> {
+    metadata: Arc<Informer<kube::core::PartialObjectMeta<K>>>,
+    values: Mutex<HashMap<(String, String), Value<K>>>,
+    last_sweep: Mutex<Instant>,
+}
+
+struct Value<K> {
+    resource_version: Option<String>,
+    object: Arc<K>,
+    /// Set when the operator wrote the object: trusted while the watch has not shown it yet.
+    written_at: Option<Instant>,
+}
+
+/// How long an object the operator wrote is served while the watch does not show it yet.
+const WRITE_TRUST: Duration = Duration::from_secs(10);
+/// How often values of objects that are gone are dropped.
+const SWEEP_INTERVAL: Duration = Duration::from_secs(60);
+
+impl<K> ValueReader<K>
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + DeserializeOwned
+        + Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    pub fn new(metadata: Arc<Informer<kube::core::PartialObjectMeta<K>>>) -> Self {
+        Self {
+            metadata,
+            values: Mutex::default(),
+            last_sweep: Mutex::new(Instant::now()),
+        }
+    }
+
+    pub fn metadata(&self) -> &Arc<Informer<kube::core::PartialObjectMeta<K>>> {
+        &self.metadata
+    }
+
+    /// The object `namespace/name`, or `None` when it does not exist.
+    pub async fn get(
+        &self,
+        client: &kube::Client,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<Arc<K>>, kube::Error> {
+        self.sweep();
+        let key = (namespace.to_owned(), name.to_owned());
+        let cached = self.metadata.get(namespace, name);
+        if let Some(hit) = self.hit(&key, cached.as_deref().map(|m| &m.metadata)) {
+            return Ok(hit);
+        }
+        let fetched = Api::<K>::namespaced(client.clone(), namespace)
+            .get_opt(name)
+            .await?;
+        let mut values = self.values.lock().unwrap_or_else(|p| p.into_inner());
+        match fetched {
+            Some(object) => {
+                let object = Arc::new(object);
+                values.insert(
+                    key,
+                    Value {
+                        resource_version: object.meta().resource_version.clone(),
+                        object: object.clone(),
+                        written_at: None,
+                    },
+                );
+                Ok(Some(object))
+            }
+            None => {
+                values.remove(&key);
+                Ok(None)
+            }
+        }
+    }
+
+    /// `Some(answer)` when the cache can answer without a GET.
+    #[allow(clippy::option_option)]
+    fn hit(&self, key: &(String, String), cached: Option<&ObjectMeta>) -> Option<Option<Arc<K>>> {
+        let values = self.values.lock().unwrap_or_else(|p| p.into_inner());
+        let value = values.get(key);
+        match (cached, value) {
+            (Some(meta), Some(value)) if meta.resource_version == value.resource_version => {
+                Some(Some(value.object.clone()))
+            }
+            (None, Some(value)) if value.written_at.is_some_and(|at| at.elapsed() < WRITE_TRUST) => {
+                Some(Some(value.object.clone()))
+            }
+            (None, _) => Some(None),
+            (Some(_), _) => None,
+        }
+    }
+
+    /// Records an object the operator just wrote (the answer of its apply).
+    pub fn wrote(&self, object: K) {
+        let key = (
+            object.meta().namespace.clone().unwrap_or_default(),
+            object.meta().name.clone().unwrap_or_default(),
+        );
+        let value = Value {
+            resource_version: object.meta().resource_version.clone(),
+            object: Arc::new(object),
+            written_at: Some(Instant::now()),
+        };
+        self.values
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key, value);
+    }
+
+    /// Forgets an object the operator deleted.
+    pub fn deleted(&self, namespace: &str, name: &str) {
+        self.values
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&(namespace.to_owned(), name.to_owned()));
+    }
+
+    fn sweep(&self) {
+        {
+            let mut last = self.last_sweep.lock().unwrap_or_else(|p| p.into_inner());
+            if last.elapsed() < SWEEP_INTERVAL {
+                return;
+            }
+            *last = Instant::now();
+        }
+        let mut values = self.values.lock().unwrap_or_else(|p| p.into_inner());
+        values.retain(|(namespace, name), value| {
+            self.metadata.get(namespace, name).is_some()
+                || value.written_at.is_some_and(|at| at.elapsed() < WRITE_TRUST)
+        });
+    }
+
+    /// How many values are kept.
+    pub fn len(&self) -> usize {
+        self.values.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}

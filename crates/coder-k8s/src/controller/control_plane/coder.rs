@@ -1,0 +1,436 @@
+//! The Coder side of a CoderControlPlane reconcile (docs/controllers/control-plane.md): operator access (verify the
+//! stored token, else bootstrap it in Coder's database), the licence and the entitlements. At rest it calls Coder
+//! only for the entitlements, once per entitlements interval: a token is verified again only when its Secret
+//! changed, and a licence is listed only when its hash was not yet confirmed since the operator started.
+
+use std::collections::BTreeMap;
+
+use coder_k8s_api::control_plane::{
+    CoderControlPlane, CoderControlPlaneSpec, Entitlement, LicenseTier, conditions, reasons,
+};
+use coder_k8s_api::shared::{
+    DEFAULT_LICENSE_SECRET_KEY, DEFAULT_TOKEN_SECRET_KEY, SecretKeySelector, WorkloadPhase,
+};
+use coder_k8s_coder_client::types::License;
+use coder_k8s_coder_client::{CoderClient, Error as CoderError};
+use coder_k8s_operator_access::{OperatorToken, ensure_operator_access, revoke_operator_access};
+use k8s_openapi::api::core::v1::Secret;
+
+use super::desired;
+use super::names::ControlPlaneId;
+use super::reconcile::Progress;
+use super::status::{TokenSecretOwnership, token_secret_condition, token_secret_ownership};
+use crate::controller::apply::{Applied, apply, delete_owned};
+use crate::controller::conditions::{ConditionStatus, Decided, remove_condition};
+use crate::controller::context::Context;
+use crate::controller::digest::sha256_hex;
+use crate::controller::error::Result;
+use crate::controller::owned_secret::OwnedSecret;
+use crate::controller::secrets;
+
+/// Facts kept per control plane between reconciles.
+mod facts {
+    /// The resourceVersion of the token Secret whose token `GET /api/v2/users/me` accepted.
+    pub const VERIFIED_TOKEN: &str = "verified-token";
+    /// The licence hash Coder was seen to hold since the operator started.
+    pub const CONFIRMED_LICENSE: &str = "confirmed-license";
+}
+
+/// Operator access, licence and entitlements, in that order.
+pub(super) async fn reconcile(
+    cp: &CoderControlPlane,
+    ctx: &Context,
+    id: &ControlPlaneId,
+    uid: &str,
+    database_url: Option<&str>,
+    progress: &mut Progress,
+) -> Result<()> {
+    let token = operator_access(cp, ctx, id, uid, database_url, progress).await?;
+    let coder = token.as_ref().and_then(|t| client(ctx, id, uid, &cp.spec, t));
+    license(cp, ctx, uid, coder.as_ref(), progress).await?;
+    entitlements(ctx, uid, coder.as_ref(), progress).await;
+    Ok(())
+}
+
+fn token_secret_name(id: &ControlPlaneId, spec: &CoderControlPlaneSpec) -> String {
+    spec.operator_access
+        .generated_token_secret_name
+        .clone()
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| id.default_operator_token_secret())
+}
+
+/// The control plane's one Coder client (reused while the URL and token stay the same).
+fn client(
+    ctx: &Context,
+    id: &ControlPlaneId,
+    uid: &str,
+    spec: &CoderControlPlaneSpec,
+    token: &OperatorToken,
+) -> Option<CoderClient> {
+    let url = desired::internal_url(id, spec);
+    ctx.clients.client(uid, &url, &token.expose()).ok()
+}
+
+fn not_ready(ctx: &Context, progress: &mut Progress) {
+    progress.status.operator_access_ready = Some(false);
+    progress.status.operator_token_secret_ref = None;
+    progress.soon(ctx.settings.retry_interval);
+}
+
+/// Operator access (docs/controllers/control-plane.md, "Operator access"): returns the working token, if any.
+async fn operator_access(
+    cp: &CoderControlPlane,
+    ctx: &Context,
+    id: &ControlPlaneId,
+    uid: &str,
+    database_url: Option<&str>,
+    progress: &mut Progress,
+) -> Result<Option<OperatorToken>> {
+    let secret_name = token_secret_name(id, &cp.spec);
+    if cp.spec.operator_access.disabled {
+        disable_operator_access(ctx, id, uid, database_url, secret_name, progress).await?;
+        return Ok(None);
+    }
+    let live = ctx
+        .caches
+        .secrets
+        .get(&ctx.client, &id.namespace, &secret_name)
+        .await?;
+    let ownership = token_secret_ownership(live.as_deref(), uid);
+    progress.set(token_secret_condition(ownership, &secret_name));
+    let Some(url) = database_url.filter(|_| ownership != TokenSecretOwnership::NotOwned) else {
+        // Not owned, or no usable PostgreSQL URL (spec.database unresolved): the bootstrap waits.
+        not_ready(ctx, progress);
+        return Ok(None);
+    };
+    let existing =
+        secrets::value(live.as_deref(), DEFAULT_TOKEN_SECRET_KEY).and_then(|t| OperatorToken::parse(&t).ok());
+    let version = live.as_ref().and_then(|s| s.metadata.resource_version.clone());
+    let token = match verified(cp, ctx, id, uid, existing.as_ref(), version.as_deref()).await {
+        true => existing.clone(),
+        false => bootstrap(cp, id, url, existing.as_ref()).await,
+    };
+    let Some(token) = token else {
+        not_ready(ctx, progress);
+        return Ok(None);
+    };
+    if existing.as_ref() != Some(&token) || live.is_none() {
+        write_token_secret(cp, ctx, id, &secret_name, &token).await?;
+    }
+    progress.status.operator_access_ready = Some(true);
+    progress.status.operator_token_secret_ref = Some(SecretKeySelector {
+        name: secret_name,
+        key: Some(DEFAULT_TOKEN_SECRET_KEY.to_owned()),
+    });
+    Ok(Some(token))
+}
+
+/// Whether the stored token works: remembered per token Secret version, else asked of Coder (`users/me`).
+async fn verified(
+    cp: &CoderControlPlane,
+    ctx: &Context,
+    id: &ControlPlaneId,
+    uid: &str,
+    token: Option<&OperatorToken>,
+    version: Option<&str>,
+) -> bool {
+    let Some(token) = token else {
+        return false;
+    };
+    if version.is_some() && ctx.fact(uid, facts::VERIFIED_TOKEN).as_deref() == version {
+        return true;
+    }
+    let works = match client(ctx, id, uid, &cp.spec, token) {
+        Some(coder) => coder.me().await.is_ok(),
+        None => false,
+    };
+    ctx.set_fact(
+        uid,
+        facts::VERIFIED_TOKEN,
+        version.filter(|_| works).map(str::to_owned),
+    );
+    works
+}
+
+/// Creates or repairs operator access in Coder's database; `None` (logged) when that fails.
+async fn bootstrap(
+    cp: &CoderControlPlane,
+    id: &ControlPlaneId,
+    database_url: &str,
+    existing: Option<&OperatorToken>,
+) -> Option<OperatorToken> {
+    match ensure_operator_access(database_url, &id.namespace, &id.name, existing).await {
+        Ok(token) => Some(token),
+        Err(error) => {
+            let error = error.with_source(database_source(&cp.spec));
+            tracing::warn!(name = %id.name, namespace = %id.namespace, %error, "operator access bootstrap failed; retrying");
+            None
+        }
+    }
+}
+
+async fn write_token_secret(
+    cp: &CoderControlPlane,
+    ctx: &Context,
+    id: &ControlPlaneId,
+    secret_name: &str,
+    token: &OperatorToken,
+) -> Result<()> {
+    let exposed = token.expose();
+    let secret = OwnedSecret {
+        name: secret_name,
+        labels: id.labels(),
+        annotations: BTreeMap::new(),
+        key: DEFAULT_TOKEN_SECRET_KEY,
+        value: exposed.as_bytes(),
+    }
+    .build(cp)
+    .ok_or(crate::controller::error::Error::MissingMetadata)?;
+    if let Applied::Changed(written) = apply(ctx, secret, None).await? {
+        ctx.caches.secrets.wrote(written);
+    }
+    Ok(())
+}
+
+/// `spec.operatorAccess.disabled`: the owned token Secret is deleted and the token revoked in Coder's database.
+async fn disable_operator_access(
+    ctx: &Context,
+    id: &ControlPlaneId,
+    uid: &str,
+    database_url: Option<&str>,
+    secret_name: String,
+    progress: &mut Progress,
+) -> Result<()> {
+    let status = &mut progress.status;
+    remove_condition(&mut status.conditions, conditions::OPERATOR_TOKEN_SECRET_OWNED);
+    status.operator_access_ready = Some(false);
+    let pending = status
+        .operator_token_secret_ref
+        .as_ref()
+        .map(|r| r.name.clone())
+        .unwrap_or(secret_name);
+    let cached = ctx.caches.secrets.metadata().meta(&id.namespace, &pending);
+    if delete_owned::<Secret>(ctx, &id.namespace, &pending, cached.as_ref(), uid).await? {
+        ctx.caches.secrets.deleted(&id.namespace, &pending);
+    }
+    if let Some(url) = database_url
+        && let Err(error) = revoke_operator_access(url, &id.namespace, &id.name).await
+    {
+        tracing::warn!(name = %id.name, namespace = %id.namespace, category = error.category(), %error, "revoking the operator token failed; retrying");
+        progress.status.operator_token_secret_ref = Some(SecretKeySelector {
+            name: pending,
+            key: Some(DEFAULT_TOKEN_SECRET_KEY.to_owned()),
+        });
+        progress.soon(ctx.settings.retry_interval);
+        return Ok(());
+    }
+    progress.status.operator_token_secret_ref = None;
+    Ok(())
+}
+
+/// Where the PostgreSQL URL comes from, for messages (never the URL).
+fn database_source(spec: &CoderControlPlaneSpec) -> String {
+    match &spec.database {
+        Some(database) => format!(
+            "Secret {:?} key {:?}",
+            database.connection_secret_ref.name,
+            database.connection_secret_ref.key.as_deref().unwrap_or_default()
+        ),
+        None => format!(
+            "spec.extraEnv {}",
+            coder_k8s_api::control_plane::PG_CONNECTION_URL_ENV
+        ),
+    }
+}
+
+fn license_condition(status: ConditionStatus, reason: &'static str, message: impl Into<String>) -> Decided {
+    Decided {
+        type_: conditions::LICENSE_APPLIED,
+        status,
+        reason,
+        message: message.into(),
+    }
+}
+
+/// SHA-256 hex of the trimmed licence JWT (`status.licenseLastAppliedHash`).
+pub fn license_hash(jwt: &str) -> String {
+    sha256_hex(jwt.trim().as_bytes(), None)
+}
+
+/// `LicenseApplied`: uploads only when the hash changed or Coder has none; the licence list is read once per hash
+/// since the operator started.
+async fn license(
+    cp: &CoderControlPlane,
+    ctx: &Context,
+    uid: &str,
+    coder: Option<&CoderClient>,
+    progress: &mut Progress,
+) -> Result<()> {
+    let Some(reference) = &cp.spec.license_secret_ref else {
+        progress.set(license_condition(
+            ConditionStatus::Unknown,
+            reasons::LICENSE_PENDING,
+            "spec.licenseSecretRef is not set",
+        ));
+        return Ok(());
+    };
+    let Some(coder) = coder.filter(|_| progress.status.phase == Some(WorkloadPhase::Ready)) else {
+        let waiting = "waiting for the control plane to be Ready with operator access";
+        progress.set(license_condition(
+            ConditionStatus::False,
+            reasons::LICENSE_PENDING,
+            waiting,
+        ));
+        return Ok(());
+    };
+    let key = reference.key_or(DEFAULT_LICENSE_SECRET_KEY);
+    let namespace = cp.metadata.namespace.clone().unwrap_or_default();
+    let secret = ctx
+        .caches
+        .secrets
+        .get(&ctx.client, &namespace, &reference.name)
+        .await?;
+    let Some(jwt) = secrets::value(secret.as_deref(), key).filter(|v| !v.trim().is_empty()) else {
+        let message = format!("Secret {:?} with key {key:?} is missing or empty", reference.name);
+        progress.set(license_condition(
+            ConditionStatus::False,
+            reasons::LICENSE_SECRET_MISSING,
+            message,
+        ));
+        progress.soon(ctx.settings.retry_interval);
+        return Ok(());
+    };
+    let hash = license_hash(&jwt);
+    if progress.status.license_last_applied_hash.as_deref() == Some(hash.as_str())
+        && license_present(ctx, uid, coder, &hash).await
+    {
+        progress.set(license_condition(
+            ConditionStatus::True,
+            reasons::LICENSE_APPLIED,
+            "the licence is applied",
+        ));
+        return Ok(());
+    }
+    upload_license(ctx, uid, coder, &jwt, hash, progress).await;
+    Ok(())
+}
+
+/// Whether Coder holds a licence, asked once per licence hash since the operator started.
+async fn license_present(ctx: &Context, uid: &str, coder: &CoderClient, hash: &str) -> bool {
+    if ctx.fact(uid, facts::CONFIRMED_LICENSE).as_deref() == Some(hash) {
+        return true;
+    }
+    let present = matches!(coder.licenses().await, Ok(licenses) if !licenses.is_empty());
+    if present {
+        ctx.set_fact(uid, facts::CONFIRMED_LICENSE, Some(hash.to_owned()));
+    }
+    present
+}
+
+async fn upload_license(
+    ctx: &Context,
+    uid: &str,
+    coder: &CoderClient,
+    jwt: &str,
+    hash: String,
+    progress: &mut Progress,
+) {
+    let refused = match coder
+        .upload_license(&coder_k8s_coder_client::Secret::new(jwt.trim()))
+        .await
+    {
+        Ok(_) => None,
+        Err(error) => upload_refusal(&error),
+    };
+    match refused {
+        None => {
+            progress.status.license_last_applied = Some(progress.now.clone());
+            progress.status.license_last_applied_hash = Some(hash.clone());
+            ctx.set_fact(uid, facts::CONFIRMED_LICENSE, Some(hash));
+            progress.set(license_condition(
+                ConditionStatus::True,
+                reasons::LICENSE_APPLIED,
+                "the licence is applied",
+            ));
+        }
+        Some(decided) => {
+            progress.set(decided);
+            progress.soon(ctx.settings.retry_interval);
+        }
+    }
+}
+
+/// The condition for a failed upload; `None` when Coder already holds the licence.
+fn upload_refusal(error: &CoderError) -> Option<Decided> {
+    if License::is_duplicate_message(error.message()) {
+        return None;
+    }
+    Some(match error {
+        CoderError::Unauthorized { .. } | CoderError::Forbidden { .. } => license_condition(
+            ConditionStatus::False,
+            reasons::LICENSE_FORBIDDEN,
+            format!("Coder refused the licence upload: {error}"),
+        ),
+        _ if matches!(error, CoderError::NotFound { .. }) || error.is_route_not_found() => license_condition(
+            ConditionStatus::False,
+            reasons::LICENSE_NOT_SUPPORTED,
+            "this Coder deployment has no licences API",
+        ),
+        _ => license_condition(
+            ConditionStatus::False,
+            reasons::LICENSE_ERROR,
+            format!("licence upload failed: {error}"),
+        ),
+    })
+}
+
+/// Entitlements once Ready with operator access, once per entitlements interval. The check time is written only
+/// when a value changes, so a steady control plane is not rewritten every 2 minutes.
+async fn entitlements(ctx: &Context, uid: &str, coder: Option<&CoderClient>, progress: &mut Progress) {
+    let Some(coder) = coder.filter(|_| progress.status.phase == Some(WorkloadPhase::Ready)) else {
+        return;
+    };
+    let (entitlement, tier) = match coder.entitlements().await {
+        Ok(read) => {
+            ctx.entitlements.record(uid, read.clone());
+            super::status::entitlement_summary(&read)
+        }
+        Err(error) if error.is_route_not_found() => (Entitlement::Unknown, LicenseTier::Unknown),
+        Err(error) => {
+            tracing::debug!(%error, "reading entitlements failed; keeping the last values");
+            progress.soon(ctx.settings.retry_interval);
+            return;
+        }
+    };
+    let status = &mut progress.status;
+    if status.external_provisioner_daemons_entitlement != Some(entitlement)
+        || status.license_tier != Some(tier)
+    {
+        status.external_provisioner_daemons_entitlement = Some(entitlement);
+        status.license_tier = Some(tier);
+        status.entitlements_last_checked = Some(progress.now.clone());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn licence_hash_is_of_the_trimmed_jwt() {
+        assert_eq!(license_hash(" abc\n"), sha256_hex(b"abc", None));
+        assert_eq!(license_hash("abc").len(), 64);
+    }
+
+    #[test]
+    fn upload_refusals_have_their_reasons() {
+        let forbidden = CoderError::Forbidden {
+            message: "no".to_owned(),
+        };
+        assert_eq!(
+            upload_refusal(&forbidden).unwrap().reason,
+            reasons::LICENSE_FORBIDDEN
+        );
+    }
+}

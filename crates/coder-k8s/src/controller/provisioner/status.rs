@@ -1,0 +1,315 @@
+//! Pure decisions behind the CoderProvisioner conditions and its provisioner key (docs/controllers/provisioner.md):
+//! control-plane access, the entitlement gate, credentials, the key plan (reuse, create, rotate, replace) and the
+//! Deployment's readiness.
+
+use coder_k8s_api::provisioner::{CoderProvisionerStatus, conditions, reasons};
+use coder_k8s_coder_client::Error as CoderError;
+use coder_k8s_control_plane_access::AccessError;
+
+use crate::controller::conditions::{ConditionStatus, Decided};
+use crate::controller::credentials;
+
+fn decided(
+    type_: &'static str,
+    status: ConditionStatus,
+    reason: &'static str,
+    message: impl Into<String>,
+) -> Decided {
+    Decided {
+        type_,
+        status,
+        reason,
+        message: message.into(),
+    }
+}
+
+/// `ControlPlaneReady` and `OperatorAccessReady` for an access failure.
+pub fn access_refused(control_plane: &str, error: &AccessError) -> Vec<Decided> {
+    if error.is_control_plane_missing() {
+        return vec![decided(
+            conditions::CONTROL_PLANE_READY,
+            ConditionStatus::False,
+            reasons::CONTROL_PLANE_UNAVAILABLE,
+            error.message(),
+        )];
+    }
+    let reason = match error {
+        AccessError::TokenSecretRefMissing { .. } => reasons::OPERATOR_TOKEN_SECRET_REF_MISSING,
+        AccessError::AccessNotReady { .. } => reasons::OPERATOR_ACCESS_NOT_READY,
+        AccessError::TokenSecretUnavailable { .. } => reasons::OPERATOR_TOKEN_SECRET_UNAVAILABLE,
+        AccessError::TokenSecretRefInvalid { .. }
+        | AccessError::ClientUnusable
+        | AccessError::ControlPlaneUnavailable { .. } => reasons::OPERATOR_TOKEN_SECRET_REF_INVALID,
+    };
+    vec![
+        control_plane_available(control_plane),
+        decided(
+            conditions::OPERATOR_ACCESS_READY,
+            ConditionStatus::False,
+            reason,
+            error.message(),
+        ),
+    ]
+}
+
+fn control_plane_available(control_plane: &str) -> Decided {
+    decided(
+        conditions::CONTROL_PLANE_READY,
+        ConditionStatus::True,
+        reasons::CONTROL_PLANE_AVAILABLE,
+        format!("CoderControlPlane {control_plane:?} is available"),
+    )
+}
+
+/// `ControlPlaneReady` and `OperatorAccessReady` when the operator token can be used.
+pub fn access_ready(control_plane: &str) -> Vec<Decided> {
+    vec![
+        control_plane_available(control_plane),
+        decided(
+            conditions::OPERATOR_ACCESS_READY,
+            ConditionStatus::True,
+            reasons::OPERATOR_ACCESS_READY,
+            "the operator token is available",
+        ),
+    ]
+}
+
+/// `ExternalProvisionersEntitled` for the gate's outcome.
+pub fn entitlement_condition(outcome: Result<bool, &CoderError>) -> Decided {
+    let (status, reason, message) = match outcome {
+        Ok(true) => (
+            ConditionStatus::True,
+            reasons::ENTITLED,
+            "external provisioner daemons are entitled".to_owned(),
+        ),
+        Ok(false) => (
+            ConditionStatus::False,
+            reasons::NOT_ENTITLED,
+            "the Coder licence does not entitle external provisioner daemons".to_owned(),
+        ),
+        Err(e) if e.is_route_not_found() || matches!(e, CoderError::NotFound { .. }) => (
+            ConditionStatus::False,
+            reasons::NOT_SUPPORTED,
+            "this Coder deployment has no entitlements API".to_owned(),
+        ),
+        Err(e @ (CoderError::Unauthorized { .. } | CoderError::Forbidden { .. })) => (
+            ConditionStatus::False,
+            reasons::FORBIDDEN,
+            format!("reading entitlements: {e}"),
+        ),
+        Err(e) => (
+            ConditionStatus::False,
+            reasons::ENTITLEMENTS_QUERY_FAILED,
+            format!("reading entitlements: {e}"),
+        ),
+    };
+    decided(
+        conditions::EXTERNAL_PROVISIONERS_ENTITLED,
+        status,
+        reason,
+        message,
+    )
+}
+
+/// `CredentialsReady`: the first refusal (reason, message), or verified.
+pub fn credentials_condition(refusal: Option<(&'static str, String)>) -> Decided {
+    credentials::condition(
+        refusal,
+        "every Secret the pods receive is a credential Secret for the control plane's origin",
+    )
+}
+
+/// What the key was made from; a change of any of these rotates the key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyInputs {
+    pub organization_name: String,
+    pub key_name: String,
+    pub tags_hash: String,
+    pub control_plane: String,
+    pub control_plane_url: String,
+}
+
+/// Whether the recorded key still matches its inputs, so that, with its Secret present, no Coder call is needed.
+pub fn key_current(status: &CoderProvisionerStatus, inputs: &KeyInputs) -> bool {
+    status.provisioner_key_id.is_some()
+        && status.organization_id.is_some()
+        && status.organization_name.as_deref() == Some(inputs.organization_name.as_str())
+        && !drifted(
+            status,
+            status.organization_id.as_deref().unwrap_or_default(),
+            inputs,
+        )
+}
+
+/// Whether a recorded key was made from other inputs than now (organization ID, name, tags, control plane).
+pub fn drifted(status: &CoderProvisionerStatus, organization_id: &str, inputs: &KeyInputs) -> bool {
+    status.provisioner_key_id.is_some()
+        && (status.organization_id.as_deref() != Some(organization_id)
+            || status.provisioner_key_name.as_deref() != Some(inputs.key_name.as_str())
+            || status.tags_hash.as_deref() != Some(inputs.tags_hash.as_str())
+            || status.control_plane_ref_name.as_deref() != Some(inputs.control_plane.as_str())
+            || status.control_plane_url.as_deref() != Some(inputs.control_plane_url.as_str()))
+}
+
+/// What to do with the key in Coder.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum KeyPlan {
+    /// The stored Secret holds the key Coder lists under this ID.
+    Reuse { key_id: String },
+    /// No key of this name: create one.
+    Create,
+    /// A key of this name that cannot be used (no Secret, or drift): delete it, then create one, so there is never
+    /// more than one.
+    Replace { old_name: String },
+}
+
+/// Decides from Coder's key of this name (if any), whether the owned Secret holds a key, and drift.
+pub fn key_plan(listed: Option<(&str, &str)>, secret_holds_key: bool, drifted: bool) -> KeyPlan {
+    match listed {
+        Some((id, _)) if secret_holds_key && !drifted => KeyPlan::Reuse {
+            key_id: id.to_owned(),
+        },
+        Some((_, name)) => KeyPlan::Replace {
+            old_name: name.to_owned(),
+        },
+        None => KeyPlan::Create,
+    }
+}
+
+/// `ProvisionerKeyReady` after a failed Coder call.
+pub fn key_failed(error: &CoderError) -> Decided {
+    let reason = if matches!(error, CoderError::RateLimited { .. }) {
+        reasons::RATE_LIMITED
+    } else {
+        reasons::PROVISIONER_KEY_FAILED
+    };
+    decided(
+        conditions::PROVISIONER_KEY_READY,
+        ConditionStatus::False,
+        reason,
+        format!("provisioner key: {error}"),
+    )
+}
+
+/// `ProvisionerKeyReady` and `ProvisionerKeySecretReady` once the key is in Coder and in its Secret.
+pub fn key_ready(secret: &str) -> Vec<Decided> {
+    vec![
+        decided(
+            conditions::PROVISIONER_KEY_READY,
+            ConditionStatus::True,
+            reasons::PROVISIONER_KEY_READY,
+            "the provisioner key exists in Coder",
+        ),
+        decided(
+            conditions::PROVISIONER_KEY_SECRET_READY,
+            ConditionStatus::True,
+            reasons::SECRET_READY,
+            format!("Secret {secret:?} holds the key"),
+        ),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn inputs() -> KeyInputs {
+        KeyInputs {
+            organization_name: "coder".to_owned(),
+            key_name: "p".to_owned(),
+            tags_hash: "h".to_owned(),
+            control_plane: "cp".to_owned(),
+            control_plane_url: "http://cp".to_owned(),
+        }
+    }
+
+    fn recorded() -> CoderProvisionerStatus {
+        CoderProvisionerStatus {
+            provisioner_key_id: Some("k1".to_owned()),
+            organization_id: Some("o1".to_owned()),
+            organization_name: Some("coder".to_owned()),
+            provisioner_key_name: Some("p".to_owned()),
+            tags_hash: Some("h".to_owned()),
+            control_plane_ref_name: Some("cp".to_owned()),
+            control_plane_url: Some("http://cp".to_owned()),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_current_key_needs_no_coder_call_and_any_input_change_drifts() {
+        assert!(key_current(&recorded(), &inputs()));
+        assert!(!key_current(&CoderProvisionerStatus::default(), &inputs()));
+        let mut changed = inputs();
+        changed.tags_hash = "other".to_owned();
+        assert!(!key_current(&recorded(), &changed));
+        assert!(drifted(&recorded(), "o1", &changed));
+        assert!(drifted(&recorded(), "o2", &inputs()), "another organization");
+        assert!(
+            !drifted(&CoderProvisionerStatus::default(), "o1", &changed),
+            "no key yet, nothing drifts"
+        );
+        let mut renamed_org = inputs();
+        renamed_org.organization_name = "other".to_owned();
+        assert!(
+            !key_current(&recorded(), &renamed_org),
+            "a new organization name is looked up in Coder"
+        );
+    }
+
+    #[test]
+    fn key_plans() {
+        assert_eq!(
+            key_plan(Some(("k1", "p")), true, false),
+            KeyPlan::Reuse {
+                key_id: "k1".to_owned()
+            }
+        );
+        assert_eq!(
+            key_plan(Some(("k1", "p")), false, false),
+            KeyPlan::Replace {
+                old_name: "p".to_owned()
+            }
+        );
+        assert_eq!(
+            key_plan(Some(("k1", "p")), true, true),
+            KeyPlan::Replace {
+                old_name: "p".to_owned()
+            }
+        );
+        assert_eq!(key_plan(None, true, false), KeyPlan::Create);
+    }
+
+    #[test]
+    fn access_reasons() {
+        let missing = access_refused(
+            "cp",
+            &AccessError::ControlPlaneUnavailable {
+                control_plane: "cp".to_owned(),
+            },
+        );
+        assert_eq!(
+            (missing.len(), missing[0].reason),
+            (1, reasons::CONTROL_PLANE_UNAVAILABLE)
+        );
+        let not_ready = access_refused(
+            "cp",
+            &AccessError::AccessNotReady {
+                control_plane: "cp".to_owned(),
+            },
+        );
+        assert_eq!(not_ready[0].reason, reasons::CONTROL_PLANE_AVAILABLE);
+        assert_eq!(not_ready[1].reason, reasons::OPERATOR_ACCESS_NOT_READY);
+        assert_eq!(access_ready("cp")[1].status, ConditionStatus::True);
+    }
+
+    #[test]
+    fn entitlement_reasons() {
+        assert_eq!(entitlement_condition(Ok(true)).reason, reasons::ENTITLED);
+        assert_eq!(entitlement_condition(Ok(false)).reason, reasons::NOT_ENTITLED);
+        let forbidden = CoderError::Forbidden {
+            message: "no".to_owned(),
+        };
+        assert_eq!(entitlement_condition(Err(&forbidden)).reason, reasons::FORBIDDEN);
+    }
+}

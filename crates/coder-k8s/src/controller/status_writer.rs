@@ -1,0 +1,159 @@
+//! The one status writer: server-side apply of `status` only when it differs from what the object shows, Events for
+//! the transitions it records, and a memo of the last write per object so a watch cache that has not caught up with
+//! that write does not cause a second write (and a second Event).
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::events::{Event, EventType};
+use kube::{Resource, ResourceExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use super::apply::FIELD_MANAGER;
+use super::apply::Namespaced;
+use super::context::Context;
+
+/// An Event to publish with a status write: type, reason, note.
+pub type Transition = (EventType, String, String);
+
+/// The last status written per object UID, with the status it replaced.
+#[derive(Default)]
+pub struct StatusMemo {
+    last: Mutex<HashMap<String, Written>>,
+}
+
+struct Written {
+    replaced: serde_json::Value,
+    written: serde_json::Value,
+}
+
+impl StatusMemo {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Written>> {
+        self.last.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The status the object really has: the one last written when the cache still shows the status that write
+    /// replaced, else `current`.
+    pub fn effective<S: Serialize + DeserializeOwned + Clone>(
+        &self,
+        uid: &str,
+        current: Option<&S>,
+    ) -> Option<S> {
+        let shown = serde_json::to_value(current).ok()?;
+        match self.lock().get(uid) {
+            Some(last) if last.replaced == shown => serde_json::from_value(last.written.clone()).ok(),
+            _ => current.cloned(),
+        }
+    }
+
+    /// Whether `status` is what was last written while the cache still shows what that write replaced.
+    fn already_written(&self, uid: &str, shown: &serde_json::Value, status: &serde_json::Value) -> bool {
+        self.lock()
+            .get(uid)
+            .is_some_and(|last| &last.replaced == shown && &last.written == status)
+    }
+
+    fn record(&self, uid: &str, replaced: serde_json::Value, written: serde_json::Value) {
+        self.lock().insert(uid.to_owned(), Written { replaced, written });
+    }
+
+    pub fn forget(&self, uid: &str) {
+        self.lock().remove(uid);
+    }
+
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Writes `status` for `object` (whose cached status is `current`) when it changed, then publishes `transitions`.
+/// Returns whether a write was sent.
+pub async fn write_status<K, S>(
+    ctx: &Context,
+    object: &K,
+    current: Option<&S>,
+    status: &S,
+    transitions: Vec<Transition>,
+) -> Result<bool, kube::Error>
+where
+    K: Namespaced,
+    S: Serialize + PartialEq,
+{
+    if current == Some(status) {
+        return Ok(false);
+    }
+    let uid = object.meta().uid.clone().unwrap_or_default();
+    let shown = serde_json::to_value(current).unwrap_or_default();
+    let wanted = serde_json::to_value(status).unwrap_or_default();
+    if ctx.statuses.already_written(&uid, &shown, &wanted) {
+        return Ok(false);
+    }
+    let patch = serde_json::json!({
+        "apiVersion": K::api_version(&()),
+        "kind": K::kind(&()),
+        "status": status,
+    });
+    let api: Api<K> = Api::namespaced(ctx.client.clone(), &object.namespace().unwrap_or_default());
+    api.patch_status(
+        &object.name_any(),
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(&patch),
+    )
+    .await?;
+    ctx.statuses.record(&uid, shown, wanted);
+    publish(ctx, object, transitions).await;
+    Ok(true)
+}
+
+async fn publish<K: Resource<DynamicType = ()>>(ctx: &Context, object: &K, transitions: Vec<Transition>) {
+    for (type_, reason, note) in transitions {
+        let event = Event {
+            type_,
+            reason,
+            note: Some(note),
+            action: "Reconcile".to_owned(),
+            secondary: None,
+        };
+        if let Err(error) = ctx.recorder.publish(&event, &object.object_ref(&())).await {
+            tracing::debug!(%error, "publishing an Event failed");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stale_cache_shows_the_last_written_status() {
+        let memo = StatusMemo::default();
+        let old = Some("pending".to_owned());
+        memo.record(
+            "uid",
+            serde_json::to_value(&old).unwrap(),
+            serde_json::to_value("ready").unwrap(),
+        );
+        assert_eq!(memo.effective("uid", old.as_ref()).as_deref(), Some("ready"));
+        assert!(memo.already_written(
+            "uid",
+            &serde_json::to_value(&old).unwrap(),
+            &serde_json::to_value("ready").unwrap()
+        ));
+        // Once the cache shows something else (the write, or another writer's), the cache is believed.
+        let newer = Some("failed".to_owned());
+        assert_eq!(memo.effective("uid", newer.as_ref()).as_deref(), Some("failed"));
+        assert!(!memo.already_written(
+            "uid",
+            &serde_json::to_value(&newer).unwrap(),
+            &serde_json::to_value("ready").unwrap()
+        ));
+        memo.forget("uid");
+        assert!(memo.is_empty());
+    }
+}

@@ -1,0 +1,176 @@
+//! Pure decisions behind the CoderWorkspaceProxy conditions (docs/controllers/workspace-proxy.md): which Secrets must
+//! consent to which origin, the registration plan of bootstrap mode, the names sent to Coder, and the conditions.
+
+use coder_k8s_api::workspace_proxy::{ProxyBootstrapSpec, WorkspaceProxySpec, conditions, reasons};
+
+use crate::controller::conditions::{ConditionStatus, Decided};
+use crate::controller::credentials;
+
+/// Icon sent when the spec names none: Coder requires a non-empty icon on PATCH.
+pub const DEFAULT_ICON: &str = "/emojis/1f310.png";
+
+fn decided(
+    type_: &'static str,
+    status: ConditionStatus,
+    reason: &'static str,
+    message: impl Into<String>,
+) -> Decided {
+    Decided {
+        type_,
+        status,
+        reason,
+        message: message.into(),
+    }
+}
+
+/// Every Secret whose value leaves the cluster, with the origin it goes to: the extraEnv Secrets and a given token
+/// Secret go to the primary access URL's origin, the bootstrap credentials to `coderURL`'s origin.
+pub fn credential_checks(
+    spec: &WorkspaceProxySpec,
+    token_secret: Option<&str>,
+    primary_origin: &str,
+) -> Vec<(String, String)> {
+    let mut checks: Vec<(String, String)> = credentials::secret_refs(&spec.extra_env)
+        .into_iter()
+        .map(|secret| (secret, primary_origin.to_owned()))
+        .collect();
+    if let Some(token_secret) = token_secret {
+        checks.push((token_secret.to_owned(), primary_origin.to_owned()));
+    }
+    if let Some(bootstrap) = &spec.bootstrap {
+        let coder_origin = credentials::origin_of(&bootstrap.coder_url).unwrap_or_default();
+        checks.push((bootstrap.credentials_secret_ref.name.clone(), coder_origin));
+    }
+    checks
+}
+
+/// What bootstrap mode does with the generated token Secret.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RegistrationPlan {
+    /// Someone else's Secret has the name: refuse, touch nothing.
+    Refuse,
+    /// No token yet: register the proxy in Coder (create, or regenerate the token of an existing one).
+    Register,
+    /// The owned Secret holds a token: nothing to ask of Coder.
+    Keep,
+}
+
+/// Decides from the generated Secret: `None` when absent, else (owned by this proxy, holds a token).
+pub fn registration_plan(secret: Option<(bool, bool)>) -> RegistrationPlan {
+    match secret {
+        Some((false, _)) => RegistrationPlan::Refuse,
+        Some((true, true)) => RegistrationPlan::Keep,
+        Some((true, false)) | None => RegistrationPlan::Register,
+    }
+}
+
+/// The proxy name, display name and icon sent to Coder (each defaulted when empty).
+pub fn proxy_names(name: &str, bootstrap: &ProxyBootstrapSpec) -> (String, String, String) {
+    let given = |value: &Option<String>| value.clone().filter(|v| !v.is_empty());
+    let proxy_name = given(&bootstrap.proxy_name).unwrap_or_else(|| name.to_owned());
+    let display_name = given(&bootstrap.display_name).unwrap_or_else(|| proxy_name.clone());
+    let icon = given(&bootstrap.icon).unwrap_or_else(|| DEFAULT_ICON.to_owned());
+    (proxy_name, display_name, icon)
+}
+
+pub fn invalid_spec(message: &str) -> Decided {
+    decided(
+        conditions::PROXY_REGISTERED,
+        ConditionStatus::False,
+        reasons::INVALID_SPEC,
+        message,
+    )
+}
+
+/// `CredentialsReady`: the first refusal (reason, message), or verified.
+pub fn credentials_condition(refusal: Option<(&'static str, String)>) -> Decided {
+    credentials::condition(
+        refusal,
+        "every Secret used is a credential Secret for its destination",
+    )
+}
+
+pub fn token_secret_not_owned(secret: &str) -> Decided {
+    decided(
+        conditions::PROXY_REGISTERED,
+        ConditionStatus::False,
+        reasons::TOKEN_SECRET_NOT_OWNED,
+        format!(
+            "Secret {secret:?} exists and this proxy does not own it; set bootstrap.generatedTokenSecretName to a name that does not exist"
+        ),
+    )
+}
+
+pub fn registration_failed(message: String) -> Decided {
+    decided(
+        conditions::PROXY_REGISTERED,
+        ConditionStatus::False,
+        reasons::REGISTRATION_FAILED,
+        message,
+    )
+}
+
+pub fn registered() -> Decided {
+    decided(
+        conditions::PROXY_REGISTERED,
+        ConditionStatus::True,
+        reasons::REGISTERED,
+        "the proxy is registered in Coder",
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use coder_k8s_api::shared::SecretKeySelector;
+
+    #[test]
+    fn registration_plans() {
+        assert_eq!(registration_plan(None), RegistrationPlan::Register);
+        assert_eq!(registration_plan(Some((true, false))), RegistrationPlan::Register);
+        assert_eq!(registration_plan(Some((true, true))), RegistrationPlan::Keep);
+        assert_eq!(registration_plan(Some((false, true))), RegistrationPlan::Refuse);
+    }
+
+    #[test]
+    fn names_default_to_the_object_name_and_a_globe() {
+        let bootstrap = ProxyBootstrapSpec::default();
+        assert_eq!(
+            proxy_names("eu", &bootstrap),
+            ("eu".to_owned(), "eu".to_owned(), DEFAULT_ICON.to_owned())
+        );
+        let named = ProxyBootstrapSpec {
+            proxy_name: Some("europe".to_owned()),
+            display_name: Some(String::new()),
+            ..ProxyBootstrapSpec::default()
+        };
+        assert_eq!(
+            proxy_names("eu", &named).1,
+            "europe",
+            "an empty display name falls back to the proxy name"
+        );
+    }
+
+    #[test]
+    fn bootstrap_credentials_consent_to_the_coder_origin() {
+        let spec = WorkspaceProxySpec {
+            bootstrap: Some(ProxyBootstrapSpec {
+                coder_url: "https://coder.example.com/".to_owned(),
+                credentials_secret_ref: SecretKeySelector {
+                    name: "admin".to_owned(),
+                    key: None,
+                },
+                ..ProxyBootstrapSpec::default()
+            }),
+            ..WorkspaceProxySpec::default()
+        };
+        let checks = credential_checks(&spec, Some("token"), "https://primary.example.com");
+        assert_eq!(
+            checks,
+            vec![
+                ("token".to_owned(), "https://primary.example.com".to_owned()),
+                ("admin".to_owned(), "https://coder.example.com".to_owned()),
+            ]
+        );
+    }
+}
