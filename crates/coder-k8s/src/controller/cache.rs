@@ -42,6 +42,8 @@ impl<K> Change<K> {
 pub struct Informer<K: Resource<DynamicType = ()> + Clone + 'static> {
     store: Store<K>,
     changes: broadcast::Sender<Change<K>>,
+    /// Set once the first list is cached. (kube's own readiness wakes only one waiter; several controllers wait.)
+    listed: tokio::sync::watch::Receiver<bool>,
 }
 
 impl<K> Informer<K>
@@ -50,19 +52,40 @@ where
 {
     /// Starts the watch on `api`; `strip` removes what no controller reads before an object is cached.
     pub fn start(api: Api<K>, config: watcher::Config, strip: fn(&mut K)) -> Arc<Self> {
+        Self::start_with(api, config, strip, change_channel())
+    }
+
+    /// Like [`Informer::start`], publishing changes on `changes` (subscribers may exist before the watch starts).
+    pub fn start_with(
+        api: Api<K>,
+        config: watcher::Config,
+        strip: fn(&mut K),
+        changes: broadcast::Sender<Change<K>>,
+    ) -> Arc<Self> {
+        Self::from_events(watcher(api, config).default_backoff().modify(strip), changes)
+    }
+
+    /// Caches the objects of `events`, publishing their changes on `changes`.
+    fn from_events(
+        events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
+        changes: broadcast::Sender<Change<K>>,
+    ) -> Arc<Self> {
         let (store, mut writer) = reflector::store();
-        let (changes, _) = broadcast::channel(CHANGE_BUFFER);
+        let (listed_tx, listed) = tokio::sync::watch::channel(false);
         let informer = Arc::new(Self {
             store: store.clone(),
             changes: changes.clone(),
+            listed,
         });
-        let events = watcher(api, config).default_backoff().modify(strip);
         tokio::spawn(async move {
             let mut events = std::pin::pin!(events);
             while let Some(event) = events.next().await {
                 match event {
                     Ok(event) => {
                         writer.apply_watcher_event(&event);
+                        if matches!(event, watcher::Event::InitDone) {
+                            listed_tx.send_replace(true);
+                        }
                         fan_out(&store, &changes, event);
                     }
                     Err(error) => tracing::debug!(%error, kind = %K::kind(&()), "watch error; retrying"),
@@ -93,10 +116,21 @@ where
 
     /// Waits until the first list is cached.
     pub async fn ready(&self) {
-        if self.store.wait_until_ready().await.is_err() {
+        let mut listed = self.listed.clone();
+        if listed.wait_for(|listed| *listed).await.is_err() {
             tracing::warn!(kind = %K::kind(&()), "a watch cache stopped before its first list");
         }
     }
+
+    /// Whether the first list is cached.
+    pub fn is_ready(&self) -> bool {
+        *self.listed.borrow()
+    }
+}
+
+/// A channel for the changes of one resource type.
+pub fn change_channel<K: Clone>() -> broadcast::Sender<Change<K>> {
+    broadcast::channel(CHANGE_BUFFER).0
 }
 
 fn fan_out<K>(store: &Store<K>, changes: &broadcast::Sender<Change<K>>, event: watcher::Event<K>)
@@ -114,6 +148,7 @@ where
         }
         // After a (re)list every object is offered again; the subscribers' fingerprints drop what did not change.
         watcher::Event::InitDone => {
+            tracing::debug!(kind = %K::kind(&()), objects = store.len(), "watch cache listed");
             for object in store.state() {
                 let _ = changes.send(Change::Applied(object));
             }
@@ -130,17 +165,16 @@ pub fn strip_meta(meta: &mut ObjectMeta) {
     }
 }
 
-/// A stream of the changes of `informer`, mapped by `map` (which may keep state); a lagging subscriber logs and
+/// A stream of the changes `receiver` gets, mapped by `map` (which may keep state); a lagging subscriber logs and
 /// goes on.
 pub fn changes<K, T>(
-    informer: &Informer<K>,
+    receiver: broadcast::Receiver<Change<K>>,
     mut map: impl FnMut(Change<K>) -> Vec<T> + Send + 'static,
 ) -> impl Stream<Item = T> + Send + 'static
 where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K: Clone + Send + Sync + 'static,
     T: Send + 'static,
 {
-    let receiver = informer.subscribe();
     futures::stream::unfold(receiver, |mut receiver| async move {
         loop {
             match receiver.recv().await {

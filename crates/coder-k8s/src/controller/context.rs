@@ -20,6 +20,7 @@ use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::watcher;
 
 use super::cache::{Echoes, Informer, ValueReader, strip_meta};
+use super::http_route::HttpRoute;
 use super::metrics::ReconcileMetrics;
 use super::status_writer::StatusMemo;
 
@@ -80,6 +81,14 @@ pub struct Caches {
     pub ingresses: Arc<Informer<PartialObjectMeta<Ingress>>>,
     pub roles: Arc<Informer<PartialObjectMeta<Role>>>,
     pub role_bindings: Arc<Informer<PartialObjectMeta<RoleBinding>>>,
+    /// HTTPRoutes (the Gateway API is optional): the watch starts once the API is found; changes are published
+    /// on `http_route_changes` from then on.
+    http_routes: std::sync::OnceLock<Arc<Informer<PartialObjectMeta<HttpRoute>>>>,
+    pub http_route_changes:
+        tokio::sync::broadcast::Sender<super::cache::Change<PartialObjectMeta<HttpRoute>>>,
+    client: kube::Client,
+    namespace: Option<String>,
+    discovered: tokio::sync::OnceCell<()>,
     /// Every Secret's metadata, values fetched only when they change.
     pub secrets: ValueReader<Secret>,
     /// Every ConfigMap's metadata, values fetched only when they change.
@@ -104,23 +113,48 @@ impl Caches {
                 Informer::start(scoped_api::<$kind>(client, namespace), $config, $strip)
             };
         }
+        macro_rules! everywhere {
+            ($kind:ty, $config:expr) => {
+                Informer::start(
+                    scoped_api::<PartialObjectMeta<$kind>>(client, None),
+                    $config,
+                    strip_object,
+                )
+            };
+        }
+        // `Api<PartialObjectMeta<K>>` asks the API server for metadata only.
+        macro_rules! metadata {
+            ($kind:ty, $config:expr) => {
+                watch!(PartialObjectMeta<$kind>, $config, strip_object)
+            };
+        }
         Self {
             control_planes: watch!(CoderControlPlane, all.clone(), strip_object),
             provisioners: watch!(CoderProvisioner, all.clone(), strip_object),
             workspace_proxies: watch!(CoderWorkspaceProxy, all.clone(), strip_object),
             deployments: watch!(Deployment, managed.clone(), strip_deployment),
-            services: watch!(PartialObjectMeta<Service>, managed.clone(), strip_object),
-            service_accounts: watch!(PartialObjectMeta<ServiceAccount>, managed.clone(), strip_object),
-            ingresses: watch!(PartialObjectMeta<Ingress>, managed.clone(), strip_object),
-            roles: watch!(PartialObjectMeta<Role>, managed.clone(), strip_object),
-            role_bindings: watch!(PartialObjectMeta<RoleBinding>, managed, strip_object),
-            secrets: ValueReader::new(watch!(PartialObjectMeta<Secret>, all.clone(), strip_object)),
-            config_maps: ValueReader::new(watch!(PartialObjectMeta<ConfigMap>, all, strip_object)),
+            services: metadata!(Service, managed.clone()),
+            service_accounts: metadata!(ServiceAccount, managed.clone()),
+            ingresses: metadata!(Ingress, managed.clone()),
+            // Workspace RBAC lives in other namespaces too: these two are watched everywhere.
+            roles: everywhere!(Role, managed.clone()),
+            role_bindings: everywhere!(RoleBinding, managed),
+            http_routes: std::sync::OnceLock::new(),
+            http_route_changes: super::cache::change_channel(),
+            client: client.clone(),
+            namespace: namespace.map(str::to_owned),
+            discovered: tokio::sync::OnceCell::new(),
+            secrets: ValueReader::new(metadata!(Secret, all.clone())),
+            config_maps: ValueReader::new(metadata!(ConfigMap, all)),
         }
     }
 
     /// Waits until every cache holds its first list, so no reconcile mistakes "not cached yet" for "absent".
     pub async fn ready(&self) {
+        self.discovered.get_or_init(|| self.discover_http_routes()).await;
+        if let Some(routes) = self.http_routes.get() {
+            routes.ready().await;
+        }
         futures::join!(
             self.control_planes.ready(),
             self.provisioners.ready(),
@@ -134,6 +168,34 @@ impl Caches {
             self.secrets.metadata().ready(),
             self.config_maps.metadata().ready(),
         );
+    }
+}
+
+impl Caches {
+    /// The HTTPRoute cache once it holds its first list; `None` while the Gateway API was not found.
+    pub fn http_routes(&self) -> Option<&Arc<Informer<PartialObjectMeta<HttpRoute>>>> {
+        self.http_routes.get().filter(|informer| informer.is_ready())
+    }
+
+    /// Looks for the Gateway API (one discovery request) and starts the HTTPRoute watch when it is served. Called
+    /// once at start, and again by a control plane that wants a route while the API was not found.
+    pub async fn discover_http_routes(&self) {
+        if self.http_routes.get().is_some() {
+            return;
+        }
+        let served = self
+            .client
+            .list_api_group_resources("gateway.networking.k8s.io/v1")
+            .await
+            .is_ok_and(|list| list.resources.iter().any(|r| r.name == "httproutes"));
+        if served {
+            let config = watcher::Config::default().labels(MANAGED_BY_SELECTOR);
+            let api = scoped_api::<PartialObjectMeta<HttpRoute>>(&self.client, self.namespace.as_deref());
+            let changes = self.http_route_changes.clone();
+            let _ = self
+                .http_routes
+                .set(Informer::start_with(api, config, strip_object, changes));
+        }
     }
 }
 

@@ -14,6 +14,7 @@ pub mod credentials;
 pub mod digest;
 pub mod error;
 pub mod finalizer;
+pub mod http_route;
 pub mod kube_requests;
 pub mod labels;
 pub mod metrics;

@@ -78,7 +78,7 @@ fn main_triggers<K: Kind>(
 ) -> impl futures::Stream<Item = std::result::Result<K, kube::runtime::watcher::Error>> + Send + 'static {
     let ctx = ctx.clone();
     let mut seen = std::collections::HashMap::<String, u64>::new();
-    let later = changes(informer, move |change| match change {
+    let later = changes(informer.subscribe(), move |change| match change {
         Change::Deleted(object) => {
             let uid = object.uid().unwrap_or_default();
             seen.remove(&uid);
@@ -110,7 +110,9 @@ pub async fn run<K: Kind>(
     steps: Steps<K>,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
+    tracing::debug!(kind = K::KIND, "waiting for the watch caches");
     ctx.caches.ready().await;
+    tracing::debug!(kind = K::KIND, "watch caches ready; starting the controller");
     let main = main_triggers(&ctx, &informer);
     let config = Config::default().concurrency(ctx.settings.max_concurrent_reconciles);
     Controller::for_stream(main, informer.store().clone())

@@ -14,12 +14,38 @@ use super::cache::{
 };
 use super::runner::{Kind, Triggers};
 
+/// A source of changes of `C`: a watch cache, or a channel a cache publishes on once it starts.
+pub trait Subscribe<C> {
+    fn subscribe(&self) -> tokio::sync::broadcast::Receiver<Change<C>>;
+}
+
+impl<C> Subscribe<C> for Informer<C>
+where
+    C: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    fn subscribe(&self) -> tokio::sync::broadcast::Receiver<Change<C>> {
+        Informer::subscribe(self)
+    }
+}
+
+impl<C, S: Subscribe<C>> Subscribe<C> for Arc<S> {
+    fn subscribe(&self) -> tokio::sync::broadcast::Receiver<Change<C>> {
+        self.as_ref().subscribe()
+    }
+}
+
+impl<C> Subscribe<C> for tokio::sync::broadcast::Sender<Change<C>> {
+    fn subscribe(&self) -> tokio::sync::broadcast::Receiver<Change<C>> {
+        tokio::sync::broadcast::Sender::subscribe(self)
+    }
+}
+
 /// Maps a changed object to the objects of kind `O` to reconcile.
 pub type Targets<O, C> = fn(&Store<O>, &C) -> Vec<ObjectRef<O>>;
 
 /// Triggers of kind `O` from the changes of `informer` (objects the operator applies as `applied_kind`).
 pub fn from<O, C>(
-    informer: &Informer<C>,
+    informer: &impl Subscribe<C>,
     echoes: &Arc<Echoes>,
     applied_kind: &str,
     fingerprint: fn(&C) -> Fingerprint,
@@ -31,7 +57,7 @@ where
     C: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
     let mut filter = ChangeFilter::new(applied_kind, echoes.clone(), fingerprint);
-    changes(informer, move |change: Change<C>| {
+    changes(informer.subscribe(), move |change: Change<C>| {
         if filter.is_news(&change) {
             targets(&owners, change.object())
         } else {
@@ -42,7 +68,7 @@ where
 }
 
 /// Triggers of kind `O` from the objects of `informer` it controls, whose desired hash is all that matters.
-pub fn owned<O, C>(informer: &Informer<C>, echoes: &Arc<Echoes>, owners: &Store<O>) -> Triggers<O>
+pub fn owned<O, C>(informer: &impl Subscribe<C>, echoes: &Arc<Echoes>, owners: &Store<O>) -> Triggers<O>
 where
     O: Kind,
     C: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,

@@ -501,7 +501,8 @@ async fn licence_entitlements_and_a_silent_steady_state() {
     }
 
     // Steady state: a reconcile every second (the 1 s entitlements interval of the tests), each reading from the
-    // watch caches: no Kubernetes reads or writes, and no Coder call but the entitlements check.
+    // watch caches: no Kubernetes reads or writes, and no Coder call but the entitlements and token checks of that
+    // interval.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let (writes, reads, coder_requests) =
         (h.requests.writes(), h.requests.reads(), h.server.requests().len());
@@ -525,13 +526,18 @@ async fn licence_entitlements_and_a_silent_steady_state() {
         coder_calls.iter().any(|c| c == "GET /api/v2/entitlements"),
         "the entitlements were checked: {coder_calls:?}"
     );
+    let checks = ["GET /api/v2/entitlements", "GET /api/v2/users/me"];
     let others: Vec<_> = coder_calls
         .iter()
-        .filter(|c| *c != "GET /api/v2/entitlements")
+        .filter(|c| !checks.contains(&c.as_str()))
         .collect();
     assert!(
         others.is_empty(),
-        "no Coder call but the entitlements check at steady state: {others:?}"
+        "no Coder call but the interval checks at steady state: {others:?}"
+    );
+    assert!(
+        coder_calls.len() <= 2 * 8,
+        "at most one entitlements and one token check per second: {coder_calls:?}"
     );
 
     // A new licence is uploaded once.

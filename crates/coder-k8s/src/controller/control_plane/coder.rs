@@ -1,7 +1,7 @@
 //! The Coder side of a CoderControlPlane reconcile (docs/controllers/control-plane.md): operator access (verify the
 //! stored token, else bootstrap it in Coder's database), the licence and the entitlements. At rest it calls Coder
-//! only for the entitlements, once per entitlements interval: a token is verified again only when its Secret
-//! changed, and a licence is listed only when its hash was not yet confirmed since the operator started.
+//! once per entitlements interval for the entitlements and for the token check; a licence is listed only when its
+//! hash was not yet confirmed since the operator started.
 
 use std::collections::BTreeMap;
 
@@ -30,7 +30,7 @@ use crate::controller::secrets;
 
 /// Facts kept per control plane between reconciles.
 mod facts {
-    /// The resourceVersion of the token Secret whose token `GET /api/v2/users/me` accepted.
+    /// The token Secret version (and database URL digest) whose token `GET /api/v2/users/me` accepted.
     pub const VERIFIED_TOKEN: &str = "verified-token";
     /// The licence hash Coder was seen to hold since the operator started.
     pub const CONFIRMED_LICENSE: &str = "confirmed-license";
@@ -106,7 +106,11 @@ async fn operator_access(
     };
     let existing =
         secrets::value(live.as_deref(), DEFAULT_TOKEN_SECRET_KEY).and_then(|t| OperatorToken::parse(&t).ok());
-    let version = live.as_ref().and_then(|s| s.metadata.resource_version.clone());
+    // A token is trusted for one version of its Secret and one database URL; a 401 from Coder forgets it.
+    let version = live
+        .as_ref()
+        .and_then(|s| s.metadata.resource_version.as_deref())
+        .map(|version| format!("{version}/{}", sha256_hex(url.as_bytes(), Some(8))));
     let token = match verified(cp, ctx, id, uid, existing.as_ref(), version.as_deref()).await {
         true => existing.clone(),
         false => bootstrap(cp, id, url, existing.as_ref()).await,
@@ -126,7 +130,9 @@ async fn operator_access(
     Ok(Some(token))
 }
 
-/// Whether the stored token works: remembered per token Secret version, else asked of Coder (`users/me`).
+/// Whether the stored token works: asked of Coder (`users/me`) when its Secret or the database URL changed, and
+/// otherwise once per entitlements interval (Coder's entitlements answer without a token, so they cannot tell that
+/// a token was revoked).
 async fn verified(
     cp: &CoderControlPlane,
     ctx: &Context,
@@ -138,19 +144,53 @@ async fn verified(
     let Some(token) = token else {
         return false;
     };
-    if version.is_some() && ctx.fact(uid, facts::VERIFIED_TOKEN).as_deref() == version {
+    let now = std::time::SystemTime::now();
+    let remembered = ctx.fact(uid, facts::VERIFIED_TOKEN);
+    if let Some(version) = version
+        && still_verified(
+            remembered.as_deref(),
+            version,
+            now,
+            ctx.settings.entitlements_interval,
+        )
+    {
         return true;
     }
     let works = match client(ctx, id, uid, &cp.spec, token) {
         Some(coder) => coder.me().await.is_ok(),
         None => false,
     };
-    ctx.set_fact(
-        uid,
-        facts::VERIFIED_TOKEN,
-        version.filter(|_| works).map(str::to_owned),
-    );
+    let fact = version
+        .filter(|_| works)
+        .map(|version| verified_fact(version, now));
+    ctx.set_fact(uid, facts::VERIFIED_TOKEN, fact);
     works
+}
+
+/// The remembered verification: the token Secret version, then the time of the check in seconds.
+fn verified_fact(version: &str, at: std::time::SystemTime) -> String {
+    let seconds = at
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs();
+    format!("{version} {seconds}")
+}
+
+/// Whether `remembered` verified this `version` less than `interval` before `now`.
+fn still_verified(
+    remembered: Option<&str>,
+    version: &str,
+    now: std::time::SystemTime,
+    interval: std::time::Duration,
+) -> bool {
+    let Some((remembered_version, seconds)) = remembered.and_then(|r| r.rsplit_once(' ')) else {
+        return false;
+    };
+    let Ok(seconds) = seconds.parse::<u64>() else {
+        return false;
+    };
+    let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(seconds);
+    remembered_version == version && now.duration_since(at).is_ok_and(|age| age < interval)
 }
 
 /// Creates or repairs operator access in Coder's database; `None` (logged) when that fails.
@@ -416,6 +456,32 @@ async fn entitlements(ctx: &Context, uid: &str, coder: Option<&CoderClient>, pro
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_verified_token_is_trusted_for_one_interval_and_one_secret_version() {
+        use std::time::{Duration, UNIX_EPOCH};
+        let at = UNIX_EPOCH + Duration::from_secs(1_000);
+        let fact = verified_fact("42/abcd", at);
+        let minute = Duration::from_secs(60);
+        assert!(still_verified(
+            Some(&fact),
+            "42/abcd",
+            at + Duration::from_secs(59),
+            minute
+        ));
+        assert!(!still_verified(
+            Some(&fact),
+            "42/abcd",
+            at + Duration::from_secs(61),
+            minute
+        ));
+        assert!(
+            !still_verified(Some(&fact), "43/abcd", at, minute),
+            "a new Secret version"
+        );
+        assert!(!still_verified(None, "42/abcd", at, minute));
+        assert!(!still_verified(Some("garbage"), "42/abcd", at, minute));
+    }
 
     #[test]
     fn licence_hash_is_of_the_trimmed_jwt() {

@@ -128,6 +128,7 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
         triggers::owned(&caches.services, echoes, &store),
         triggers::owned(&caches.service_accounts, echoes, &store),
         triggers::owned(&caches.ingresses, echoes, &store),
+        triggers::owned(&caches.http_route_changes, echoes, &store),
         triggers::from(
             &caches.roles,
             echoes,

@@ -270,9 +270,9 @@ fn http_route_resource() -> ApiResource {
     )
 }
 
-/// Applies or removes the HTTPRoute (read with a GET: the Gateway API may not be installed, so it has no watch
-/// cache). Without a route, nothing is sent unless the spec changed (the route may have been turned off). Without
-/// the Gateway API CRDs it logs and retries every 2 minutes.
+/// Applies or removes the HTTPRoute, read from its watch cache once the Gateway API is found (else with a GET).
+/// Without a route, nothing is sent unless the spec changed (the route may have been turned off) and the Gateway API
+/// is served. Without the Gateway API CRDs a wanted route logs and retries every 2 minutes.
 async fn apply_http_route(
     ctx: &Context,
     id: &ControlPlaneId,
@@ -287,15 +287,26 @@ async fn apply_http_route(
     }
     let api: Api<DynamicObject> =
         Api::namespaced_with(ctx.client.clone(), &id.namespace, &http_route_resource());
-    let result = match route.map(serde_json::from_value::<DynamicObject>) {
-        Some(Ok(object)) => apply_dynamic(&api, object).await,
-        Some(Err(_)) => Ok(()),
-        None => match api.get_opt(&id.name).await {
-            Ok(Some(live)) if controlled_by(&live.metadata, uid) => {
+    if wanted && ctx.caches.http_routes().is_none() {
+        ctx.caches.discover_http_routes().await;
+    }
+    if !wanted && ctx.caches.http_routes().is_none() {
+        // No Gateway API was found, so no route of ours can exist.
+        return Ok(());
+    }
+    let live = match ctx.caches.http_routes() {
+        Some(routes) => Ok(routes.meta(&id.namespace, &id.name)),
+        None => api.get_opt(&id.name).await.map(|route| route.map(|r| r.metadata)),
+    };
+    let result = match (live, route.map(serde_json::from_value::<DynamicObject>)) {
+        (Err(error), _) => Err(error),
+        (Ok(live), Some(Ok(object))) => apply_dynamic(ctx, &api, object, live.as_ref()).await,
+        (Ok(_), Some(Err(_))) => Ok(()),
+        (Ok(live), None) => match live {
+            Some(live) if controlled_by(&live, uid) => {
                 api.delete(&id.name, &Default::default()).await.map(|_| ())
             }
-            Ok(_) => Ok(()),
-            Err(error) => Err(error),
+            _ => Ok(()),
         },
     };
     match result {
@@ -312,17 +323,23 @@ async fn apply_http_route(
 
 /// Server-side apply of a dynamic object, skipped when the live one carries the same desired hash.
 async fn apply_dynamic(
+    ctx: &Context,
     api: &Api<DynamicObject>,
     mut desired: DynamicObject,
+    live: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta>,
 ) -> std::result::Result<(), kube::Error> {
     use crate::controller::apply::{DESIRED_HASH_ANNOTATION, FIELD_MANAGER, desired_hash, hash_of};
     let hash = desired_hash(&desired);
-    let name = desired.name_any();
-    if let Some(live) = api.get_opt(&name).await?
-        && hash_of(&live.metadata) == Some(hash.as_str())
-    {
+    if live.and_then(hash_of) == Some(hash.as_str()) {
         return Ok(());
     }
+    let name = desired.name_any();
+    ctx.echoes.record(
+        "HTTPRoute",
+        &desired.namespace().unwrap_or_default(),
+        &name,
+        &hash,
+    );
     desired
         .annotations_mut()
         .insert(DESIRED_HASH_ANNOTATION.to_owned(), hash);

@@ -272,12 +272,12 @@ mod tests {
         let secs = Duration::from_secs;
         assert_eq!(referrer_wait(&[], secs(0), &settings), None);
         assert_eq!(
-            referrer_wait(&[deleting.clone()], secs(60), &settings),
+            referrer_wait(std::slice::from_ref(&deleting), secs(60), &settings),
             Some(secs(840))
         );
         assert_eq!(referrer_wait(&[deleting], secs(900), &settings), None);
         assert_eq!(
-            referrer_wait(&[kept.clone()], secs(10), &settings),
+            referrer_wait(std::slice::from_ref(&kept), secs(10), &settings),
             Some(secs(20))
         );
         assert_eq!(referrer_wait(&[kept], secs(30), &settings), None);

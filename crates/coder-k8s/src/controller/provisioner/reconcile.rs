@@ -273,7 +273,26 @@ async fn provisioner_key(
     Ok(Ok(key))
 }
 
-/// The Coder half of the key: organization, drift, the key plan and its calls.
+/// Why the Coder half of the key stopped: a Coder answer (a condition and a requeue) or a Kubernetes error.
+enum KeyError {
+    Coder(CoderError),
+    Kube(Error),
+}
+
+impl From<CoderError> for KeyError {
+    fn from(error: CoderError) -> Self {
+        Self::Coder(error)
+    }
+}
+
+impl From<Error> for KeyError {
+    fn from(error: Error) -> Self {
+        Self::Kube(error)
+    }
+}
+
+/// The Coder half of the key: organization, drift, the key plan and its calls. `Err(requeue)` after a failed Coder
+/// call (the condition says why).
 #[allow(clippy::too_many_arguments)]
 async fn key_in_coder(
     p: &CoderProvisioner,
@@ -285,60 +304,64 @@ async fn key_in_coder(
     stored: Option<String>,
     run: &mut Run,
 ) -> Result<std::result::Result<String, Duration>> {
-    let failed = |run: &mut Run, error: &CoderError| {
-        run.set(decide::key_failed(error));
-        backoff_for(ctx, uid, error, ctx.settings.retry_interval)
-    };
-    let coder = &upstream.coder;
-    let organization = match coder.organization(&inputs.organization_name).await {
-        Ok(org) => org,
-        Err(error) => return Ok(Err(failed(run, &error))),
-    };
+    match plan_and_apply_key(p, ctx, &upstream.coder, names, inputs, stored, run).await {
+        Ok(key) => Ok(Ok(key)),
+        Err(KeyError::Kube(error)) => Err(error),
+        Err(KeyError::Coder(error)) => {
+            run.set(decide::key_failed(&error));
+            Ok(Err(backoff_for(ctx, uid, &error, ctx.settings.retry_interval)))
+        }
+    }
+}
+
+async fn plan_and_apply_key(
+    p: &CoderProvisioner,
+    ctx: &Context,
+    coder: &CoderClient,
+    names: &ProvisionerNames,
+    inputs: &KeyInputs,
+    stored: Option<String>,
+    run: &mut Run,
+) -> std::result::Result<String, KeyError> {
+    let organization = coder.organization(&inputs.organization_name).await?;
     let org = organization.id.to_string();
     let drifted = decide::drifted(&run.status, &org, inputs);
     if drifted {
-        tracing::info!(name = %p.name_any(), namespace = ?p.namespace(), "{DRIFT_LOG}");
-        if let Err(error) = delete_recorded_key(coder, &run.status).await {
-            tracing::warn!(name = %p.name_any(), %error, "deleting the old provisioner key failed; it stays valid in Coder");
-        }
-        run.status.provisioner_key_id = None;
+        rotate_out(p, coder, run).await;
     }
-    let listed = match coder.provisioner_keys(&org).await {
-        Ok(keys) => keys
-            .into_iter()
-            .find(|k| k.name.eq_ignore_ascii_case(&names.key_name)),
-        Err(error) => return Ok(Err(failed(run, &error))),
-    };
+    let listed = coder
+        .provisioner_keys(&org)
+        .await?
+        .into_iter()
+        .find(|k| k.name.eq_ignore_ascii_case(&names.key_name));
+    run.status.organization_id = Some(org.clone());
+    run.status.organization_name = Some(organization.name.clone());
     let listed_id = listed.as_ref().map(|k| k.id.to_string());
     let plan = decide::key_plan(
         listed_id.as_deref().zip(listed.as_ref().map(|k| k.name.as_str())),
         stored.is_some(),
         drifted,
     );
-    run.status.organization_id = Some(org.clone());
-    run.status.organization_name = Some(organization.name.clone());
-    let key = match (plan, stored) {
+    match (plan, stored) {
         (KeyPlan::Reuse { key_id }, Some(stored)) => {
             run.status.provisioner_key_id = Some(key_id);
-            stored
+            Ok(stored)
         }
         (KeyPlan::Replace { old_name }, _) => {
-            if let Err(error) = coder.delete_provisioner_key(&org, &old_name).await {
-                return Ok(Err(failed(run, &error)));
-            }
-            match create_key(p, ctx, coder, &org, names, run).await? {
-                Ok(key) => key,
-                Err(error) => return Ok(Err(failed(run, &error))),
-            }
+            coder.delete_provisioner_key(&org, &old_name).await?;
+            create_key(p, ctx, coder, &org, names, run).await
         }
-        (KeyPlan::Create | KeyPlan::Reuse { .. }, _) => {
-            match create_key(p, ctx, coder, &org, names, run).await? {
-                Ok(key) => key,
-                Err(error) => return Ok(Err(failed(run, &error))),
-            }
-        }
-    };
-    Ok(Ok(key))
+        (KeyPlan::Create | KeyPlan::Reuse { .. }, _) => create_key(p, ctx, coder, &org, names, run).await,
+    }
+}
+
+/// Spec drift: the recorded key is deleted (best effort: a failure leaves it valid in Coder, and says so).
+async fn rotate_out(p: &CoderProvisioner, coder: &CoderClient, run: &mut Run) {
+    tracing::info!(name = %p.name_any(), namespace = ?p.namespace(), "{DRIFT_LOG}");
+    if let Err(error) = delete_recorded_key(coder, &run.status).await {
+        tracing::warn!(name = %p.name_any(), %error, "deleting the old provisioner key failed; it stays valid in Coder");
+    }
+    run.status.provisioner_key_id = None;
 }
 
 /// Creates the key, writes its Secret first (a key in Coder without its Secret is replaced on the next pass), then
@@ -350,21 +373,17 @@ async fn create_key(
     org: &str,
     names: &ProvisionerNames,
     run: &mut Run,
-) -> Result<std::result::Result<String, CoderError>> {
-    let created = match coder
+) -> std::result::Result<String, KeyError> {
+    let created = coder
         .create_provisioner_key(org, &names.key_name, &p.spec.tags)
-        .await
-    {
-        Ok(created) => created,
-        Err(error) => return Ok(Err(error)),
-    };
+        .await?;
     write_key_secret(p, ctx, names, created.expose()).await?;
     let listed = coder.provisioner_keys(org).await.ok().and_then(|keys| {
         keys.into_iter()
             .find(|k| k.name.eq_ignore_ascii_case(&names.key_name))
     });
     run.status.provisioner_key_id = listed.map(|k| k.id.to_string());
-    Ok(Ok(created.expose().to_owned()))
+    Ok(created.expose().to_owned())
 }
 
 fn record_key(run: &mut Run, inputs: &KeyInputs, names: &ProvisionerNames) {
