@@ -140,6 +140,8 @@ async fn run_components(
             let controller_settings = ControllerSettings {
                 service_address_override: settings.service_address_override,
                 coder_request_timeout: settings.coder_request_timeout,
+                retry_interval: settings.requeue_interval,
+                entitlements_interval: settings.entitlements_interval,
                 ..ControllerSettings::default()
             };
             let ctx = Arc::new(ControllerContext::new(
