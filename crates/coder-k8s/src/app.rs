@@ -140,6 +140,8 @@ async fn run_components(
                 service_address_override: settings.service_address_override,
                 coder_request_timeout: settings.coder_request_timeout,
                 max_concurrent_reconciles: settings.max_concurrent_reconciles,
+                retry_interval: settings.requeue_interval,
+                entitlements_interval: settings.entitlements_interval,
                 ..ControllerSettings::default()
             };
             let ctx = Arc::new(ControllerContext::new(

@@ -98,6 +98,12 @@ pub struct Args {
     /// Reconciles of one kind that run at the same time (at least 1).
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..))]
     pub max_concurrent_reconciles: u16,
+    /// Requeue interval of the controllers (Go duration). Hidden: for tests and benchmarks.
+    #[arg(long, default_value = "30s", hide = true)]
+    pub requeue_interval: String,
+    /// Requeue interval of the entitlement checks (Go duration). Hidden: for tests and benchmarks.
+    #[arg(long, default_value = "2m", hide = true)]
+    pub entitlements_interval: String,
 }
 
 /// A startup error: printed as is, exit code 1.
@@ -116,6 +122,8 @@ pub struct Settings {
     pub leader_elect: bool,
     pub service_address_override: Option<std::net::IpAddr>,
     pub max_concurrent_reconciles: u16,
+    pub requeue_interval: Duration,
+    pub entitlements_interval: Duration,
 }
 
 /// Default Coder request timeout.
@@ -139,8 +147,22 @@ impl Args {
             leader_elect: self.leader_elect,
             service_address_override: self.service_address_override,
             max_concurrent_reconciles: self.max_concurrent_reconciles,
+            requeue_interval: validate_interval("--requeue-interval", &self.requeue_interval)?,
+            entitlements_interval: validate_interval("--entitlements-interval", &self.entitlements_interval)?,
         })
     }
+}
+
+/// A hidden interval flag: a positive Go duration.
+fn validate_interval(flag: &str, value: &str) -> Result<Duration, StartupError> {
+    let parsed = parse_go_duration(value)
+        .map_err(|error| StartupError(format!("assertion failed: invalid {flag} {value:?}: {error}")))?;
+    if parsed.negative || parsed.duration.is_zero() {
+        return Err(StartupError(format!(
+            "assertion failed: {flag} must be positive (got {value:?})"
+        )));
+    }
+    Ok(parsed.duration)
 }
 
 /// `--coder-url` must parse, have a scheme and a host, and use http or https (case-insensitive).
@@ -241,5 +263,27 @@ mod tests {
                 .starts_with("assertion failed: coder request timeout must not be negative")
         );
         assert!(validate_request_timeout("soon").is_err());
+    }
+
+    #[test]
+    fn hidden_interval_flags() {
+        let settings = Args::parse_from(["coder-k8s"]).validate().unwrap();
+        assert_eq!(settings.requeue_interval, Duration::from_secs(30));
+        assert_eq!(settings.entitlements_interval, Duration::from_secs(120));
+        let args = Args::parse_from([
+            "coder-k8s",
+            "--requeue-interval=2s",
+            "--entitlements-interval=1m30s",
+        ]);
+        let settings = args.validate().unwrap();
+        assert_eq!(settings.requeue_interval, Duration::from_secs(2));
+        assert_eq!(settings.entitlements_interval, Duration::from_secs(90));
+        for bad in ["0", "-1s", "soon"] {
+            let args = Args::parse_from(["coder-k8s", &format!("--requeue-interval={bad}")]);
+            assert!(args.validate().is_err(), "{bad}");
+        }
+        use clap::CommandFactory as _;
+        let help = Args::command().render_long_help().to_string();
+        assert!(!help.contains("requeue-interval") && !help.contains("entitlements-interval"));
     }
 }

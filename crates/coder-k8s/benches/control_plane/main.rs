@@ -1,0 +1,257 @@
+//! Controller benchmark: the real `coder-k8s` binary against a dedicated etcd + kube-apiserver, PostgreSQL and the
+//! Coder API test server.
+//!
+//! `cargo bench -p coder-k8s --bench control_plane -- --bench` runs a round of 100 CoderProvisioner objects (using
+//! one Ready CoderControlPlane with operator access and an entitled Coder), then rounds of 1, 100 and 1000
+//! CoderControlPlane objects, each round in a fresh namespace. Per round it reports the latency from a create call
+//! returning to the object's Deployment existing (p50 / p99 / max); the Kubernetes API requests by verb, the
+//! reconciles of the round's kind and the Coder calls per new object (from the round's start until the operator is
+//! idle); the operator's CPU seconds while busy and in a quiet window after; and its memory. A final rest window,
+//! longer than every requeue interval of the operator, reports reads, writes, reconciles and Coder calls per minute
+//! with nothing changing.
+//!
+//! Without `--bench` (what `cargo test --all-targets` runs) it does one round of each kind with N=1, with the
+//! operator's requeue intervals shortened to a few seconds, and asserts that the Deployments appear and that a quiet
+//! window longer than those intervals holds at least one reconcile and no write request.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod coder;
+mod measure;
+mod operator;
+mod report;
+mod round;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, Result, ensure};
+
+use crate::coder::Coder;
+use crate::operator::Operator;
+use crate::round::{Env, Round};
+
+/// The kinds a round creates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    ControlPlane,
+    Provisioner,
+}
+
+impl Kind {
+    /// The `kind` label of the reconcile metrics.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::ControlPlane => "CoderControlPlane",
+            Self::Provisioner => "CoderProvisioner",
+        }
+    }
+}
+
+/// Sizes and timings of one run mode.
+#[derive(Debug, Clone)]
+pub struct Mode {
+    pub bench: bool,
+    /// N of the CoderControlPlane rounds.
+    pub control_planes: &'static [usize],
+    /// N of the CoderProvisioner round (0: none).
+    pub provisioners: usize,
+    /// The operator is idle once its signal (see `round::wait_idle`) has not grown for this long.
+    pub idle_stable: Duration,
+    /// Give up waiting for idle after this long (requeues of earlier rounds can keep it busy).
+    pub idle_max: Duration,
+    /// After each round, nothing changes for this long.
+    pub quiet: Duration,
+    /// Time for all Deployments of a round to appear.
+    pub deployments_timeout: Duration,
+    /// The final window with nothing changing, longer than every requeue interval.
+    pub rest: Option<Duration>,
+    /// Operator flags besides `--app=controller --leader-elect=false`.
+    pub operator_args: &'static [&'static str],
+    /// The longest requeue interval of the operator, for the report.
+    pub longest_requeue: Duration,
+}
+
+impl Mode {
+    fn from_args() -> Self {
+        if std::env::args().skip(1).any(|a| a == "--bench") {
+            Self {
+                bench: true,
+                control_planes: &[1, 100, 1000],
+                provisioners: 100,
+                idle_stable: Duration::from_secs(3),
+                idle_max: Duration::from_secs(120),
+                quiet: Duration::from_secs(10),
+                deployments_timeout: Duration::from_secs(300),
+                rest: Some(Duration::from_secs(150)),
+                operator_args: &["--service-address-override=127.0.0.1"],
+                longest_requeue: Duration::from_secs(120),
+            }
+        } else {
+            Self {
+                bench: false,
+                control_planes: &[1],
+                provisioners: 1,
+                idle_stable: Duration::from_millis(1500),
+                idle_max: Duration::from_secs(20),
+                quiet: Duration::from_secs(6),
+                deployments_timeout: Duration::from_secs(60),
+                rest: None,
+                operator_args: &[
+                    "--service-address-override=127.0.0.1",
+                    "--requeue-interval=2s",
+                    "--entitlements-interval=4s",
+                ],
+                longest_requeue: Duration::from_secs(4),
+            }
+        }
+    }
+}
+
+fn main() -> Result<()> {
+    let mode = Mode::from_args();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("building the tokio runtime")?;
+    runtime.block_on(run(mode))
+}
+
+async fn run(mode: Mode) -> Result<()> {
+    let started = Instant::now();
+    eprintln!("starting a dedicated etcd + kube-apiserver, PostgreSQL and the Coder API test server ...");
+    // The harness's Service range (a /16) holds enough ClusterIPs for every control plane, each with a Service.
+    let cp = coder_k8s_testenv::ControlPlane::builder()
+        .start()
+        .await
+        .context("starting the control plane")?;
+    install_crds(&cp)?;
+    let client = cp.client()?;
+    let coder = Coder::start().await?;
+
+    let log_path = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(if mode.bench {
+        "control_plane-bench-operator.log"
+    } else {
+        "control_plane-smoke-operator.log"
+    });
+    let args: Vec<String> = mode.operator_args.iter().map(|a| (*a).to_owned()).collect();
+    let operator = Operator::start(cp.kubeconfig_path(), &log_path, &args).await?;
+    eprintln!(
+        "operator pid {} ready after {:.1?} (flags {:?}; log: {})",
+        operator.pid(),
+        started.elapsed(),
+        mode.operator_args,
+        log_path.display()
+    );
+    let env = Env {
+        client: &client,
+        operator: &operator,
+        coder: &coder,
+        mode: &mode,
+    };
+
+    let mut rounds: Vec<Round> = Vec::new();
+    // Provisioners first: later rounds' requests include the requeues of earlier rounds' objects, and 1000 control
+    // planes requeueing would dwarf the 100 provisioners.
+    if mode.provisioners > 0 {
+        let namespace = cp.namespace("bench-prov").await?.name().to_owned();
+        eprintln!(
+            "making control plane {}/{} Ready ...",
+            namespace,
+            coder::CONTROL_PLANE
+        );
+        coder.ready_control_plane(&client, &namespace).await?;
+        round::wait_idle(&env, Kind::ControlPlane).await?;
+        let round = round::run(&env, Kind::Provisioner, mode.provisioners, &namespace).await?;
+        eprintln!("{}", round.summary());
+        rounds.push(round);
+    }
+    for &n in mode.control_planes {
+        let namespace = cp.namespace(&format!("bench-n{n}")).await?.name().to_owned();
+        let round = round::run(&env, Kind::ControlPlane, n, &namespace).await?;
+        eprintln!("{}", round.summary());
+        rounds.push(round);
+    }
+    let rest = match mode.rest {
+        Some(window) => {
+            eprintln!("rest window: {window:?} without changes ...");
+            Some(env.quiet(window).await?)
+        }
+        None => None,
+    };
+    let memory = operator.memory()?;
+    operator.ensure_running()?;
+
+    report::print(
+        &mode,
+        &rounds,
+        rest.as_ref(),
+        &memory,
+        operator.clock(),
+        &log_path,
+    );
+
+    if !mode.bench {
+        for round in &rounds {
+            let what = format!("{} N={}", round.kind.name(), round.n);
+            ensure!(
+                round.latencies.len() == round.n,
+                "{what}: only {} of {} Deployments appeared",
+                round.latencies.len(),
+                round.n
+            );
+            let quiet = &round.quiet.metrics;
+            ensure!(
+                quiet.writes() == 0,
+                "{what}: the operator sent {} write requests while nothing changed ({:?}); see {}",
+                quiet.writes(),
+                quiet.requests,
+                log_path.display()
+            );
+            // The window is longer than the requeue intervals, so "no writes" covered at least one requeue.
+            ensure!(
+                quiet.reconciles_of(round.kind.name()) > 0,
+                "{what}: no {} reconcile in the {:?} quiet window, which should have held a requeue ({:?})",
+                round.kind.name(),
+                round.quiet.duration,
+                quiet.reconciles
+            );
+        }
+    }
+    drop(operator);
+    drop(coder);
+    drop(cp);
+    Ok(())
+}
+
+fn install_crds(cp: &coder_k8s_testenv::ControlPlane) -> Result<()> {
+    let crds = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/crd/bases");
+    let crds = crds.display().to_string();
+    kubectl(cp, &["apply", "--server-side", "-f", &crds]).context("installing the CRDs")?;
+    kubectl(
+        cp,
+        &[
+            "wait",
+            "--for=condition=Established",
+            "crd",
+            "--all",
+            "--timeout=60s",
+        ],
+    )
+    .context("waiting for the CRDs")?;
+    Ok(())
+}
+
+fn kubectl(cp: &coder_k8s_testenv::ControlPlane, args: &[&str]) -> Result<()> {
+    let out = cp
+        .kubectl()
+        .args(args)
+        .output()
+        .with_context(|| format!("running kubectl {args:?}"))?;
+    ensure!(
+        out.status.success(),
+        "kubectl {args:?} failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(())
+}
