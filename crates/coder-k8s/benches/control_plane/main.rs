@@ -12,7 +12,7 @@
 //!
 //! Without `--bench` (what `cargo test --all-targets` runs) it does one round of each kind with N=1, with the
 //! operator's requeue intervals shortened to a few seconds, and asserts that the Deployments appear and that a quiet
-//! window longer than those intervals holds at least one reconcile and no write request.
+//! window longer than those intervals holds at least one reconcile and no read or write request.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod coder;
@@ -207,7 +207,14 @@ async fn run(mode: Mode) -> Result<()> {
                 quiet.requests,
                 log_path.display()
             );
-            // The window is longer than the requeue intervals, so "no writes" covered at least one requeue.
+            ensure!(
+                quiet.reads() == 0,
+                "{what}: the operator sent {} read requests while nothing changed ({:?}); reconciles must read from the watch caches; see {}",
+                quiet.reads(),
+                quiet.requests,
+                log_path.display()
+            );
+            // The window is longer than the requeue intervals, so "no reads or writes" covered at least one requeue.
             ensure!(
                 quiet.reconciles_of(round.kind.name()) > 0,
                 "{what}: no {} reconcile in the {:?} quiet window, which should have held a requeue ({:?})",
