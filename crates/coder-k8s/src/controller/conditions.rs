@@ -31,6 +31,75 @@ pub struct Decided {
     pub message: String,
 }
 
+impl Decided {
+    pub fn new(
+        type_: &'static str,
+        status: ConditionStatus,
+        reason: &'static str,
+        message: impl Into<String>,
+    ) -> Self {
+        Self {
+            type_,
+            status,
+            reason,
+            message: message.into(),
+        }
+    }
+}
+
+/// A status type with a list of conditions.
+pub trait WithConditions {
+    fn conditions_mut(&mut self) -> &mut Vec<Condition>;
+}
+
+macro_rules! with_conditions {
+    ($($status:ty),*) => {
+        $(impl WithConditions for $status {
+            fn conditions_mut(&mut self) -> &mut Vec<Condition> {
+                &mut self.conditions
+            }
+        })*
+    };
+}
+
+with_conditions!(
+    coder_k8s_api::control_plane::CoderControlPlaneStatus,
+    coder_k8s_api::provisioner::CoderProvisionerStatus,
+    coder_k8s_api::workspace_proxy::WorkspaceProxyStatus
+);
+
+/// The status a reconcile is building: decisions are set with the object's generation and the reconcile's time.
+pub struct Draft<S> {
+    pub status: S,
+    pub generation: Option<i64>,
+    pub now: Time,
+}
+
+impl<S: WithConditions> Draft<S> {
+    pub fn new(status: S, generation: Option<i64>) -> Self {
+        Self {
+            status,
+            generation,
+            now: Time(k8s_openapi::jiff::Timestamp::now()),
+        }
+    }
+
+    pub fn set(&mut self, decided: Decided) {
+        set_condition(
+            self.status.conditions_mut(),
+            decided,
+            self.generation,
+            self.now.clone(),
+        );
+    }
+
+    pub fn set_all(&mut self, decided: Vec<Decided>) {
+        for one in decided {
+            self.set(one);
+        }
+    }
+}
+
 /// Inserts or updates `decided` in `conditions`. The transition time changes only when the status changes.
 pub fn set_condition(conditions: &mut Vec<Condition>, decided: Decided, generation: Option<i64>, now: Time) {
     let status = decided.status.as_str();

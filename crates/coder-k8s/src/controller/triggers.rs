@@ -9,9 +9,14 @@ use kube::Resource;
 use kube::runtime::reflector::{ObjectRef, Store};
 use serde::de::DeserializeOwned;
 
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Secret;
+use kube::core::PartialObjectMeta;
+
 use super::cache::{
-    Change, ChangeFilter, Echoes, Fingerprint, Informer, changes, controller_owner, hash_only,
+    Change, ChangeFilter, Echoes, Fingerprint, Informer, changes, controller_owner, every_change, hash_only,
 };
+use super::context::Context;
 use super::runner::{Kind, Triggers};
 
 /// A source of changes of `C`: a watch cache, or a channel a cache publishes on once it starts.
@@ -40,17 +45,15 @@ impl<C> Subscribe<C> for tokio::sync::broadcast::Sender<Change<C>> {
     }
 }
 
-/// Maps a changed object to the objects of kind `O` to reconcile.
-pub type Targets<O, C> = fn(&Store<O>, &C) -> Vec<ObjectRef<O>>;
-
-/// Triggers of kind `O` from the changes of `informer` (objects the operator applies as `applied_kind`).
+/// Triggers of kind `O` from the changes of `informer` (objects the operator applies as `applied_kind`); `targets`
+/// maps a changed object to the objects of kind `O` to reconcile.
 pub fn from<O, C>(
     informer: &impl Subscribe<C>,
     echoes: &Arc<Echoes>,
     applied_kind: &str,
     fingerprint: fn(&C) -> Fingerprint,
     owners: Store<O>,
-    targets: Targets<O, C>,
+    targets: impl Fn(&Store<O>, &C) -> Vec<ObjectRef<O>> + Send + 'static,
 ) -> Triggers<O>
 where
     O: Kind,
@@ -67,20 +70,86 @@ where
     .boxed()
 }
 
-/// Triggers of kind `O` from the objects of `informer` it controls, whose desired hash is all that matters.
-pub fn owned<O, C>(informer: &impl Subscribe<C>, echoes: &Arc<Echoes>, owners: &Store<O>) -> Triggers<O>
-where
-    O: Kind,
-    C: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
-{
-    from(
-        informer,
-        echoes,
-        &C::kind(&()),
-        hash_only,
-        owners.clone(),
-        owner::<O, C>,
-    )
+/// The triggers of one kind, listed the same way in every kind's `run`.
+pub struct TriggerSet<O: Kind> {
+    ctx: Arc<Context>,
+    owners: Store<O>,
+    list: Vec<Triggers<O>>,
+}
+
+impl<O: Kind> TriggerSet<O> {
+    /// Triggers of the objects in `owners` (the kind's own watch cache).
+    pub fn new(ctx: &Arc<Context>, owners: &Store<O>) -> Self {
+        Self {
+            ctx: ctx.clone(),
+            owners: owners.clone(),
+            list: Vec::new(),
+        }
+    }
+
+    /// Changes of `informer` mapped by `targets`, filtered by `fingerprint`.
+    pub fn with<C>(
+        mut self,
+        informer: &impl Subscribe<C>,
+        fingerprint: fn(&C) -> Fingerprint,
+        targets: impl Fn(&Store<O>, &C) -> Vec<ObjectRef<O>> + Send + 'static,
+    ) -> Self
+    where
+        C: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    {
+        let kind = C::kind(&()).into_owned();
+        let triggers = from(
+            informer,
+            &self.ctx.echoes,
+            &kind,
+            fingerprint,
+            self.owners.clone(),
+            targets,
+        );
+        self.list.push(triggers);
+        self
+    }
+
+    /// Owned objects of `informer`, whose desired hash is all that matters, mapped to their controller owner.
+    pub fn owned<C>(self, informer: &impl Subscribe<C>) -> Self
+    where
+        C: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    {
+        self.with(informer, hash_only, owner::<O, C>)
+    }
+
+    /// Owned Deployments: their desired hash and their ready replicas matter.
+    pub fn deployments(self) -> Self {
+        let deployments = self.ctx.caches.deployments.clone();
+        self.with(&deployments, deployment_fingerprint, owner::<O, Deployment>)
+    }
+
+    /// Secrets: every change of one the kind owns, or of one it reads (`reads(object, secret name)`).
+    pub fn secrets(self, reads: fn(&O, &str) -> bool) -> Self {
+        let secrets = self.ctx.caches.secrets.metadata().clone();
+        self.with(
+            &secrets,
+            every_change,
+            move |owners, secret: &PartialObjectMeta<Secret>| {
+                let mut targets = owner(owners, secret);
+                targets.extend(readers(owners, secret, reads));
+                targets
+            },
+        )
+    }
+
+    pub fn build(self) -> Vec<Triggers<O>> {
+        self.list
+    }
+}
+
+/// A Deployment matters for its desired hash and its ready replicas.
+pub fn deployment_fingerprint(deployment: &Deployment) -> Fingerprint {
+    let ready = super::apply::ready_replicas(deployment);
+    Fingerprint {
+        other: u64::from(ready.unsigned_abs()),
+        ..hash_only(deployment)
+    }
 }
 
 /// The controller owner, when it is of kind `O`.

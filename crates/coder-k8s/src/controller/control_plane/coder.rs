@@ -24,7 +24,7 @@ use crate::controller::apply::{Applied, apply, delete_owned};
 use crate::controller::conditions::{ConditionStatus, Decided, remove_condition};
 use crate::controller::context::Context;
 use crate::controller::digest::sha256_hex;
-use crate::controller::error::Result;
+use crate::controller::error::{Error, Result};
 use crate::controller::owned_secret::OwnedSecret;
 use crate::controller::secrets;
 
@@ -40,13 +40,13 @@ mod facts {
 pub(super) async fn reconcile(
     cp: &CoderControlPlane,
     ctx: &Context,
-    id: &ControlPlaneId,
-    uid: &str,
     database_url: Option<&str>,
     progress: &mut Progress,
 ) -> Result<()> {
-    let token = operator_access(cp, ctx, id, uid, database_url, progress).await?;
-    let coder = token.as_ref().and_then(|t| client(ctx, id, uid, &cp.spec, t));
+    let id = ControlPlaneId::of(cp).ok_or(Error::MissingMetadata)?;
+    let uid = cp.metadata.uid.as_deref().ok_or(Error::MissingMetadata)?;
+    let token = operator_access(cp, ctx, &id, uid, database_url, progress).await?;
+    let coder = token.as_ref().and_then(|t| client(ctx, &id, uid, &cp.spec, t));
     license(cp, ctx, uid, coder.as_ref(), progress).await?;
     entitlements(ctx, uid, coder.as_ref(), progress).await;
     Ok(())
@@ -226,7 +226,7 @@ async fn write_token_secret(
         value: exposed.as_bytes(),
     }
     .build(cp)
-    .ok_or(crate::controller::error::Error::MissingMetadata)?;
+    .ok_or(Error::MissingMetadata)?;
     if let Applied::Changed(written) = apply(ctx, secret, None).await? {
         ctx.caches.secrets.wrote(written);
     }
@@ -443,13 +443,14 @@ async fn entitlements(ctx: &Context, uid: &str, coder: Option<&CoderClient>, pro
             return;
         }
     };
+    let now = progress.now.clone();
     let status = &mut progress.status;
     if status.external_provisioner_daemons_entitlement != Some(entitlement)
         || status.license_tier != Some(tier)
     {
         status.external_provisioner_daemons_entitlement = Some(entitlement);
         status.license_tier = Some(tier);
-        status.entitlements_last_checked = Some(progress.now.clone());
+        status.entitlements_last_checked = Some(now);
     }
 }
 

@@ -12,16 +12,15 @@ use std::future::Future;
 use std::sync::Arc;
 
 use coder_k8s_api::control_plane::{CoderControlPlane, FINALIZER};
-use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Resource;
 use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{ObjectRef, Store};
 
-use crate::controller::cache::{Fingerprint, every_change, hash_only};
+use crate::controller::cache::{every_change, hash_only};
 use crate::controller::context::Context;
 use crate::controller::runner::{self, Kind, Steps};
-use crate::controller::triggers::{self, owner, readers};
+use crate::controller::triggers::{TriggerSet, owner, readers};
 
 impl Kind for CoderControlPlane {
     const KIND: &'static str = "CoderControlPlane";
@@ -62,15 +61,6 @@ fn reads_config_map(cp: &CoderControlPlane, name: &str) -> bool {
         .any(|e| e.config_map_ref.as_ref().is_some_and(|r| r.name == name))
 }
 
-fn secret_targets(
-    store: &Store<CoderControlPlane>,
-    secret: &PartialObjectMeta<Secret>,
-) -> Vec<ObjectRef<CoderControlPlane>> {
-    let mut targets = owner(store, secret);
-    targets.extend(readers(store, secret, reads_secret));
-    targets
-}
-
 fn config_map_targets(
     store: &Store<CoderControlPlane>,
     map: &PartialObjectMeta<ConfigMap>,
@@ -98,78 +88,27 @@ fn rbac_targets<C: Resource>(
         .collect()
 }
 
-/// A Deployment matters for its desired hash and its ready replicas.
-pub fn deployment_fingerprint(deployment: &Deployment) -> Fingerprint {
-    let ready = deployment
-        .status
-        .as_ref()
-        .and_then(|s| s.ready_replicas)
-        .unwrap_or(0);
-    Fingerprint {
-        other: u64::from(ready.unsigned_abs()),
-        ..hash_only(deployment)
-    }
-}
-
 /// Runs the CoderControlPlane controller until `shutdown` completes.
 pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + Sync + 'static) {
     let caches = &ctx.caches;
-    let store = caches.control_planes.store().clone();
-    let echoes = &ctx.echoes;
-    let triggers = vec![
-        triggers::from(
-            &caches.deployments,
-            echoes,
-            "Deployment",
-            deployment_fingerprint,
-            store.clone(),
-            owner,
-        ),
-        triggers::owned(&caches.services, echoes, &store),
-        triggers::owned(&caches.service_accounts, echoes, &store),
-        triggers::owned(&caches.ingresses, echoes, &store),
-        triggers::owned(&caches.http_route_changes, echoes, &store),
-        triggers::from(
-            &caches.roles,
-            echoes,
-            "Role",
-            hash_only,
-            store.clone(),
-            rbac_targets,
-        ),
-        triggers::from(
-            &caches.role_bindings,
-            echoes,
-            "RoleBinding",
-            hash_only,
-            store.clone(),
-            rbac_targets,
-        ),
-        triggers::from(
-            caches.secrets.metadata(),
-            echoes,
-            "Secret",
-            every_change,
-            store.clone(),
-            secret_targets,
-        ),
-        triggers::from(
-            caches.config_maps.metadata(),
-            echoes,
-            "ConfigMap",
-            every_change,
-            store,
-            config_map_targets,
-        ),
-    ];
-
+    let triggers = TriggerSet::new(&ctx, caches.control_planes.store())
+        .deployments()
+        .owned(&caches.services)
+        .owned(&caches.service_accounts)
+        .owned(&caches.ingresses)
+        .owned(&caches.http_route_changes)
+        .with(&caches.roles, hash_only, rbac_targets)
+        .with(&caches.role_bindings, hash_only, rbac_targets)
+        .secrets(reads_secret)
+        .with(caches.config_maps.metadata(), every_change, config_map_targets)
+        .build();
     let steps = Steps {
         apply: |cp, ctx| Box::pin(reconcile::apply_spec(cp, ctx)),
         cleanup: |cp, ctx| Box::pin(reconcile::cleanup(cp, ctx)),
     };
     runner::run(
         ctx.clone(),
-        ctx.caches.control_planes.clone(),
+        caches.control_planes.clone(),
         triggers,
         steps,
         shutdown,

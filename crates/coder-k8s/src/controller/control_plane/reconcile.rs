@@ -15,7 +15,6 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use k8s_openapi::api::networking::v1::Ingress;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
@@ -28,7 +27,7 @@ use super::desired::{self, ACCESS_URL_ENV, DesiredState, Inputs};
 use super::names::{ControlPlaneId, WORKSPACE_RBAC_OWNER_UID_ANNOTATION};
 use super::status::{check_database_secret, transitions};
 use crate::controller::apply::{apply, controlled_by, delete, delete_owned, ready_replicas};
-use crate::controller::conditions::{ConditionStatus, remove_condition, set_condition};
+use crate::controller::conditions::{ConditionStatus, Draft, remove_condition};
 use crate::controller::context::Context;
 use crate::controller::error::{Error, Result};
 use crate::controller::runner::Cleanup;
@@ -40,24 +39,27 @@ pub const WAITING_FOR_REFERRERS: &str = "Waiting for the objects that use this c
 
 /// The status being built by one reconcile, and how soon to look again.
 pub(super) struct Progress {
-    pub status: CoderControlPlaneStatus,
+    pub draft: Draft<CoderControlPlaneStatus>,
     pub requeue: Duration,
-    pub generation: Option<i64>,
-    pub now: Time,
 }
 
 impl Progress {
     pub fn soon(&mut self, after: Duration) {
         self.requeue = self.requeue.min(after);
     }
+}
 
-    pub fn set(&mut self, decided: crate::controller::conditions::Decided) {
-        set_condition(
-            &mut self.status.conditions,
-            decided,
-            self.generation,
-            self.now.clone(),
-        );
+impl std::ops::Deref for Progress {
+    type Target = Draft<CoderControlPlaneStatus>;
+
+    fn deref(&self) -> &Self::Target {
+        &self.draft
+    }
+}
+
+impl std::ops::DerefMut for Progress {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.draft
     }
 }
 
@@ -67,10 +69,8 @@ pub async fn apply_spec(cp: Arc<CoderControlPlane>, ctx: Arc<Context>) -> Result
     let id = ControlPlaneId::of(cp).ok_or(Error::MissingMetadata)?;
     let uid = cp.metadata.uid.clone().ok_or(Error::MissingMetadata)?;
     let mut progress = Progress {
-        status: cp.status.clone().unwrap_or_default(),
+        draft: Draft::new(cp.status.clone().unwrap_or_default(), cp.metadata.generation),
         requeue: ctx.settings.entitlements_interval,
-        generation: cp.metadata.generation,
-        now: Time(Timestamp::now()),
     };
     let database_url = database(cp, ctx, &id, &mut progress).await?;
     let inputs = Inputs {
@@ -79,7 +79,7 @@ pub async fn apply_spec(cp: Arc<CoderControlPlane>, ctx: Arc<Context>) -> Result
     let desired = desired::desired_state(cp, &inputs).ok_or(Error::MissingMetadata)?;
     let ready_replicas = apply_children(cp, ctx, &id, &uid, desired, &mut progress).await?;
     set_phase(&mut progress, &id, cp, ready_replicas);
-    coder::reconcile(cp, ctx, &id, &uid, database_url.as_deref(), &mut progress).await?;
+    coder::reconcile(cp, ctx, database_url.as_deref(), &mut progress).await?;
     let old = cp.status.clone().unwrap_or_default();
     let events = transitions(&old, &progress.status);
     write_status(ctx, cp, cp.status.as_ref(), &progress.status, events).await?;

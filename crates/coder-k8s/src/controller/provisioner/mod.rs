@@ -1,7 +1,9 @@
-//! CoderProvisioner (docs/controllers/provisioner.md): the pure core — names and desired objects (`desired`), the
-//! condition and key decisions (`status`) — and the I/O shell (`reconcile`). `run` wires the controller.
+//! CoderProvisioner (docs/controllers/provisioner.md): the pure core — names and labels (`names`), the desired
+//! objects (`desired`), the condition and key decisions (`status`) — and the I/O shell (`reconcile`). `run` wires
+//! the controller.
 
 pub mod desired;
+pub mod names;
 pub mod reconcile;
 pub mod status;
 
@@ -11,16 +13,13 @@ use std::sync::Arc;
 
 use coder_k8s_api::control_plane::CoderControlPlane;
 use coder_k8s_api::provisioner::{CoderProvisioner, FINALIZER};
-use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
-use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{ObjectRef, Store};
 
-use crate::controller::cache::{Fingerprint, every_change};
+use crate::controller::cache::Fingerprint;
 use crate::controller::context::Context;
-use crate::controller::control_plane::deployment_fingerprint;
 use crate::controller::runner::{self, Kind, Steps};
-use crate::controller::triggers::{self, owner, readers};
+use crate::controller::triggers::TriggerSet;
 
 impl Kind for CoderProvisioner {
     const KIND: &'static str = "CoderProvisioner";
@@ -69,57 +68,24 @@ fn reads_secret(p: &CoderProvisioner, name: &str) -> bool {
         || name.ends_with("-operator-token")
 }
 
-fn secret_targets(
-    store: &Store<CoderProvisioner>,
-    secret: &PartialObjectMeta<Secret>,
-) -> Vec<ObjectRef<CoderProvisioner>> {
-    let mut targets = owner(store, secret);
-    targets.extend(readers(store, secret, reads_secret));
-    targets
-}
-
 /// Runs the CoderProvisioner controller until `shutdown` completes.
 pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + Sync + 'static) {
     let caches = &ctx.caches;
-    let store = caches.provisioners.store().clone();
-    let echoes = &ctx.echoes;
-    let triggers = vec![
-        triggers::from(
-            &caches.deployments,
-            echoes,
-            "Deployment",
-            deployment_fingerprint,
-            store.clone(),
-            owner,
-        ),
-        triggers::owned(&caches.service_accounts, echoes, &store),
-        triggers::owned(&caches.roles, echoes, &store),
-        triggers::owned(&caches.role_bindings, echoes, &store),
-        triggers::from(
-            caches.secrets.metadata(),
-            echoes,
-            "Secret",
-            every_change,
-            store.clone(),
-            secret_targets,
-        ),
-        triggers::from(
-            &caches.control_planes,
-            echoes,
-            "CoderControlPlane",
-            control_plane_fingerprint,
-            store,
-            provisioners_of,
-        ),
-    ];
-
+    let triggers = TriggerSet::new(&ctx, caches.provisioners.store())
+        .deployments()
+        .owned(&caches.service_accounts)
+        .owned(&caches.roles)
+        .owned(&caches.role_bindings)
+        .secrets(reads_secret)
+        .with(&caches.control_planes, control_plane_fingerprint, provisioners_of)
+        .build();
     let steps = Steps {
         apply: |p, ctx| Box::pin(reconcile::apply_spec(p, ctx)),
         cleanup: |p, ctx| Box::pin(reconcile::cleanup(p, ctx)),
     };
     runner::run(
         ctx.clone(),
-        ctx.caches.provisioners.clone(),
+        caches.provisioners.clone(),
         triggers,
         steps,
         shutdown,

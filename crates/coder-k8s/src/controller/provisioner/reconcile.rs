@@ -17,10 +17,11 @@ use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
 
-use super::desired::{self, Inputs, ProvisionerNames, tags_hash};
+use super::desired::{self, Inputs};
+use super::names::{self, ProvisionerNames, tags_hash};
 use super::status::{self as decide, KeyInputs, KeyPlan};
 use crate::controller::apply::{Applied, apply, apply_deployment, controlled_by};
-use crate::controller::conditions::{Decided, set_condition};
+use crate::controller::conditions::Draft;
 use crate::controller::context::Context;
 use crate::controller::credentials;
 use crate::controller::digest::sha256_hex;
@@ -36,28 +37,7 @@ pub const DRIFT_LOG: &str = "spec drift detected, rotating provisioner key";
 const ENTITLEMENT_FRESHNESS: Duration = Duration::from_secs(120);
 
 /// The status being built by one reconcile.
-struct Run {
-    status: CoderProvisionerStatus,
-    generation: Option<i64>,
-    now: Time,
-}
-
-impl Run {
-    fn set(&mut self, decided: Decided) {
-        set_condition(
-            &mut self.status.conditions,
-            decided,
-            self.generation,
-            self.now.clone(),
-        );
-    }
-
-    fn set_all(&mut self, decided: Vec<Decided>) {
-        for one in decided {
-            self.set(one);
-        }
-    }
-}
+type Run = Draft<CoderProvisionerStatus>;
 
 /// The control plane, where it is reached, and the Coder client with the operator token.
 struct Upstream {
@@ -70,7 +50,7 @@ struct Upstream {
 pub async fn apply_spec(provisioner: Arc<CoderProvisioner>, ctx: Arc<Context>) -> Result<Action> {
     let (p, ctx) = (provisioner.as_ref(), ctx.as_ref());
     let uid = p.metadata.uid.clone().ok_or(Error::MissingMetadata)?;
-    let names = desired::names(&p.name_any(), &p.spec);
+    let names = names::names(&p.name_any(), &p.spec);
     let mut run = Run {
         // The status this provisioner really has, even when the cache has not caught up with the last write.
         status: ctx
@@ -425,7 +405,7 @@ async fn write_key_secret(
 ) -> Result<()> {
     let secret = OwnedSecret {
         name: &names.key_secret,
-        labels: desired::labels(&p.name_any()),
+        labels: names::labels(&p.name_any()),
         annotations: Default::default(),
         key: &names.key_secret_key,
         value: key.as_bytes(),
@@ -485,11 +465,7 @@ pub async fn cleanup(provisioner: Arc<CoderProvisioner>, ctx: Arc<Context>) -> R
     if status.provisioner_key_id.is_none() || status.organization_id.is_none() {
         return Ok(Cleanup::Done);
     }
-    let mut scratch = Run {
-        status: CoderProvisionerStatus::default(),
-        generation: None,
-        now: Time(Timestamp::now()),
-    };
+    let mut scratch = Run::new(CoderProvisionerStatus::default(), None);
     let failure = match upstream(p, ctx, &mut scratch).await {
         Ok(Some(upstream)) => match delete_recorded_key(&upstream.coder, &status).await {
             Ok(()) => None,

@@ -9,24 +9,10 @@ use coder_k8s_control_plane_access::AccessError;
 use crate::controller::conditions::{ConditionStatus, Decided};
 use crate::controller::credentials;
 
-fn decided(
-    type_: &'static str,
-    status: ConditionStatus,
-    reason: &'static str,
-    message: impl Into<String>,
-) -> Decided {
-    Decided {
-        type_,
-        status,
-        reason,
-        message: message.into(),
-    }
-}
-
 /// `ControlPlaneReady` and `OperatorAccessReady` for an access failure.
 pub fn access_refused(control_plane: &str, error: &AccessError) -> Vec<Decided> {
     if error.is_control_plane_missing() {
-        return vec![decided(
+        return vec![Decided::new(
             conditions::CONTROL_PLANE_READY,
             ConditionStatus::False,
             reasons::CONTROL_PLANE_UNAVAILABLE,
@@ -43,7 +29,7 @@ pub fn access_refused(control_plane: &str, error: &AccessError) -> Vec<Decided> 
     };
     vec![
         control_plane_available(control_plane),
-        decided(
+        Decided::new(
             conditions::OPERATOR_ACCESS_READY,
             ConditionStatus::False,
             reason,
@@ -53,7 +39,7 @@ pub fn access_refused(control_plane: &str, error: &AccessError) -> Vec<Decided> 
 }
 
 fn control_plane_available(control_plane: &str) -> Decided {
-    decided(
+    Decided::new(
         conditions::CONTROL_PLANE_READY,
         ConditionStatus::True,
         reasons::CONTROL_PLANE_AVAILABLE,
@@ -65,7 +51,7 @@ fn control_plane_available(control_plane: &str) -> Decided {
 pub fn access_ready(control_plane: &str) -> Vec<Decided> {
     vec![
         control_plane_available(control_plane),
-        decided(
+        Decided::new(
             conditions::OPERATOR_ACCESS_READY,
             ConditionStatus::True,
             reasons::OPERATOR_ACCESS_READY,
@@ -103,7 +89,7 @@ pub fn entitlement_condition(outcome: Result<bool, &CoderError>) -> Decided {
             format!("reading entitlements: {e}"),
         ),
     };
-    decided(
+    Decided::new(
         conditions::EXTERNAL_PROVISIONERS_ENTITLED,
         status,
         reason,
@@ -183,7 +169,7 @@ pub fn key_failed(error: &CoderError) -> Decided {
     } else {
         reasons::PROVISIONER_KEY_FAILED
     };
-    decided(
+    Decided::new(
         conditions::PROVISIONER_KEY_READY,
         ConditionStatus::False,
         reason,
@@ -194,13 +180,13 @@ pub fn key_failed(error: &CoderError) -> Decided {
 /// `ProvisionerKeyReady` and `ProvisionerKeySecretReady` once the key is in Coder and in its Secret.
 pub fn key_ready(secret: &str) -> Vec<Decided> {
     vec![
-        decided(
+        Decided::new(
             conditions::PROVISIONER_KEY_READY,
             ConditionStatus::True,
             reasons::PROVISIONER_KEY_READY,
             "the provisioner key exists in Coder",
         ),
-        decided(
+        Decided::new(
             conditions::PROVISIONER_KEY_SECRET_READY,
             ConditionStatus::True,
             reasons::SECRET_READY,

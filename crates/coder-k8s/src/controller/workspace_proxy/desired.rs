@@ -1,9 +1,8 @@
-//! Names and desired objects of a CoderWorkspaceProxy (docs/controllers/workspace-proxy.md, "What it creates"). Pure functions.
+//! The desired objects of a CoderWorkspaceProxy (docs/controllers/workspace-proxy.md, "What it creates"). Pure
+//! functions.
 
-use std::collections::BTreeMap;
-
-use coder_k8s_api::shared::{DEFAULT_TOKEN_SECRET_KEY, DNS_LABEL_MAX, SecretKeySelector, truncated_name};
-use coder_k8s_api::workspace_proxy::{CoderWorkspaceProxy, WorkspaceProxySpec};
+use coder_k8s_api::shared::{DEFAULT_TOKEN_SECRET_KEY, SecretKeySelector};
+use coder_k8s_api::workspace_proxy::CoderWorkspaceProxy;
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s_openapi::api::core::v1::{
     Container, ContainerPort, EnvVar, EnvVarSource, PodSpec, PodTemplateSpec,
@@ -13,65 +12,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::Resource;
 
-/// `app.kubernetes.io/name` of proxy objects.
-pub const APP_NAME: &str = "coder-workspace-proxy";
+use super::names::{labels, workload_name};
+
 /// Container port of the proxy.
 pub const PROXY_PORT: i32 = 3001;
-/// Why a spec cannot run (v0.1.5 texts).
-pub const MISSING_URL: &str =
-    "workspace proxy primaryAccessURL must be provided directly or via bootstrap.coderURL";
-pub const MISSING_TOKEN: &str =
-    "workspace proxy session token reference must be provided directly or via bootstrap";
-
-/// Deployment and Service name: `wsproxy-<name>`, hash-truncated at 63.
-pub fn workload_name(name: &str) -> String {
-    truncated_name(&format!("wsproxy-{name}"), "", DNS_LABEL_MAX)
-}
-
-/// Generated token Secret in bootstrap mode: `<name>-proxy-token` unless named.
-pub fn generated_token_secret(name: &str, spec: &WorkspaceProxySpec) -> Option<String> {
-    let bootstrap = spec.bootstrap.as_ref()?;
-    Some(
-        bootstrap
-            .generated_token_secret_name
-            .clone()
-            .filter(|n| !n.is_empty())
-            .unwrap_or_else(|| format!("{name}-proxy-token")),
-    )
-}
-
-/// The primary access URL: the spec's, else `bootstrap.coderURL`.
-pub fn primary_access_url(spec: &WorkspaceProxySpec) -> Result<String, &'static str> {
-    spec.primary_access_url
-        .clone()
-        .filter(|u| !u.is_empty())
-        .or_else(|| {
-            spec.bootstrap
-                .as_ref()
-                .map(|b| b.coder_url.clone())
-                .filter(|u| !u.is_empty())
-        })
-        .ok_or(MISSING_URL)
-}
-
-/// The Secret key the pods read the proxy token from.
-pub fn token_reference(name: &str, spec: &WorkspaceProxySpec) -> Result<SecretKeySelector, &'static str> {
-    if let Some(secret) = generated_token_secret(name, spec) {
-        return Ok(SecretKeySelector {
-            name: secret,
-            key: Some(DEFAULT_TOKEN_SECRET_KEY.to_owned()),
-        });
-    }
-    spec.proxy_session_token_secret_ref
-        .clone()
-        .filter(|r| !r.name.is_empty())
-        .ok_or(MISSING_TOKEN)
-}
-
-/// Labels of the proxy's objects.
-pub fn labels(name: &str) -> BTreeMap<String, String> {
-    crate::controller::labels::labels(APP_NAME, name)
-}
 
 /// The Deployment and Service of a proxy; `None` without name, namespace or UID.
 pub fn desired_state(
@@ -181,6 +125,9 @@ pub fn desired_state(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::controller::workspace_proxy::names::{
+        MISSING_TOKEN, MISSING_URL, primary_access_url, token_reference,
+    };
 
     fn proxy(spec: serde_json::Value) -> CoderWorkspaceProxy {
         let mut p = CoderWorkspaceProxy::new(

@@ -15,15 +15,13 @@ use coder_k8s_api::workspace_proxy::{CoderWorkspaceProxy, ProxyBootstrapSpec, Wo
 use coder_k8s_coder_client::types::{CreateWorkspaceProxyRequest, PatchWorkspaceProxy};
 use coder_k8s_coder_client::{CoderClient, Error as CoderError};
 use k8s_openapi::api::core::v1::Secret;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
 
-use super::desired;
 use super::status::{self as decide, RegistrationPlan};
+use super::{desired, names};
 use crate::controller::apply::{Applied, apply, apply_deployment, controlled_by};
-use crate::controller::conditions::{Decided, deployment_ready, set_condition};
+use crate::controller::conditions::{Draft, deployment_ready};
 use crate::controller::context::Context;
 use crate::controller::credentials;
 use crate::controller::error::{Error, Result};
@@ -32,37 +30,21 @@ use crate::controller::secrets;
 use crate::controller::status_writer::write_status;
 
 /// The status being built by one reconcile.
-struct Run {
-    status: WorkspaceProxyStatus,
-    generation: Option<i64>,
-    now: Time,
-}
-
-impl Run {
-    fn set(&mut self, decided: Decided) {
-        set_condition(
-            &mut self.status.conditions,
-            decided,
-            self.generation,
-            self.now.clone(),
-        );
-    }
-}
+type Run = Draft<WorkspaceProxyStatus>;
 
 /// One reconcile of a workspace proxy.
 pub async fn apply_spec(proxy: Arc<CoderWorkspaceProxy>, ctx: Arc<Context>) -> Result<Action> {
     let (proxy, ctx) = (proxy.as_ref(), ctx.as_ref());
     let name = proxy.metadata.name.clone().ok_or(Error::MissingMetadata)?;
-    let mut run = Run {
-        status: proxy.status.clone().unwrap_or_default(),
-        generation: proxy.metadata.generation,
-        now: Time(Timestamp::now()),
-    };
+    let mut run = Run::new(
+        proxy.status.clone().unwrap_or_default(),
+        proxy.metadata.generation,
+    );
     run.status.phase = Some(WorkloadPhase::Pending);
     let retry = ctx.settings.retry_interval;
     let (primary_url, token_ref) = match (
-        desired::primary_access_url(&proxy.spec),
-        desired::token_reference(&name, &proxy.spec),
+        names::primary_access_url(&proxy.spec),
+        names::token_reference(&name, &proxy.spec),
     ) {
         (Ok(url), Ok(token)) => (url, token),
         (Err(message), _) | (_, Err(message)) => {
@@ -105,9 +87,9 @@ fn credentials_ready(
     run: &mut Run,
 ) -> bool {
     let namespace = proxy.namespace().unwrap_or_default();
-    let given_token = match desired::generated_token_secret(name, &proxy.spec) {
+    let given_token = match names::generated_token_secret(name, &proxy.spec) {
         Some(_) => None,
-        None => desired::token_reference(name, &proxy.spec).ok().map(|r| r.name),
+        None => names::token_reference(name, &proxy.spec).ok().map(|r| r.name),
     };
     let checks = decide::credential_checks(&proxy.spec, given_token.as_deref(), primary_origin);
     let cache = ctx.caches.secrets.metadata();
@@ -132,7 +114,7 @@ async fn registered(
 ) -> Result<bool> {
     let (Some(bootstrap), Some(generated)) = (
         &proxy.spec.bootstrap,
-        desired::generated_token_secret(name, &proxy.spec),
+        names::generated_token_secret(name, &proxy.spec),
     ) else {
         return Ok(true);
     };
@@ -234,7 +216,7 @@ async fn write_token_secret(
     token: &str,
     origin: &str,
 ) -> Result<()> {
-    let mut labels = desired::labels(&proxy.name_any());
+    let mut labels = names::labels(&proxy.name_any());
     labels.insert(CREDENTIAL_LABEL.to_owned(), "true".to_owned());
     let secret = OwnedSecret {
         name,

@@ -9,20 +9,6 @@ use crate::controller::credentials;
 /// Icon sent when the spec names none: Coder requires a non-empty icon on PATCH.
 pub const DEFAULT_ICON: &str = "/emojis/1f310.png";
 
-fn decided(
-    type_: &'static str,
-    status: ConditionStatus,
-    reason: &'static str,
-    message: impl Into<String>,
-) -> Decided {
-    Decided {
-        type_,
-        status,
-        reason,
-        message: message.into(),
-    }
-}
-
 /// Every Secret whose value leaves the cluster, with the origin it goes to: the extraEnv Secrets and a given token
 /// Secret go to the primary access URL's origin, the bootstrap credentials to `coderURL`'s origin.
 pub fn credential_checks(
@@ -74,7 +60,7 @@ pub fn proxy_names(name: &str, bootstrap: &ProxyBootstrapSpec) -> (String, Strin
 }
 
 pub fn invalid_spec(message: &str) -> Decided {
-    decided(
+    Decided::new(
         conditions::PROXY_REGISTERED,
         ConditionStatus::False,
         reasons::INVALID_SPEC,
@@ -91,7 +77,7 @@ pub fn credentials_condition(refusal: Option<(&'static str, String)>) -> Decided
 }
 
 pub fn token_secret_not_owned(secret: &str) -> Decided {
-    decided(
+    Decided::new(
         conditions::PROXY_REGISTERED,
         ConditionStatus::False,
         reasons::TOKEN_SECRET_NOT_OWNED,
@@ -102,7 +88,7 @@ pub fn token_secret_not_owned(secret: &str) -> Decided {
 }
 
 pub fn registration_failed(message: String) -> Decided {
-    decided(
+    Decided::new(
         conditions::PROXY_REGISTERED,
         ConditionStatus::False,
         reasons::REGISTRATION_FAILED,
@@ -111,7 +97,7 @@ pub fn registration_failed(message: String) -> Decided {
 }
 
 pub fn registered() -> Decided {
-    decided(
+    Decided::new(
         conditions::PROXY_REGISTERED,
         ConditionStatus::True,
         reasons::REGISTERED,
