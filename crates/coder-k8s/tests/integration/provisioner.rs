@@ -163,6 +163,23 @@ async fn seed_000_tutorial_and_clean_up() {
         )
     );
 
+    // At rest (a requeue every second in the tests): no key or organization call, no Kubernetes read or write.
+    let reconciles = h.metrics.runs("CoderProvisioner");
+    let (coder_requests, reads, writes) =
+        (h.server.requests().len(), h.requests.reads(), h.requests.writes());
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert!(
+        h.metrics.runs("CoderProvisioner") >= reconciles + 2,
+        "the provisioner kept reconciling during the window"
+    );
+    let key_calls: Vec<_> = h.server.requests()[coder_requests..]
+        .iter()
+        .filter(|r| r.path.contains("/organizations") || r.path.contains("provisionerkeys"))
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect();
+    assert!(key_calls.is_empty(), "no key calls at rest: {key_calls:?}");
+    assert_eq!((h.requests.reads(), h.requests.writes()), (reads, writes));
+
     // Clean up: the key goes in Coder.
     h.api::<CoderProvisioner>()
         .delete("coderprovisioner-sample", &DeleteParams::default())

@@ -39,6 +39,12 @@ const ENTITLEMENT_FRESHNESS: Duration = Duration::from_secs(120);
 /// The status being built by one reconcile.
 type Run = Draft<CoderProvisionerStatus>;
 
+/// Facts kept per provisioner between reconciles.
+mod facts {
+    /// The spec's organization and the organization ID Coder resolved it to (`default` is an alias).
+    pub const RESOLVED_ORGANIZATION: &str = "resolved-organization";
+}
+
 /// The control plane, where it is reached, and the Coder client with the operator token.
 struct Upstream {
     control_plane: Arc<CoderControlPlane>,
@@ -241,8 +247,17 @@ async fn provisioner_key(
         control_plane: p.spec.control_plane_ref.name.clone(),
         control_plane_url: upstream.target.pod_url.clone(),
     };
+    let resolved = ctx.fact(uid, facts::RESOLVED_ORGANIZATION);
     let key = match stored {
-        Some(key) if decide::key_current(&run.status, &inputs) => key,
+        Some(key)
+            if decide::key_current(
+                &run.status,
+                &inputs,
+                resolved.as_deref().and_then(decide::parse_resolved),
+            ) =>
+        {
+            key
+        }
         stored => match key_in_coder(p, ctx, uid, upstream, names, &inputs, stored, run).await? {
             Ok(key) => key,
             Err(requeue) => return Ok(Err(requeue)),
@@ -250,6 +265,10 @@ async fn provisioner_key(
     };
     ctx.rate_limit_passed(uid);
     record_key(run, &inputs, names);
+    if let Some(organization_id) = run.status.organization_id.as_deref() {
+        let fact = decide::resolved_fact(&inputs.organization_name, organization_id);
+        ctx.set_fact(uid, facts::RESOLVED_ORGANIZATION, Some(fact));
+    }
     Ok(Ok(key))
 }
 

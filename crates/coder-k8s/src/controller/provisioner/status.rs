@@ -116,15 +116,30 @@ pub struct KeyInputs {
 }
 
 /// Whether the recorded key still matches its inputs, so that, with its Secret present, no Coder call is needed.
-pub fn key_current(status: &CoderProvisionerStatus, inputs: &KeyInputs) -> bool {
-    status.provisioner_key_id.is_some()
-        && status.organization_id.is_some()
-        && status.organization_name.as_deref() == Some(inputs.organization_name.as_str())
-        && !drifted(
-            status,
-            status.organization_id.as_deref().unwrap_or_default(),
-            inputs,
-        )
+/// `resolved` is what the spec's organization (a name, or an alias such as `default`) was last found to be in
+/// Coder: `(spec organization, organization ID)`.
+pub fn key_current(
+    status: &CoderProvisionerStatus,
+    inputs: &KeyInputs,
+    resolved: Option<(&str, &str)>,
+) -> bool {
+    let Some(organization_id) = status.organization_id.as_deref() else {
+        return false;
+    };
+    let same_organization = status.organization_name.as_deref() == Some(inputs.organization_name.as_str())
+        || resolved == Some((inputs.organization_name.as_str(), organization_id));
+    status.provisioner_key_id.is_some() && same_organization && !drifted(status, organization_id, inputs)
+}
+
+/// The fact kept after a key step: the spec's organization and the ID Coder resolved it to.
+pub fn resolved_fact(spec_organization: &str, organization_id: &str) -> String {
+    format!("{organization_id} {spec_organization}")
+}
+
+/// Reads [`resolved_fact`] back as `(spec organization, organization ID)`.
+pub fn parse_resolved(fact: &str) -> Option<(&str, &str)> {
+    let (organization_id, spec_organization) = fact.split_once(' ')?;
+    Some((spec_organization, organization_id))
 }
 
 /// Whether a recorded key was made from other inputs than now (organization ID, name, tags, control plane).
@@ -224,11 +239,11 @@ mod tests {
 
     #[test]
     fn a_current_key_needs_no_coder_call_and_any_input_change_drifts() {
-        assert!(key_current(&recorded(), &inputs()));
-        assert!(!key_current(&CoderProvisionerStatus::default(), &inputs()));
+        assert!(key_current(&recorded(), &inputs(), None));
+        assert!(!key_current(&CoderProvisionerStatus::default(), &inputs(), None));
         let mut changed = inputs();
         changed.tags_hash = "other".to_owned();
-        assert!(!key_current(&recorded(), &changed));
+        assert!(!key_current(&recorded(), &changed, None));
         assert!(drifted(&recorded(), "o1", &changed));
         assert!(drifted(&recorded(), "o2", &inputs()), "another organization");
         assert!(
@@ -238,8 +253,19 @@ mod tests {
         let mut renamed_org = inputs();
         renamed_org.organization_name = "other".to_owned();
         assert!(
-            !key_current(&recorded(), &renamed_org),
+            !key_current(&recorded(), &renamed_org, None),
             "a new organization name is looked up in Coder"
+        );
+        // `default` resolved to the organization named `coder` (ID o1) needs no new look-up.
+        let mut alias = inputs();
+        alias.organization_name = "default".to_owned();
+        assert!(!key_current(&recorded(), &alias, None));
+        let fact = resolved_fact("default", "o1");
+        assert_eq!(parse_resolved(&fact), Some(("default", "o1")));
+        assert!(key_current(&recorded(), &alias, parse_resolved(&fact)));
+        assert!(
+            !key_current(&recorded(), &alias, Some(("default", "o2"))),
+            "resolved to another organization"
         );
     }
 
