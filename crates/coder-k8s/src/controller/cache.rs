@@ -16,12 +16,10 @@ use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
-use tokio::sync::broadcast;
+use tokio::sync::mpsc;
 
 /// Annotation that `kubectl apply` writes; it can hold a whole object (a Secret's data too), so it is never cached.
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
-/// Changes buffered per subscriber; a subscriber that falls further behind misses triggers until the next requeue.
-const CHANGE_BUFFER: usize = 16 * 1024;
 
 /// One change of a watched object.
 #[derive(Clone, Debug)]
@@ -41,7 +39,7 @@ impl<K> Change<K> {
 /// A watch of one resource type: its store and its change fan-out.
 pub struct Informer<K: Resource<DynamicType = ()> + Clone + 'static> {
     store: Store<K>,
-    changes: broadcast::Sender<Change<K>>,
+    changes: Fanout<K>,
     /// Set once the first list is cached. (kube's own readiness wakes only one waiter; several controllers wait.)
     listed: tokio::sync::watch::Receiver<bool>,
 }
@@ -52,7 +50,7 @@ where
 {
     /// Starts the watch on `api`; `strip` removes what no controller reads before an object is cached.
     pub fn start(api: Api<K>, config: watcher::Config, strip: fn(&mut K)) -> Arc<Self> {
-        Self::start_with(api, config, strip, change_channel())
+        Self::start_with(api, config, strip, Fanout::default())
     }
 
     /// Like [`Informer::start`], publishing changes on `changes` (subscribers may exist before the watch starts).
@@ -60,7 +58,7 @@ where
         api: Api<K>,
         config: watcher::Config,
         strip: fn(&mut K),
-        changes: broadcast::Sender<Change<K>>,
+        changes: Fanout<K>,
     ) -> Arc<Self> {
         Self::from_events(watcher(api, config).default_backoff().modify(strip), changes)
     }
@@ -68,7 +66,7 @@ where
     /// Caches the objects of `events`, publishing their changes on `changes`.
     fn from_events(
         events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
-        changes: broadcast::Sender<Change<K>>,
+        changes: Fanout<K>,
     ) -> Arc<Self> {
         let (store, mut writer) = reflector::store();
         let (listed_tx, listed) = tokio::sync::watch::channel(false);
@@ -100,7 +98,7 @@ where
     }
 
     /// Changes from now on.
-    pub fn subscribe(&self) -> broadcast::Receiver<Change<K>> {
+    pub fn subscribe(&self) -> mpsc::UnboundedReceiver<Change<K>> {
         self.changes.subscribe()
     }
 
@@ -128,29 +126,67 @@ where
     }
 }
 
-/// A channel for the changes of one resource type.
-pub fn change_channel<K: Clone>() -> broadcast::Sender<Change<K>> {
-    broadcast::channel(CHANGE_BUFFER).0
+/// The subscribers to the changes of one resource type. Each gets its own unbounded queue, so no change is lost
+/// and nothing is kept once every subscriber has taken it.
+pub struct Fanout<K> {
+    subscribers: Arc<std::sync::Mutex<Vec<mpsc::UnboundedSender<Change<K>>>>>,
 }
 
-fn fan_out<K>(store: &Store<K>, changes: &broadcast::Sender<Change<K>>, event: watcher::Event<K>)
+impl<K> Default for Fanout<K> {
+    fn default() -> Self {
+        Self {
+            subscribers: Arc::default(),
+        }
+    }
+}
+
+impl<K> Clone for Fanout<K> {
+    fn clone(&self) -> Self {
+        Self {
+            subscribers: self.subscribers.clone(),
+        }
+    }
+}
+
+impl<K> Fanout<K> {
+    /// A queue of the changes from now on.
+    pub fn subscribe(&self) -> mpsc::UnboundedReceiver<Change<K>> {
+        let (sender, receiver) = mpsc::unbounded_channel();
+        self.lock().push(sender);
+        receiver
+    }
+
+    fn send(&self, change: Change<K>)
+    where
+        K: Clone,
+    {
+        // Subscribers that went away are dropped.
+        self.lock().retain(|sender| sender.send(change.clone()).is_ok());
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<mpsc::UnboundedSender<Change<K>>>> {
+        self.subscribers.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+fn fan_out<K>(store: &Store<K>, changes: &Fanout<K>, event: watcher::Event<K>)
 where
     K: Resource<DynamicType = ()> + Clone + 'static,
 {
     match event {
         watcher::Event::Apply(object) => {
             if let Some(cached) = store.get(&ObjectRef::from_obj(&object)) {
-                let _ = changes.send(Change::Applied(cached));
+                changes.send(Change::Applied(cached));
             }
         }
         watcher::Event::Delete(object) => {
-            let _ = changes.send(Change::Deleted(Arc::new(object)));
+            changes.send(Change::Deleted(Arc::new(object)));
         }
         // After a (re)list every object is offered again; the subscribers' fingerprints drop what did not change.
         watcher::Event::InitDone => {
             tracing::debug!(kind = %K::kind(&()), objects = store.len(), "watch cache listed");
             for object in store.state() {
-                let _ = changes.send(Change::Applied(object));
+                changes.send(Change::Applied(object));
             }
         }
         watcher::Event::Init | watcher::Event::InitApply(_) => {}
@@ -165,10 +201,9 @@ pub fn strip_meta(meta: &mut ObjectMeta) {
     }
 }
 
-/// A stream of the changes `receiver` gets, mapped by `map` (which may keep state); a lagging subscriber logs and
-/// goes on.
+/// A stream of the changes `receiver` gets, mapped by `map` (which may keep state).
 pub fn changes<K, T>(
-    receiver: broadcast::Receiver<Change<K>>,
+    receiver: mpsc::UnboundedReceiver<Change<K>>,
     mut map: impl FnMut(Change<K>) -> Vec<T> + Send + 'static,
 ) -> impl Stream<Item = T> + Send + 'static
 where
@@ -176,18 +211,8 @@ where
     T: Send + 'static,
 {
     futures::stream::unfold(receiver, |mut receiver| async move {
-        loop {
-            match receiver.recv().await {
-                Ok(change) => return Some((change, receiver)),
-                Err(broadcast::error::RecvError::Lagged(missed)) => {
-                    tracing::warn!(
-                        missed,
-                        "a controller fell behind its watch; missed changes wait for the requeue"
-                    );
-                }
-                Err(broadcast::error::RecvError::Closed) => return None,
-            }
-        }
+        let change = receiver.recv().await?;
+        Some((change, receiver))
     })
     .flat_map(move |change| futures::stream::iter(map(change)))
 }
@@ -242,7 +267,15 @@ pub struct ChangeFilter<K> {
     kind: String,
     echoes: Arc<Echoes>,
     fingerprint: fn(&K) -> Fingerprint,
-    seen: HashMap<(String, String), Fingerprint>,
+    /// Hash of namespace/name → hash of the fingerprint last seen (kept small: one entry per watched object).
+    seen: HashMap<u64, u64>,
+}
+
+fn hash_value<T: Hash + ?Sized>(value: &T) -> u64 {
+    use std::hash::Hasher;
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    value.hash(&mut hasher);
+    hasher.finish()
 }
 
 impl<K: Resource> ChangeFilter<K> {
@@ -265,7 +298,7 @@ impl<K: Resource> ChangeFilter<K> {
         );
         match change {
             Change::Deleted(_) => {
-                self.seen.remove(&key);
+                self.seen.remove(&hash_value(&key));
                 self.echoes.forget(&self.kind, &key.0, &key.1);
                 true
             }
@@ -274,8 +307,8 @@ impl<K: Resource> ChangeFilter<K> {
                 let echo = self
                     .echoes
                     .is_echo(&self.kind, &key.0, &key.1, print.desired_hash.as_deref());
-                let unchanged = self.seen.get(&key) == Some(&print);
-                self.seen.insert(key, print);
+                let print = hash_value(&print);
+                let unchanged = self.seen.insert(hash_value(&key), print) == Some(print);
                 !echo && !unchanged
             }
         }
@@ -297,11 +330,8 @@ pub fn hash_only<K: Resource>(object: &K) -> Fingerprint {
 
 /// The fingerprint of an object whose every change matters (a Secret or ConfigMap a spec names).
 pub fn every_change<K: Resource>(object: &K) -> Fingerprint {
-    use std::hash::Hasher;
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    object.meta().resource_version.hash(&mut hasher);
     Fingerprint {
-        other: hasher.finish(),
+        other: hash_value(&object.meta().resource_version),
         ..hash_only(object)
     }
 }
@@ -466,5 +496,64 @@ where
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::ConfigMap;
+
+    fn map(hash: Option<&str>, version: &str) -> Arc<ConfigMap> {
+        let mut object = ConfigMap::default();
+        object.metadata.name = Some("m".to_owned());
+        object.metadata.namespace = Some("team".to_owned());
+        object.metadata.resource_version = Some(version.to_owned());
+        if let Some(hash) = hash {
+            object.metadata.annotations = Some(std::collections::BTreeMap::from([(
+                crate::controller::apply::DESIRED_HASH_ANNOTATION.to_owned(),
+                hash.to_owned(),
+            )]));
+        }
+        Arc::new(object)
+    }
+
+    #[test]
+    fn only_news_triggers() {
+        let echoes = Arc::new(Echoes::default());
+        let mut owned = ChangeFilter::new("ConfigMap", echoes.clone(), hash_only::<ConfigMap>);
+        // The echo of the operator's own apply is not news, once.
+        echoes.record("ConfigMap", "team", "m", "h1");
+        assert!(!owned.is_news(&Change::Applied(map(Some("h1"), "1"))));
+        // A change that leaves the fingerprint alone is not news; another hash is.
+        assert!(!owned.is_news(&Change::Applied(map(Some("h1"), "2"))));
+        assert!(owned.is_news(&Change::Applied(map(Some("edited"), "3"))));
+        assert!(owned.is_news(&Change::Deleted(map(Some("edited"), "3"))));
+        // After a deletion the object is new again.
+        assert!(owned.is_news(&Change::Applied(map(Some("edited"), "4"))));
+
+        let mut read = ChangeFilter::new("ConfigMap", echoes, every_change::<ConfigMap>);
+        assert!(read.is_news(&Change::Applied(map(None, "1"))));
+        assert!(
+            !read.is_news(&Change::Applied(map(None, "1"))),
+            "the same version again"
+        );
+        assert!(
+            read.is_news(&Change::Applied(map(None, "2"))),
+            "any new version of a read object"
+        );
+    }
+
+    #[tokio::test]
+    async fn every_subscriber_gets_every_change_and_gone_ones_are_dropped() {
+        let fanout = Fanout::<ConfigMap>::default();
+        let mut first = fanout.subscribe();
+        let second = fanout.subscribe();
+        drop(second);
+        fanout.send(Change::Applied(map(None, "1")));
+        fanout.send(Change::Deleted(map(None, "1")));
+        assert!(matches!(first.recv().await, Some(Change::Applied(_))));
+        assert!(matches!(first.recv().await, Some(Change::Deleted(_))));
+        assert_eq!(fanout.lock().len(), 1, "the dropped subscriber is gone");
     }
 }

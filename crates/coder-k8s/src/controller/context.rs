@@ -84,8 +84,7 @@ pub struct Caches {
     /// HTTPRoutes (the Gateway API is optional): the watch starts once the API is found; changes are published
     /// on `http_route_changes` from then on.
     http_routes: std::sync::OnceLock<Arc<Informer<PartialObjectMeta<HttpRoute>>>>,
-    pub http_route_changes:
-        tokio::sync::broadcast::Sender<super::cache::Change<PartialObjectMeta<HttpRoute>>>,
+    pub http_route_changes: super::cache::Fanout<PartialObjectMeta<HttpRoute>>,
     client: kube::Client,
     namespace: Option<String>,
     discovered: tokio::sync::OnceCell<()>,
@@ -140,7 +139,7 @@ impl Caches {
             roles: everywhere!(Role, managed.clone()),
             role_bindings: everywhere!(RoleBinding, managed),
             http_routes: std::sync::OnceLock::new(),
-            http_route_changes: super::cache::change_channel(),
+            http_route_changes: super::cache::Fanout::default(),
             client: client.clone(),
             namespace: namespace.map(str::to_owned),
             discovered: tokio::sync::OnceCell::new(),

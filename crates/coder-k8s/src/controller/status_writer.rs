@@ -18,15 +18,26 @@ use super::context::Context;
 /// An Event to publish with a status write: type, reason, note.
 pub type Transition = (EventType, String, String);
 
-/// The last status written per object UID, with the status it replaced.
+/// The last status written per object UID (as compact JSON), with a hash of the status it replaced.
 #[derive(Default)]
 pub struct StatusMemo {
     last: Mutex<HashMap<String, Written>>,
 }
 
 struct Written {
-    replaced: serde_json::Value,
-    written: serde_json::Value,
+    replaced: u64,
+    written: String,
+}
+
+fn json<S: Serialize>(status: &S) -> String {
+    serde_json::to_string(status).unwrap_or_default()
+}
+
+fn hash_of(text: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    text.hash(&mut hasher);
+    hasher.finish()
 }
 
 impl StatusMemo {
@@ -41,21 +52,22 @@ impl StatusMemo {
         uid: &str,
         current: Option<&S>,
     ) -> Option<S> {
-        let shown = serde_json::to_value(current).ok()?;
+        let shown = hash_of(&json(&current));
         match self.lock().get(uid) {
-            Some(last) if last.replaced == shown => serde_json::from_value(last.written.clone()).ok(),
+            Some(last) if last.replaced == shown => serde_json::from_str(&last.written).ok(),
             _ => current.cloned(),
         }
     }
 
     /// Whether `status` is what was last written while the cache still shows what that write replaced.
-    fn already_written(&self, uid: &str, shown: &serde_json::Value, status: &serde_json::Value) -> bool {
+    fn already_written(&self, uid: &str, shown: &str, status: &str) -> bool {
         self.lock()
             .get(uid)
-            .is_some_and(|last| &last.replaced == shown && &last.written == status)
+            .is_some_and(|last| last.replaced == hash_of(shown) && last.written == status)
     }
 
-    fn record(&self, uid: &str, replaced: serde_json::Value, written: serde_json::Value) {
+    fn record(&self, uid: &str, replaced: &str, written: String) {
+        let replaced = hash_of(replaced);
         self.lock().insert(uid.to_owned(), Written { replaced, written });
     }
 
@@ -89,8 +101,8 @@ where
         return Ok(false);
     }
     let uid = object.meta().uid.clone().unwrap_or_default();
-    let shown = serde_json::to_value(current).unwrap_or_default();
-    let wanted = serde_json::to_value(status).unwrap_or_default();
+    let shown = json(&current);
+    let wanted = json(status);
     if ctx.statuses.already_written(&uid, &shown, &wanted) {
         return Ok(false);
     }
@@ -106,7 +118,7 @@ where
         &Patch::Apply(&patch),
     )
     .await?;
-    ctx.statuses.record(&uid, shown, wanted);
+    ctx.statuses.record(&uid, &shown, wanted);
     publish(ctx, object, transitions).await;
     Ok(true)
 }
@@ -134,25 +146,13 @@ mod tests {
     fn a_stale_cache_shows_the_last_written_status() {
         let memo = StatusMemo::default();
         let old = Some("pending".to_owned());
-        memo.record(
-            "uid",
-            serde_json::to_value(&old).unwrap(),
-            serde_json::to_value("ready").unwrap(),
-        );
+        memo.record("uid", &json(&old), json(&"ready"));
         assert_eq!(memo.effective("uid", old.as_ref()).as_deref(), Some("ready"));
-        assert!(memo.already_written(
-            "uid",
-            &serde_json::to_value(&old).unwrap(),
-            &serde_json::to_value("ready").unwrap()
-        ));
+        assert!(memo.already_written("uid", &json(&old), &json(&"ready")));
         // Once the cache shows something else (the write, or another writer's), the cache is believed.
         let newer = Some("failed".to_owned());
         assert_eq!(memo.effective("uid", newer.as_ref()).as_deref(), Some("failed"));
-        assert!(!memo.already_written(
-            "uid",
-            &serde_json::to_value(&newer).unwrap(),
-            &serde_json::to_value("ready").unwrap()
-        ));
+        assert!(!memo.already_written("uid", &json(&newer), &json(&"ready")));
         memo.forget("uid");
         assert!(memo.is_empty());
     }

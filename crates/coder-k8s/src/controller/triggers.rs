@@ -13,35 +13,38 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Secret;
 use kube::core::PartialObjectMeta;
 
+use tokio::sync::mpsc::UnboundedReceiver;
+
 use super::cache::{
-    Change, ChangeFilter, Echoes, Fingerprint, Informer, changes, controller_owner, every_change, hash_only,
+    Change, ChangeFilter, Echoes, Fanout, Fingerprint, Informer, changes, controller_owner, every_change,
+    hash_only,
 };
 use super::context::Context;
 use super::runner::{Kind, Triggers};
 
-/// A source of changes of `C`: a watch cache, or a channel a cache publishes on once it starts.
+/// A source of changes of `C`: a watch cache, or the fan-out a cache publishes on once it starts.
 pub trait Subscribe<C> {
-    fn subscribe(&self) -> tokio::sync::broadcast::Receiver<Change<C>>;
+    fn subscribe(&self) -> UnboundedReceiver<Change<C>>;
 }
 
 impl<C> Subscribe<C> for Informer<C>
 where
     C: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
-    fn subscribe(&self) -> tokio::sync::broadcast::Receiver<Change<C>> {
+    fn subscribe(&self) -> UnboundedReceiver<Change<C>> {
         Informer::subscribe(self)
     }
 }
 
 impl<C, S: Subscribe<C>> Subscribe<C> for Arc<S> {
-    fn subscribe(&self) -> tokio::sync::broadcast::Receiver<Change<C>> {
+    fn subscribe(&self) -> UnboundedReceiver<Change<C>> {
         self.as_ref().subscribe()
     }
 }
 
-impl<C> Subscribe<C> for tokio::sync::broadcast::Sender<Change<C>> {
-    fn subscribe(&self) -> tokio::sync::broadcast::Receiver<Change<C>> {
-        tokio::sync::broadcast::Sender::subscribe(self)
+impl<C> Subscribe<C> for Fanout<C> {
+    fn subscribe(&self) -> UnboundedReceiver<Change<C>> {
+        Fanout::subscribe(self)
     }
 }
 
