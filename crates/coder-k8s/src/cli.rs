@@ -96,7 +96,7 @@ pub struct Args {
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub leader_elect: bool,
     /// Reconciles of one kind that run at the same time (at least 1).
-    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..))]
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..))]
     pub max_concurrent_reconciles: u16,
     /// Requeue interval of the controllers (Go duration). Hidden: for tests and benchmarks.
     #[arg(long, default_value = "30s", hide = true)]

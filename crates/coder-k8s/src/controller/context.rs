@@ -65,7 +65,7 @@ impl Default for ControllerSettings {
             deletion_last_attempt: Duration::from_secs(300),
             referrer_hold: Duration::from_secs(30),
             cleanup_retry_window: Duration::from_secs(120),
-            max_concurrent_reconciles: 4,
+            max_concurrent_reconciles: 16,
         }
     }
 }
@@ -98,9 +98,32 @@ fn strip_object<K: kube::Resource>(object: &mut K) {
     strip_meta(object.meta_mut());
 }
 
+/// Owned objects are read for their owner, their desired hash and (workspace RBAC) their owner UID: the rest goes.
+fn strip_owned<K: kube::Resource>(object: &mut K) {
+    strip_owned_meta(object.meta_mut());
+}
+
+fn strip_owned_meta(meta: &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) {
+    use super::apply::DESIRED_HASH_ANNOTATION;
+    use super::control_plane::names::WORKSPACE_RBAC_OWNER_UID_ANNOTATION;
+    strip_meta(meta);
+    meta.labels = None;
+    meta.creation_timestamp = None;
+    if let Some(annotations) = meta.annotations.as_mut() {
+        annotations
+            .retain(|key, _| key == DESIRED_HASH_ANNOTATION || key == WORKSPACE_RBAC_OWNER_UID_ANNOTATION);
+    }
+}
+
+/// Of a Deployment only its ready replicas are read.
 fn strip_deployment(deployment: &mut Deployment) {
-    strip_meta(&mut deployment.metadata);
+    strip_owned_meta(&mut deployment.metadata);
     deployment.spec = None;
+    let ready_replicas = deployment.status.as_ref().and_then(|s| s.ready_replicas);
+    deployment.status = Some(k8s_openapi::api::apps::v1::DeploymentStatus {
+        ready_replicas,
+        ..Default::default()
+    });
 }
 
 impl Caches {
@@ -117,8 +140,13 @@ impl Caches {
                 Informer::start(
                     scoped_api::<PartialObjectMeta<$kind>>(client, None),
                     $config,
-                    strip_object,
+                    strip_owned,
                 )
+            };
+        }
+        macro_rules! owned {
+            ($kind:ty, $config:expr) => {
+                watch!(PartialObjectMeta<$kind>, $config, strip_owned)
             };
         }
         // `Api<PartialObjectMeta<K>>` asks the API server for metadata only.
@@ -132,9 +160,9 @@ impl Caches {
             provisioners: watch!(CoderProvisioner, all.clone(), strip_object),
             workspace_proxies: watch!(CoderWorkspaceProxy, all.clone(), strip_object),
             deployments: watch!(Deployment, managed.clone(), strip_deployment),
-            services: metadata!(Service, managed.clone()),
-            service_accounts: metadata!(ServiceAccount, managed.clone()),
-            ingresses: metadata!(Ingress, managed.clone()),
+            services: owned!(Service, managed.clone()),
+            service_accounts: owned!(ServiceAccount, managed.clone()),
+            ingresses: owned!(Ingress, managed.clone()),
             // Workspace RBAC lives in other namespaces too: these two are watched everywhere.
             roles: everywhere!(Role, managed.clone()),
             role_bindings: everywhere!(RoleBinding, managed),
