@@ -8,10 +8,10 @@ cd "$root"
 source hack/lib.sh
 
 require_tool cargo "install Rust with rustup (https://rustup.rs); rust-toolchain.toml pins the version"
-require_tool go "install Go 1.26 (https://go.dev/dl); it builds the test control plane only"
+require_tool go "install Go 1.26 (https://go.dev/dl); it builds the test binaries (control plane, Coder) only"
 require_tool kubectl "install kubectl v1.32 or newer (https://kubernetes.io/docs/tasks/tools/)"
 
-step "build the test control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok) if missing"
+step "build the test control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok) and the real Coder server if missing"
 hack/build-testenv.sh
 
 step "install PostgreSQL if missing (operator-access integration tests run a real server)"

@@ -1,5 +1,6 @@
 //! A real etcd + kube-apiserver (and optionally kube-controller-manager, kube-scheduler and kwok) for
-//! integration tests and a local developer environment.
+//! integration tests and a local developer environment, plus a real PostgreSQL ([`postgres`]) and a real
+//! open-source Coder server ([`coder::RealCoder`]).
 //!
 //! The binaries are built from published Go modules by `hack/build-testenv.sh` into a cache under
 //! `~/.cache/coder-k8s/testenv`; the first start on a machine runs that build (it can take 20+ minutes).
@@ -15,6 +16,7 @@
 //! ```
 
 mod binaries;
+pub mod coder;
 mod control_plane;
 mod kubeconfig;
 pub mod kwok;
@@ -23,7 +25,8 @@ mod pki;
 pub mod postgres;
 mod process;
 
-pub use binaries::{Binaries, build_script};
+pub use binaries::{Binaries, CoderBinaries, build_script};
+pub use coder::RealCoder;
 pub use control_plane::{ControlPlane, ControlPlaneBuilder, DEFAULT_STARTUP_TIMEOUT};
 pub use kubeconfig::CONTEXT_NAME;
 pub use namespace::TestNamespace;

@@ -5,6 +5,7 @@
 //! stops the binary once the owner is gone. Processes are spawned with `std::process`, not tokio, so they do
 //! not depend on the runtime of whichever test happened to start them.
 
+use std::ffi::OsString;
 use std::fs::{self, File};
 use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::process::CommandExt as _;
@@ -105,6 +106,28 @@ impl ManagedProcess {
         )
     }
 
+    /// Like [`Self::spawn`], with changes to the inherited environment: `(name, Some(value))` sets a variable,
+    /// `(name, None)` removes it.
+    pub fn spawn_with_env(
+        name: &str,
+        program: &Path,
+        args: &[String],
+        envs: &[(OsString, Option<OsString>)],
+        log_path: &Path,
+        pid_file: &Path,
+    ) -> Result<Self> {
+        Self::spawn_owned_by_with_env(
+            std::process::id(),
+            Duration::ZERO,
+            name,
+            program,
+            args,
+            envs,
+            log_path,
+            pid_file,
+        )
+    }
+
     fn spawn_owned_by(
         owner: u32,
         orphan_delay: Duration,
@@ -114,9 +137,30 @@ impl ManagedProcess {
         log_path: &Path,
         pid_file: &Path,
     ) -> Result<Self> {
+        Self::spawn_owned_by_with_env(owner, orphan_delay, name, program, args, &[], log_path, pid_file)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn spawn_owned_by_with_env(
+        owner: u32,
+        orphan_delay: Duration,
+        name: &str,
+        program: &Path,
+        args: &[String],
+        envs: &[(OsString, Option<OsString>)],
+        log_path: &Path,
+        pid_file: &Path,
+    ) -> Result<Self> {
         let log = File::create(log_path).with_context(|| format!("creating {}", log_path.display()))?;
         let log_err = log.try_clone().context("duplicating log file handle")?;
-        let watchdog = Command::new("bash")
+        let mut command = Command::new("bash");
+        for (key, value) in envs {
+            match value {
+                Some(value) => command.env(key, value),
+                None => command.env_remove(key),
+            };
+        }
+        let watchdog = command
             .arg("-c")
             .arg(WATCHDOG)
             .arg("testenv-watchdog")
