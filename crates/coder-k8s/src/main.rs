@@ -1,3 +1,5 @@
+//! The `coder-k8s` binary: parses the flags, runs the startup checks and the selected components.
+
 use std::process::ExitCode;
 
 use clap::Parser;

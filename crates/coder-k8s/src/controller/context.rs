@@ -221,7 +221,7 @@ impl Caches {
             let changes = self.http_route_changes.clone();
             let _ = self
                 .http_routes
-                .set(Informer::start_with(api, config, strip_object, changes));
+                .set(Informer::start_with(api, config, strip_owned, changes));
         }
     }
 }
