@@ -225,39 +225,33 @@ pub struct Fingerprint {
     pub other: u64,
 }
 
-/// The last applies of the operator, so the watch echo of its own write does not trigger another reconcile.
+/// The last apply of the operator per object (hashed keys and values, so each costs a few bytes), so the watch echo of
+/// its own write does not trigger another reconcile in any controller that watches the object.
 #[derive(Default)]
 pub struct Echoes {
-    applied: Mutex<HashMap<(String, String, String), String>>,
+    applied: Mutex<HashMap<u64, u64>>,
 }
 
 impl Echoes {
-    pub fn record(&self, kind: &str, namespace: &str, name: &str, hash: &str) {
-        self.applied.lock().unwrap_or_else(|p| p.into_inner()).insert(
-            (kind.to_owned(), namespace.to_owned(), name.to_owned()),
-            hash.to_owned(),
-        );
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, u64>> {
+        self.applied.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Whether `hash` is the echo of the operator's last apply of the object; consumes the record.
-    pub fn is_echo(&self, kind: &str, namespace: &str, name: &str, hash: Option<&str>) -> bool {
-        let mut applied = self.applied.lock().unwrap_or_else(|p| p.into_inner());
-        let key = (kind.to_owned(), namespace.to_owned(), name.to_owned());
-        match (applied.get(&key), hash) {
-            (Some(recorded), Some(hash)) if recorded == hash => {
-                applied.remove(&key);
-                true
-            }
-            _ => false,
-        }
+    pub fn record(&self, kind: &str, namespace: &str, name: &str, hash: &str) {
+        self.lock()
+            .insert(hash_value(&(kind, namespace, name)), hash_value(hash));
+    }
+
+    /// Whether `hash` is what the operator last applied to the object.
+    pub fn is_own(&self, kind: &str, namespace: &str, name: &str, hash: Option<&str>) -> bool {
+        let Some(hash) = hash else {
+            return false;
+        };
+        self.lock().get(&hash_value(&(kind, namespace, name))) == Some(&hash_value(hash))
     }
 
     pub fn forget(&self, kind: &str, namespace: &str, name: &str) {
-        self.applied.lock().unwrap_or_else(|p| p.into_inner()).remove(&(
-            kind.to_owned(),
-            namespace.to_owned(),
-            name.to_owned(),
-        ));
+        self.lock().remove(&hash_value(&(kind, namespace, name)));
     }
 }
 
@@ -267,8 +261,8 @@ pub struct ChangeFilter<K> {
     kind: String,
     echoes: Arc<Echoes>,
     fingerprint: fn(&K) -> Fingerprint,
-    /// Hash of namespace/name → hash of the fingerprint last seen (kept small: one entry per watched object).
-    seen: HashMap<u64, u64>,
+    /// Hash of namespace/name → (hash of the desired hash, the rest of the fingerprint) last seen.
+    seen: HashMap<u64, (u64, u64)>,
 }
 
 fn hash_value<T: Hash + ?Sized>(value: &T) -> u64 {
@@ -304,12 +298,17 @@ impl<K: Resource> ChangeFilter<K> {
             }
             Change::Applied(_) => {
                 let print = (self.fingerprint)(object);
-                let echo = self
+                let own = self
                     .echoes
-                    .is_echo(&self.kind, &key.0, &key.1, print.desired_hash.as_deref());
-                let print = hash_value(&print);
-                let unchanged = self.seen.insert(hash_value(&key), print) == Some(print);
-                !echo && !unchanged
+                    .is_own(&self.kind, &key.0, &key.1, print.desired_hash.as_deref());
+                let now = (hash_value(&print.desired_hash), print.other);
+                match self.seen.insert(hash_value(&key), now) {
+                    // First sight, or a new desired hash: news unless the operator applied it.
+                    None => !own,
+                    Some((hash, _)) if hash != now.0 => !own,
+                    // Same desired hash: news when what else the controller reads changed.
+                    Some((_, other)) => other != now.1,
+                }
             }
         }
     }
@@ -522,9 +521,11 @@ mod tests {
     fn only_news_triggers() {
         let echoes = Arc::new(Echoes::default());
         let mut owned = ChangeFilter::new("ConfigMap", echoes.clone(), hash_only::<ConfigMap>);
-        // The echo of the operator's own apply is not news, once.
+        // The echo of the operator's own apply is not news, for every controller that watches the object.
         echoes.record("ConfigMap", "team", "m", "h1");
         assert!(!owned.is_news(&Change::Applied(map(Some("h1"), "1"))));
+        let mut other_controller = ChangeFilter::new("ConfigMap", echoes.clone(), hash_only::<ConfigMap>);
+        assert!(!other_controller.is_news(&Change::Applied(map(Some("h1"), "1"))));
         // A change that leaves the fingerprint alone is not news; another hash is.
         assert!(!owned.is_news(&Change::Applied(map(Some("h1"), "2"))));
         assert!(owned.is_news(&Change::Applied(map(Some("edited"), "3"))));
