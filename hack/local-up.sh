@@ -34,10 +34,11 @@ hack/build-testenv.sh etcd k8s kwok >/dev/null
 
 step "build coder-k8s, the local control plane runner and the Coder API test server"
 cargo build --quiet -p coder-k8s -p coder-k8s-testenv -p coder-k8s-coder-testserver
+bin="${CARGO_TARGET_DIR:-$root/target}/debug"
 
 step "start etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok and PostgreSQL (Coder's tables)"
 rm -f "$state/testenv/kubeconfig"
-nohup target/debug/coder-k8s-testenv up --dir "$state/testenv" --with-kwok --with-postgres >"$state/logs/testenv.log" 2>&1 &
+nohup "$bin"/coder-k8s-testenv up --dir "$state/testenv" --with-kwok --with-postgres >"$state/logs/testenv.log" 2>&1 &
 echo $! >"$state/testenv.pid"
 export KUBECONFIG="$state/testenv/kubeconfig"
 for _ in $(seq 1 120); do
@@ -60,21 +61,21 @@ if $real_coder; then
   source hack/local-real-coder.sh
 else
   step "start the Coder API test server in place of Coder (127.0.0.1:80)"
-  nohup target/debug/coder-k8s-coder-testserver --database-url "$(cat "$state/testenv/postgres-url")" \
+  nohup "$bin"/coder-k8s-coder-testserver --database-url "$(cat "$state/testenv/postgres-url")" \
     --listen 127.0.0.1:80 --entitle external_provisioner_daemons workspace_proxy >"$state/logs/coder.log" 2>&1 &
   echo $! >"$state/coder.pid"
   sleep 1
   if ! kill -0 "$(cat "$state/coder.pid")" 2>/dev/null; then
     echo "error: the Coder API test server did not start; see $state/logs/coder.log" >&2
     echo "       Binding 127.0.0.1:80 needs root or CAP_NET_BIND_SERVICE:" >&2
-    echo "       sudo setcap cap_net_bind_service=+ep target/debug/coder-k8s-coder-testserver" >&2
+    echo "       sudo setcap cap_net_bind_service=+ep $bin/coder-k8s-coder-testserver" >&2
     tail -5 "$state/logs/coder.log" >&2
     exit 1
   fi
 fi
 
 step "run the operator out of cluster (--app=controller)"
-POD_NAMESPACE=coder-system nohup target/debug/coder-k8s --app=controller --service-address-override=127.0.0.1 \
+POD_NAMESPACE=coder-system nohup "$bin"/coder-k8s --app=controller --service-address-override=127.0.0.1 \
   --health-probe-bind-address=127.0.0.1:18081 >"$state/logs/operator.log" 2>&1 &
 echo $! >"$state/operator.pid"
 

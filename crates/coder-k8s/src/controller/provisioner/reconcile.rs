@@ -159,9 +159,10 @@ async fn entitled(ctx: &Context, upstream: &Upstream, run: &mut Run) -> bool {
         .as_ref()
         .and_then(|t| Duration::try_from(Timestamp::now().duration_since(t.0)).ok())
         .is_some_and(|age| age < ENTITLEMENT_FRESHNESS);
+    // `unknown` (for example a Coder without an entitlements API) is no answer: Coder is asked, and says why.
     let recorded = cp_status
         .external_provisioner_daemons_entitlement
-        .filter(|_| fresh);
+        .filter(|value| fresh && *value != Entitlement::Unknown);
     let outcome = match recorded {
         Some(value) => Ok(matches!(value, Entitlement::Entitled | Entitlement::GracePeriod)),
         None => read_entitlement(ctx, upstream).await,
