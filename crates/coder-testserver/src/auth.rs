@@ -187,7 +187,8 @@ pub(crate) async fn organization(app: &App, auth: &Auth, param: &str) -> Result<
     Ok(found)
 }
 
-/// Resolves `{user}`: `me`, a UUID or a username.
+/// Resolves `{user}`: `me`, a UUID or a username. An unknown user is Coder's 400 (not a 404), the same for a
+/// missing user and for garbage.
 pub(crate) async fn user(app: &App, auth: &Auth, param: &str) -> Result<User, ApiError> {
     if param == "me" {
         return Ok(auth.user.clone());
@@ -196,7 +197,10 @@ pub(crate) async fn user(app: &App, auth: &Auth, param: &str) -> Result<User, Ap
         Ok(id) => app.db.user_by_id(id).await?,
         Err(_) => app.db.user_by_username(param).await?,
     };
-    found.ok_or_else(ApiError::not_found)
+    found.ok_or_else(|| {
+        ApiError::bad_request("\"user\" must be an existing uuid or username.")
+            .detail(format!("queried user={param:?}"))
+    })
 }
 
 /// Like [`user`], but only the user itself or an owner may act on it (tokens, workspaces).

@@ -8,6 +8,8 @@ use serde_json::{Value, json};
 
 pub(crate) const JSON_CONTENT_TYPE: &str = "application/json; charset=utf-8";
 pub(crate) const NOT_FOUND: &str = "Resource not found or you do not have access to this resource";
+/// The validation detail of a 409 for a name that is taken.
+pub(crate) const IN_USE: &str = "This value is already in use and should be unique.";
 pub(crate) const FORBIDDEN_DETAIL: &str = "You don't have permission to view this content. If you believe this is a mistake, please contact your administrator or try signing in with different credentials.";
 
 /// A JSON response with Coder's content type.

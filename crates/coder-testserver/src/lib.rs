@@ -17,10 +17,12 @@
 //! * no real rate limiter (use [`Fault::RateLimited`]); `Fault::ServerError` with a non-5xx code sends 500;
 //! * a dropped connection is recorded with status 0; a 405 for a known path uses JSON
 //!   `{"message":"Method not allowed."}`;
-//! * texts marked unverified in the spec are best guesses: duplicate workspace name (409
-//!   `Workspace "<n>" already exists.`), template delete with workspaces (400), deleted workspace (410),
-//!   unsupported file content type (400), AI provider/MCP duplicates (409), AI Gateway key format
-//!   (`cgk_` + 40 chars, prefix = first 12 chars), MCP secrets rendered as `has_<field>` booleans.
+//! * texts marked unverified in the spec are best guesses: unsupported file content type (400), AI provider/MCP
+//!   duplicates (409), AI Gateway key format (`cgk_` + 40 chars, prefix = first 12 chars), MCP secrets rendered as
+//!   `has_<field>` booleans.
+//!
+//! The contract tests of the client (`crates/coder-client/tests/contract.rs`) hold the open-source calls to real
+//! Coder's answers; `docs/reference/coder-test-server.md` lists what stays different.
 
 mod auth;
 mod config;

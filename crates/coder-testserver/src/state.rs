@@ -215,6 +215,8 @@ pub(crate) struct TemplateVersion {
     pub job_id: Uuid,
     pub created_by: (Uuid, String),
     pub archived: bool,
+    /// `terraform` or `echo`; a template takes it from its first version.
+    pub provisioner: String,
 }
 
 #[derive(Clone, Debug)]

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
 use uuid::Uuid;
 
 use super::jobs::ProvisionerJob;
@@ -64,7 +64,8 @@ impl CreateTemplateVersionRequest {
 pub struct TemplateVersion {
     /// ID.
     pub id: Uuid,
-    /// Template (absent before a template is created from it).
+    /// Template; `None` before a template is created from it (Coder then sends the nil UUID).
+    #[serde(deserialize_with = "nil_is_none")]
     pub template_id: Option<Uuid>,
     /// Organization.
     pub organization_id: Uuid,
@@ -84,6 +85,11 @@ pub struct TemplateVersion {
     pub created_by: MinimalUser,
     /// Archived.
     pub archived: bool,
+}
+
+/// An optional UUID where Coder sends the nil UUID for "none".
+fn nil_is_none<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Uuid>, D::Error> {
+    Ok(Option::<Uuid>::deserialize(deserializer)?.filter(|id| !id.is_nil()))
 }
 
 /// `POST /templates/{id}/versions/archive` answer.

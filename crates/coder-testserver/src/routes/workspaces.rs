@@ -11,7 +11,7 @@ use uuid::Uuid;
 use super::templates::{cancel_job, parse_search};
 use super::{JsonBody, flag, query_params};
 use crate::auth::{self, Auth};
-use crate::errors::{ApiError, ApiResult, created, ok, parse_uuid};
+use crate::errors::{ApiError, ApiResult, IN_USE, created, ok, parse_uuid};
 use crate::provisioner::{matched_provisioners, render_job};
 use crate::state::{App, Build, Job, JobKind, Mem, Workspace};
 use crate::util::{now, valid_template_name};
@@ -248,10 +248,10 @@ async fn create_workspace(
         .iter()
         .any(|w| !w.deleted && w.owner.0 == owner.id && w.name.eq_ignore_ascii_case(&body.name))
     {
-        return Err(ApiError::conflict(format!(
-            "Workspace {:?} already exists.",
-            body.name
-        )));
+        return Err(
+            ApiError::conflict(format!("Workspace {:?} already exists.", body.name))
+                .validation("name", IN_USE),
+        );
     }
     let stamp = now();
     let ws = Workspace {
@@ -270,7 +270,9 @@ async fn create_workspace(
     let initiator = (auth.user.id, auth.user.username.clone());
     let (_, job_id) = queue_build(&mut mem, &ws, version_id, "start", initiator, "initiator");
     mem.workspaces.push(ws.clone());
-    let rendered = render_workspace(&ws, &mem);
+    let mut rendered = render_workspace(&ws, &mem);
+    // Coder's create answer leaves the first build's template version name empty.
+    rendered["latest_build"]["template_version_name"] = json!("");
     drop(mem);
     crate::provisioner::spawn(&app, job_id);
     app.notify();
@@ -434,10 +436,12 @@ async fn create_build(
     let reason = body.reason.unwrap_or_else(|| "initiator".to_owned());
     let initiator = (auth.user.id, auth.user.username.clone());
     let (build_id, job_id) = queue_build(&mut mem, &ws, version_id, &body.transition, initiator, &reason);
-    let rendered = mem
+    let mut rendered = mem
         .build(build_id)
         .map(|b| render_build(b, &mem))
         .unwrap_or(Value::Null);
+    // Coder's create answer leaves the template version name empty.
+    rendered["template_version_name"] = json!("");
     drop(mem);
     crate::provisioner::spawn(&app, job_id);
     app.notify();

@@ -1,0 +1,1112 @@
+//! Contract tests: the same assertions, through `CoderClient`, against both the Coder API test server
+//! (`coder-k8s-coder-testserver`) and a real open-source Coder server (`coder_k8s_testenv::coder`), for every
+//! call the operator makes on the open-source feature set. Each contract is one async fn taking a [`Target`];
+//! `contracts!` generates `<contract>::test_server` and `<contract>::real_coder` tests, so a failure names the
+//! server. What the test server simulates beyond open-source Coder is listed in [`PREMIUM_ONLY`] and in
+//! `docs/reference/coder-test-server.md`.
+// Test helpers outside #[test] functions may panic too.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use coder_k8s_coder_client::types::{
+    ArchiveKind, CreateTemplateRequest, CreateTemplateVersionRequest, CreateWorkspaceBuildRequest,
+    CreateWorkspaceRequest, JobStatus, ProvisionerJob, ProvisionerJobLog, Template, TemplateVersion,
+    Transition, Workspace, WorkspaceBuild, WorkspaceBuildStatus,
+};
+use coder_k8s_coder_client::{CoderClient, Error, SessionToken, UnavailableReason, found};
+use coder_k8s_coder_testserver::{BuildOutcome, Config, Entitlement, TestServer};
+use coder_k8s_operator_access::ensure_operator_access;
+use coder_k8s_testenv::RealCoder;
+use coder_k8s_testenv::coder::EchoTemplate;
+use coder_k8s_testenv::postgres;
+use futures::StreamExt;
+use serde_json::json;
+use url::Url;
+use uuid::Uuid;
+
+/// How long a followed log stream may take to end (an import or a build).
+const JOB_TIMEOUT: Duration = Duration::from_secs(60);
+/// A well-formed session token (`<10>-<22>`) that no server issued.
+const UNKNOWN_TOKEN: &str = "abcdefghij-0123456789abcdefghijkl";
+/// Coder's 404 message for a missing or invisible object.
+const NOT_FOUND_MESSAGE: &str = "Resource not found or you do not have access to this resource";
+/// Coder's 401 message for a bad token (the client appends `: <detail>`).
+const SIGNED_OUT: &str = "You are signed out or your session has expired. Please sign in again to continue.";
+
+/// Premium (licensed) routes the test server simulates and open-source Coder lacks (it answers 404
+/// `Route not found.`): the one deliberate difference between the two servers. `contract_premium_routes`
+/// checks every entry on both.
+pub const PREMIUM_ONLY: &[(&str, &str)] = &[
+    ("GET", "/api/v2/entitlements"),
+    ("GET", "/api/v2/licenses"),
+    ("GET", "/api/v2/organizations/{organization}/provisionerkeys"),
+    ("GET", "/api/v2/workspaceproxies/{proxy}"),
+    ("GET", "/api/v2/organizations/{organization}/groups"),
+    ("GET", "/api/v2/ai-gateway/keys"),
+    ("GET", "/api/v2/ai/providers"),
+];
+
+/// Where a contract runs.
+enum Backend {
+    TestServer(TestServer),
+    Real(&'static RealCoder),
+}
+
+/// A server under contract: its URL, an owner's token, the default organization and the owner's username.
+struct Target {
+    url: Url,
+    token: String,
+    organization_id: Uuid,
+    owner: String,
+    backend: Backend,
+}
+
+impl Target {
+    /// A fresh test server on a fresh Coder database, with the operator's bootstrapped owner token and the
+    /// premium features the operator uses entitled.
+    async fn test_server() -> Target {
+        let pg = postgres::shared().await.unwrap();
+        let db_url = pg
+            .create_coder_database(&format!("contract_{}", Uuid::new_v4().simple()))
+            .await
+            .unwrap();
+        let token = ensure_operator_access(&db_url, "ns", "cp", None)
+            .await
+            .unwrap()
+            .expose();
+        let mut config = Config::new(&db_url);
+        for feature in ["external_provisioner_daemons", "workspace_proxy", "aibridge"] {
+            config
+                .entitlements
+                .insert(feature.to_owned(), Entitlement::Entitled);
+        }
+        let server = TestServer::start(config).await.unwrap();
+        let url = server.url();
+        let client = CoderClient::new(url.clone(), SessionToken::new(token.clone())).unwrap();
+        let organization_id = client.default_organization().await.unwrap().id;
+        let owner = client.me().await.unwrap().username;
+        Target {
+            url,
+            token,
+            organization_id,
+            owner,
+            backend: Backend::TestServer(server),
+        }
+    }
+
+    /// The shared real Coder server of this test process.
+    async fn real() -> Target {
+        let coder = RealCoder::shared().await.unwrap();
+        Target {
+            url: coder.url().parse().unwrap(),
+            token: coder.owner_token().to_owned(),
+            organization_id: coder.organization_id().parse().unwrap(),
+            owner: coder_k8s_testenv::coder::OWNER_USERNAME.to_owned(),
+            backend: Backend::Real(coder),
+        }
+    }
+
+    fn client(&self) -> CoderClient {
+        self.client_as(&self.token)
+    }
+
+    fn client_as(&self, token: &str) -> CoderClient {
+        CoderClient::new(self.url.clone(), SessionToken::new(token)).unwrap()
+    }
+
+    /// Whether the server simulates the premium routes of [`PREMIUM_ONLY`].
+    fn simulates_premium(&self) -> bool {
+        matches!(self.backend, Backend::TestServer(_))
+    }
+
+    /// A template archive the server imports with the echo provisioner. Real Coder needs `echotar`'s
+    /// replayed responses; the test server simulates every import and accepts any archive.
+    fn echo_template(&self) -> Bytes {
+        match &self.backend {
+            Backend::Real(coder) => Bytes::from(coder.echo_template(EchoTemplate::Success).unwrap()),
+            Backend::TestServer(_) => tar_with("main.tf", b"terraform {}\n"),
+        }
+    }
+
+    /// A template version attached to `template` whose import failed: real Coder's echo provisioner fails
+    /// an archive without recorded responses; the test server fails the jobs it runs meanwhile.
+    async fn failing_import(&self, client: &CoderClient, template: Uuid) -> TemplateVersion {
+        if let Backend::TestServer(server) = &self.backend {
+            server.set_build_outcome(BuildOutcome::Fail);
+        }
+        let file = client
+            .upload_file(
+                ArchiveKind::Tar,
+                tar_with("main.tf", unique("no-echo").as_bytes()),
+            )
+            .await
+            .unwrap();
+        let mut request = CreateTemplateVersionRequest::terraform(file.id);
+        request.provisioner = "echo".to_owned();
+        request.template_id = Some(template);
+        let version = client.create_template_version("default", &request).await.unwrap();
+        let _ = drain(client.follow_template_version_logs(version.id, 0).await.unwrap()).await;
+        let version = wait_version(client, version.id).await;
+        if let Backend::TestServer(server) = &self.backend {
+            server.set_build_outcome(BuildOutcome::Succeed);
+        }
+        version
+    }
+
+    /// A new member (no site role) of the default organization; returns the session token.
+    async fn member_token(&self) -> String {
+        let username = unique("member");
+        match &self.backend {
+            Backend::TestServer(server) => server.mint_token(&username, &[]).await.unwrap(),
+            Backend::Real(coder) => {
+                let email = format!("{username}@coder-k8s.test");
+                let password = format!("Pw-{}", Uuid::new_v4().simple());
+                let created = coder
+                    .send_json(
+                        "POST",
+                        "/api/v2/users",
+                        &json!({
+                            "email": email,
+                            "username": username,
+                            "password": password,
+                            "login_type": "password",
+                            "organization_ids": [self.organization_id],
+                        }),
+                    )
+                    .await
+                    .unwrap();
+                assert_eq!(created.status, 201, "{}", created.text());
+                let login = coder
+                    .send_json_as(
+                        None,
+                        "POST",
+                        "/api/v2/users/login",
+                        &json!({ "email": email, "password": password }),
+                    )
+                    .await
+                    .unwrap();
+                assert_eq!(login.status, 201, "{}", login.text());
+                login.json().unwrap()["session_token"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned()
+            }
+        }
+    }
+}
+
+/// A name unique across tests and runs, valid as a Coder template, workspace and user name (≤ 32 chars).
+fn unique(prefix: &str) -> String {
+    let id = Uuid::new_v4().simple().to_string();
+    format!("{prefix}-{}", &id[..12])
+}
+
+/// A one-file ustar archive.
+fn tar_with(name: &str, content: &[u8]) -> Bytes {
+    let mut header = [0u8; 512];
+    header[..name.len()].copy_from_slice(name.as_bytes());
+    header[100..108].copy_from_slice(b"0000644\0");
+    header[108..116].copy_from_slice(b"0000000\0");
+    header[116..124].copy_from_slice(b"0000000\0");
+    header[124..136].copy_from_slice(format!("{:011o}\0", content.len()).as_bytes());
+    header[136..148].copy_from_slice(b"00000000000\0");
+    header[148..156].copy_from_slice(b"        ");
+    header[156] = b'0';
+    header[257..263].copy_from_slice(b"ustar\0");
+    header[263..265].copy_from_slice(b"00");
+    let sum: u32 = header.iter().map(|b| u32::from(*b)).sum();
+    header[148..156].copy_from_slice(format!("{sum:06o}\0 ").as_bytes());
+    let mut out = header.to_vec();
+    out.extend_from_slice(content);
+    out.resize(out.len().div_ceil(512) * 512, 0);
+    out.resize(out.len() + 1024, 0);
+    Bytes::from(out)
+}
+
+/// Every message of a followed log stream, which must end (close 1000) within [`JOB_TIMEOUT`].
+async fn drain(stream: coder_k8s_coder_client::LogStream) -> Vec<ProvisionerJobLog> {
+    let all: Vec<_> = tokio::time::timeout(JOB_TIMEOUT, stream.collect::<Vec<_>>())
+        .await
+        .expect("the log stream did not end");
+    all.into_iter().map(|r| r.expect("log stream error")).collect()
+}
+
+fn ids(logs: &[ProvisionerJobLog]) -> Vec<i64> {
+    logs.iter().map(|l| l.id).collect()
+}
+
+/// An echo import of the target's template (attached to `template` when given), followed to its end.
+async fn import(t: &Target, client: &CoderClient, template: Option<Uuid>) -> TemplateVersion {
+    let file = client
+        .upload_file(ArchiveKind::Tar, t.echo_template())
+        .await
+        .unwrap();
+    let mut request = CreateTemplateVersionRequest::terraform(file.id);
+    request.provisioner = "echo".to_owned();
+    request.template_id = template;
+    let version = client.create_template_version("default", &request).await.unwrap();
+    let _ = drain(client.follow_template_version_logs(version.id, 0).await.unwrap()).await;
+    let version = wait_version(client, version.id).await;
+    assert_eq!(version.job.status, JobStatus::Succeeded, "{version:?}");
+    version
+}
+
+/// The template version once its import job is terminal.
+async fn wait_version(client: &CoderClient, id: Uuid) -> TemplateVersion {
+    let deadline = Instant::now() + JOB_TIMEOUT;
+    loop {
+        let version = client.template_version(id).await.unwrap();
+        if version.job.status.is_terminal() {
+            return version;
+        }
+        assert!(Instant::now() < deadline, "import still {:?}", version.job.status);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The build once its job is terminal (its logs followed to the end first).
+async fn wait_build(client: &CoderClient, id: Uuid) -> WorkspaceBuild {
+    let _ = drain(client.follow_workspace_build_logs(id, 0).await.unwrap()).await;
+    let deadline = Instant::now() + JOB_TIMEOUT;
+    loop {
+        let build = client.workspace_build(id).await.unwrap();
+        if build.job.status.is_terminal() {
+            return build;
+        }
+        assert!(Instant::now() < deadline, "build still {:?}", build.job.status);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The fields of a job that succeeded, started by the owner in the default organization on an untagged
+/// (organization-scoped) provisioner.
+async fn assert_job_succeeded(job: &ProvisionerJob, t: &Target, client: &CoderClient) {
+    assert_eq!(job.status, JobStatus::Succeeded, "{job:?}");
+    assert!(job.started_at.is_some(), "{job:?}");
+    assert!(job.completed_at.is_some(), "{job:?}");
+    assert_eq!(job.canceled_at, None, "{job:?}");
+    assert_eq!((&job.error, &job.error_code), (&None, &None), "{job:?}");
+    assert!(job.worker_id.is_some(), "{job:?}");
+    assert_eq!(job.organization_id, t.organization_id);
+    assert_eq!(job.initiator_id, client.me().await.unwrap().id);
+    assert_eq!(job.queue_position, 0, "{job:?}");
+    let tags = BTreeMap::from([
+        ("owner".to_owned(), String::new()),
+        ("scope".to_owned(), "organization".to_owned()),
+    ]);
+    assert_eq!(job.tags, tags, "{job:?}");
+    assert!(!job.logs_overflowed);
+}
+
+/// The fields every log line has.
+fn assert_log_fields(logs: &[ProvisionerJobLog]) {
+    for log in logs {
+        assert!(!log.created_at.is_empty(), "{log:?}");
+        assert!(
+            ["provisioner_daemon", "provisioner"].contains(&log.log_source.as_str()),
+            "{log:?}"
+        );
+        assert!(
+            ["trace", "debug", "info", "warn", "error"].contains(&log.log_level.as_str()),
+            "{log:?}"
+        );
+        assert!(!log.stage.is_empty(), "{log:?}");
+    }
+}
+
+/// A new template named `name` from a fresh echo import.
+async fn template(t: &Target, client: &CoderClient, name: &str) -> Template {
+    let version = import(t, client, None).await;
+    client
+        .create_template(
+            "default",
+            &CreateTemplateRequest {
+                name: name.to_owned(),
+                template_version_id: version.id,
+                ..CreateTemplateRequest::default()
+            },
+        )
+        .await
+        .unwrap()
+}
+
+/// A new workspace of the owner on a new template; its first build has finished.
+async fn workspace(t: &Target, client: &CoderClient) -> (Template, Workspace) {
+    let template = template(t, client, &unique("tpl")).await;
+    let workspace = client
+        .create_workspace(
+            "me",
+            &CreateWorkspaceRequest {
+                template_id: Some(template.id),
+                name: unique("ws"),
+                ..CreateWorkspaceRequest::default()
+            },
+        )
+        .await
+        .unwrap();
+    let build = wait_build(client, workspace.latest_build.id).await;
+    assert_eq!(build.status, WorkspaceBuildStatus::Running, "{build:?}");
+    (template, workspace)
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Contracts
+// ---------------------------------------------------------------------------------------------------------
+
+/// `GET /buildinfo`, with and without a token.
+async fn contract_buildinfo(t: &Target) {
+    let info = t.client().buildinfo().await.unwrap();
+    assert!(info.version.starts_with("v2.30.0"), "{info:?}");
+    Uuid::parse_str(&info.deployment_id).unwrap();
+    assert!(!info.agent_api_version.is_empty(), "{info:?}");
+    assert!(!info.provisioner_api_version.is_empty(), "{info:?}");
+    assert!(!info.workspace_proxy, "{info:?}");
+    assert!(!info.telemetry, "{info:?}");
+    let anonymous = CoderClient::anonymous(t.url.clone())
+        .unwrap()
+        .buildinfo()
+        .await
+        .unwrap();
+    assert_eq!(anonymous.deployment_id, info.deployment_id);
+    assert_eq!(anonymous.version, info.version);
+}
+
+/// `GET /users/me` and `GET /users/{name|id}`; an unknown user is Coder's 404.
+async fn contract_users(t: &Target) {
+    let client = t.client();
+    let me = client.me().await.unwrap();
+    assert_eq!(me.username, t.owner);
+    assert!(me.has_role("owner"), "{:?}", me.roles);
+    assert_eq!(me.status, "active");
+    assert_eq!(me.organization_ids, vec![t.organization_id]);
+    let by_name = client.user(&t.owner).await.unwrap();
+    assert_eq!((by_name.id, &by_name.email), (me.id, &me.email));
+    let by_id = client.user(&me.id.to_string()).await.unwrap();
+    assert_eq!(by_id.username, t.owner);
+    // An unknown user is a 400, not a 404: `found` does not apply to users.
+    let nobody = unique("nobody");
+    let err = client.user(&nobody).await.unwrap_err();
+    assert!(matches!(err, Error::Rejected { status: 400, .. }), "{err:?}");
+    assert_eq!(
+        err.message(),
+        format!("\"user\" must be an existing uuid or username.: queried user={nobody:?}")
+    );
+    let err = client
+        .workspace_by_owner_and_name(&nobody, "ws")
+        .await
+        .unwrap_err();
+    assert_eq!(err.status(), Some(400), "{err:?}");
+    assert_eq!(
+        err.message(),
+        format!("\"user\" must be an existing uuid or username.: queried user={nobody:?}")
+    );
+}
+
+/// `GET /organizations`, `/organizations/default`, by name and by ID; an unknown name is Coder's 404.
+async fn contract_organizations(t: &Target) {
+    let client = t.client();
+    let all = client.organizations().await.unwrap();
+    let ids: Vec<Uuid> = all.iter().map(|o| o.id).collect();
+    assert_eq!(ids, vec![t.organization_id]);
+    let default = client.default_organization().await.unwrap();
+    assert_eq!(default, all[0]);
+    assert!(default.is_default);
+    assert_eq!(default.name, "coder");
+    assert_eq!(default.display_name, "Coder");
+    assert_eq!(default.description, "Builtin default organization.");
+    assert_eq!(default.icon, "");
+    assert_eq!(client.organization(&default.name).await.unwrap(), default);
+    assert_eq!(client.organization_by_id(default.id).await.unwrap(), default);
+    let err = client.organization(&unique("no-org")).await.unwrap_err();
+    assert!(err.is_not_found(), "{err:?}");
+    assert!(
+        found(client.organization_by_id(Uuid::new_v4()).await)
+            .unwrap()
+            .is_none()
+    );
+}
+
+/// `POST /files`: 201 for new content, 200 with the same ID for the same content again.
+async fn contract_files(t: &Target) {
+    let client = t.client();
+    let archive = tar_with("README.md", unique("file").as_bytes());
+    let first = client
+        .upload_file(ArchiveKind::Tar, archive.clone())
+        .await
+        .unwrap();
+    assert!(first.created);
+    let again = client.upload_file(ArchiveKind::Tar, archive).await.unwrap();
+    assert_eq!(again.id, first.id);
+    assert!(!again.created);
+}
+
+/// Templates: create (201), list, by name, by ID, delete; a deleted template is Coder's 404.
+async fn contract_templates(t: &Target) {
+    let client = t.client();
+    let name = unique("tpl");
+    let version = import(t, &client, None).await;
+    assert_eq!(version.template_id, None);
+    let created = client
+        .create_template(
+            "default",
+            &CreateTemplateRequest {
+                name: name.clone(),
+                template_version_id: version.id,
+                display_name: "Contract".to_owned(),
+                description: "contract test".to_owned(),
+                ..CreateTemplateRequest::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(created.name, name);
+    assert_eq!(created.display_name, "Contract");
+    assert_eq!(created.description, "contract test");
+    assert_eq!(created.organization_id, t.organization_id);
+    assert_eq!(created.organization_name, "coder");
+    assert_eq!(created.active_version_id, version.id);
+    assert_eq!(created.provisioner, "echo");
+    assert_eq!(created.created_by_name, t.owner);
+    assert_eq!(created.active_user_count, 0);
+    assert!(!created.deprecated);
+    assert_eq!(created.icon, "");
+    assert_eq!(created.default_ttl_ms, 0);
+    assert!(!created.require_active_version);
+    assert_eq!(
+        client.template_version(version.id).await.unwrap().template_id,
+        Some(created.id)
+    );
+
+    let listed: Vec<Template> = client
+        .templates("default")
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|t| t.name == name)
+        .collect();
+    assert_eq!(listed, vec![created.clone()]);
+    assert_eq!(client.template_by_name("default", &name).await.unwrap(), created);
+    assert_eq!(client.template_by_name("coder", &name).await.unwrap(), created);
+    assert_eq!(client.template(created.id).await.unwrap(), created);
+
+    client.delete_template(created.id).await.unwrap();
+    let err = client.template(created.id).await.unwrap_err();
+    assert!(err.is_not_found(), "{err:?}");
+    let err = client.template_by_name("default", &name).await.unwrap_err();
+    assert!(err.is_not_found(), "{err:?}");
+    let names: Vec<String> = client
+        .templates("default")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.name)
+        .collect();
+    assert!(!names.contains(&name), "{names:?}");
+}
+
+/// Template versions: create (pending import), get, follow the import, list, promote, archive.
+async fn contract_template_versions(t: &Target) {
+    let client = t.client();
+    let file = client
+        .upload_file(ArchiveKind::Tar, t.echo_template())
+        .await
+        .unwrap();
+    let mut request = CreateTemplateVersionRequest::terraform(file.id);
+    request.provisioner = "echo".to_owned();
+    let v1 = client.create_template_version("default", &request).await.unwrap();
+    assert_eq!(v1.template_id, None);
+    assert_eq!(v1.organization_id, t.organization_id);
+    assert!(!v1.name.is_empty());
+    assert!(!v1.archived);
+    assert_eq!(v1.created_by.username, t.owner);
+    assert_eq!(v1.job.file_id, file.id);
+    assert_eq!(v1.job.job_type, "template_version_import");
+    assert_eq!(v1.job.input.template_version_id, Some(v1.id));
+    assert!(
+        matches!(
+            v1.job.status,
+            JobStatus::Pending | JobStatus::Running | JobStatus::Succeeded
+        ),
+        "{v1:?}"
+    );
+    let got = wait_version(&client, v1.id).await;
+    assert_eq!(got.job.status, JobStatus::Succeeded);
+    assert_eq!((got.id, &got.name), (v1.id, &v1.name));
+    assert_job_succeeded(&got.job, t, &client).await;
+    assert_eq!(got.job.input.template_version_id, Some(v1.id));
+
+    let name = unique("tpl");
+    let tpl = client
+        .create_template(
+            "default",
+            &CreateTemplateRequest {
+                name,
+                template_version_id: v1.id,
+                ..CreateTemplateRequest::default()
+            },
+        )
+        .await
+        .unwrap();
+    let v2 = import(t, &client, Some(tpl.id)).await;
+    assert_eq!(v2.template_id, Some(tpl.id));
+    let listed: Vec<Uuid> = client
+        .template_versions(tpl.id, false)
+        .await
+        .unwrap()
+        .iter()
+        .map(|v| v.id)
+        .collect();
+    assert_eq!(listed, vec![v1.id, v2.id]);
+
+    // Promote v2; the template's active version follows.
+    client.promote_template_version(tpl.id, v2.id).await.unwrap();
+    assert_eq!(client.template(tpl.id).await.unwrap().active_version_id, v2.id);
+
+    // The active version cannot be archived: Coder answers 500 (retryable to the client, though it is not).
+    let err = client.archive_template_version(v2.id).await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::Unavailable {
+                reason: UnavailableReason::ServerError,
+                status: Some(500),
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert_eq!(
+        err.message(),
+        "Internal error fetching template version.: Unable to archive specified version, the version is likely in use by a workspace or currently set to the active version"
+    );
+
+    // The unused v1 can; listing hides it unless archived versions are asked for.
+    client.archive_template_version(v1.id).await.unwrap();
+    assert!(client.template_version(v1.id).await.unwrap().archived);
+    let listed: Vec<Uuid> = client
+        .template_versions(tpl.id, false)
+        .await
+        .unwrap()
+        .iter()
+        .map(|v| v.id)
+        .collect();
+    assert_eq!(listed, vec![v2.id]);
+    let with_archived: Vec<(Uuid, bool)> = client
+        .template_versions(tpl.id, true)
+        .await
+        .unwrap()
+        .iter()
+        .map(|v| (v.id, v.archived))
+        .collect();
+    assert_eq!(with_archived, vec![(v1.id, true), (v2.id, false)]);
+    let err = client.archive_template_version(v1.id).await.unwrap_err();
+    assert!(matches!(err, Error::Rejected { status: 400, .. }), "{err:?}");
+    assert_eq!(err.message(), "Template version already archived");
+    let err = client.promote_template_version(tpl.id, v1.id).await.unwrap_err();
+    assert!(matches!(err, Error::Rejected { status: 400, .. }), "{err:?}");
+    assert_eq!(err.message(), "The provided template version is archived.");
+}
+
+/// Workspaces: create (201 with a queued start build), get, by owner and name, list with a query.
+async fn contract_workspaces(t: &Target) {
+    let client = t.client();
+    let template = template(t, &client, &unique("tpl")).await;
+    let name = unique("ws");
+    let created = client
+        .create_workspace(
+            "me",
+            &CreateWorkspaceRequest {
+                template_id: Some(template.id),
+                name: name.clone(),
+                ..CreateWorkspaceRequest::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(created.name, name);
+    assert_eq!(created.owner_name, t.owner);
+    assert_eq!(created.organization_id, t.organization_id);
+    assert_eq!(created.template_id, template.id);
+    assert_eq!(created.template_name, template.name);
+    assert_eq!(created.template_active_version_id, template.active_version_id);
+    assert!(!created.outdated);
+    assert_eq!(created.automatic_updates, "never");
+    assert_eq!((&created.autostart_schedule, created.ttl_ms), (&None, None));
+    assert_eq!((&created.deleting_at, &created.dormant_at), (&None, &None));
+    let build = &created.latest_build;
+    assert_eq!(build.build_number, 1);
+    assert_eq!(build.transition, Transition::Start);
+    assert_eq!(build.workspace_id, created.id);
+    assert_eq!(build.template_version_id, template.active_version_id);
+    assert_eq!(build.initiator_name, t.owner);
+    assert_eq!(build.job.job_type, "workspace_build");
+    assert_eq!(build.job.input.workspace_build_id, Some(build.id));
+    assert_eq!(build.reason, "initiator");
+    // The create answer leaves the build's version name empty; reads fill it in.
+    assert_eq!(build.template_version_name, "");
+    let version_name = client
+        .template_version(template.active_version_id)
+        .await
+        .unwrap()
+        .name;
+    let done = wait_build(&client, build.id).await;
+    assert_job_succeeded(&done.job, t, &client).await;
+    assert_eq!(done.template_version_name, version_name);
+    // Coder's count lags (0 right after the first workspace).
+    assert_eq!(client.template(template.id).await.unwrap().active_user_count, 0);
+
+    // A template with a workspace cannot be deleted.
+    let err = client.delete_template(template.id).await.unwrap_err();
+    assert!(matches!(err, Error::Rejected { status: 400, .. }), "{err:?}");
+    assert_eq!(
+        err.message(),
+        "All workspaces must be deleted before a template can be removed."
+    );
+
+    // 400: an invalid workspace name.
+    let err = client
+        .create_workspace(
+            "me",
+            &CreateWorkspaceRequest {
+                template_id: Some(template.id),
+                name: "Bad Name!".to_owned(),
+                ..CreateWorkspaceRequest::default()
+            },
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Rejected { status: 400, .. }), "{err:?}");
+    assert_eq!(
+        err.message(),
+        "Validation failed. [name: Validation failed for tag \"workspace_name\" with value: \"Bad Name!\"]"
+    );
+
+    let got = client.workspace(created.id).await.unwrap();
+    assert_eq!((got.id, &got.name), (created.id, &name));
+    assert_eq!(got.latest_build.status, WorkspaceBuildStatus::Running);
+    let by_me = client.workspace_by_owner_and_name("me", &name).await.unwrap();
+    assert_eq!(by_me.id, created.id);
+    let by_owner = client.workspace_by_owner_and_name(&t.owner, &name).await.unwrap();
+    assert_eq!(by_owner.id, created.id);
+    for query in [
+        format!("owner:me name:{name}"),
+        format!("owner:{} name:{name}", t.owner),
+        format!("template:{} owner:me", template.name),
+    ] {
+        let page = client.workspaces(&query, 0, 0).await.unwrap();
+        let ids: Vec<Uuid> = page.workspaces.iter().map(|w| w.id).collect();
+        assert_eq!(ids, vec![created.id], "{query}");
+        assert_eq!(page.count, 1, "{query}");
+    }
+    let page = client
+        .workspaces(&format!("owner:me name:{}", unique("none")), 0, 0)
+        .await
+        .unwrap();
+    assert_eq!((page.workspaces.len(), page.count), (0, 0));
+    let err = client
+        .workspace_by_owner_and_name("me", &unique("none"))
+        .await
+        .unwrap_err();
+    assert!(err.is_not_found(), "{err:?}");
+    let err = client.workspace(Uuid::new_v4()).await.unwrap_err();
+    assert!(err.is_not_found(), "{err:?}");
+}
+
+/// Builds: start, stop and delete builds (201), get, list (newest first); a deleted workspace is 410.
+async fn contract_builds(t: &Target) {
+    let client = t.client();
+    let (_, ws) = workspace(t, &client).await;
+    let start = client.workspace_build(ws.latest_build.id).await.unwrap();
+    assert_eq!(start.status, WorkspaceBuildStatus::Running);
+    assert_eq!(start.job.status, JobStatus::Succeeded);
+    assert_eq!(start.workspace_name, ws.name);
+    assert_eq!(start.workspace_owner_name, t.owner);
+
+    let stop = client
+        .create_workspace_build(ws.id, &CreateWorkspaceBuildRequest::transition(Transition::Stop))
+        .await
+        .unwrap();
+    assert_eq!(stop.build_number, 2);
+    assert_eq!(stop.transition, Transition::Stop);
+    assert_eq!(stop.template_version_id, start.template_version_id);
+    // As on create, the answer leaves the version name empty; reads fill it in.
+    assert_eq!(stop.template_version_name, "");
+    assert_eq!(stop.reason, "initiator");
+    assert_eq!(stop.workspace_owner_name, t.owner);
+    let stop = wait_build(&client, stop.id).await;
+    assert_eq!(stop.template_version_name, start.template_version_name);
+    assert!(!stop.template_version_name.is_empty());
+    assert_eq!(stop.status, WorkspaceBuildStatus::Stopped);
+    assert_eq!(stop.job.status, JobStatus::Succeeded);
+
+    let again = client
+        .create_workspace_build(ws.id, &CreateWorkspaceBuildRequest::transition(Transition::Start))
+        .await
+        .unwrap();
+    assert_eq!(again.build_number, 3);
+    assert_eq!(
+        wait_build(&client, again.id).await.status,
+        WorkspaceBuildStatus::Running
+    );
+
+    let builds: Vec<(i64, Transition, WorkspaceBuildStatus)> = client
+        .workspace_builds(ws.id)
+        .await
+        .unwrap()
+        .iter()
+        .map(|b| (b.build_number, b.transition, b.status))
+        .collect();
+    assert_eq!(
+        builds,
+        vec![
+            (3, Transition::Start, WorkspaceBuildStatus::Running),
+            (2, Transition::Stop, WorkspaceBuildStatus::Stopped),
+            (1, Transition::Start, WorkspaceBuildStatus::Running),
+        ]
+    );
+
+    let delete = client
+        .create_workspace_build(
+            ws.id,
+            &CreateWorkspaceBuildRequest::transition(Transition::Delete),
+        )
+        .await
+        .unwrap();
+    assert_eq!(delete.build_number, 4);
+    assert_eq!(delete.transition, Transition::Delete);
+    let delete = wait_build(&client, delete.id).await;
+    assert_eq!(delete.status, WorkspaceBuildStatus::Deleted);
+
+    let err = client.workspace(ws.id).await.unwrap_err();
+    assert!(matches!(err, Error::Rejected { status: 410, .. }), "{err:?}");
+    assert_eq!(
+        err.message(),
+        format!(
+            "Workspace {:?} was deleted, you can view this workspace by specifying '?deleted=true' and trying again.",
+            ws.id.to_string()
+        )
+    );
+    let err = client
+        .workspace_by_owner_and_name("me", &ws.name)
+        .await
+        .unwrap_err();
+    assert!(err.is_not_found(), "{err:?}");
+    let page = client
+        .workspaces(&format!("owner:me name:{}", ws.name), 0, 0)
+        .await
+        .unwrap();
+    assert_eq!((page.workspaces.len(), page.count), (0, 0));
+    let err = client.workspace_build(Uuid::new_v4()).await.unwrap_err();
+    assert!(err.is_not_found(), "{err:?}");
+}
+
+/// Import and build logs: followed over the websocket until the job ends, then the same logs as a snapshot;
+/// `after` skips what was seen.
+async fn contract_logs(t: &Target) {
+    let client = t.client();
+    let file = client
+        .upload_file(ArchiveKind::Tar, t.echo_template())
+        .await
+        .unwrap();
+    let mut request = CreateTemplateVersionRequest::terraform(file.id);
+    request.provisioner = "echo".to_owned();
+    let version = client.create_template_version("default", &request).await.unwrap();
+    let followed = drain(client.follow_template_version_logs(version.id, 0).await.unwrap()).await;
+    assert!(!followed.is_empty());
+    assert_log_fields(&followed);
+    assert!(ids(&followed).windows(2).all(|w| w[0] < w[1]), "{followed:?}");
+    assert!(
+        client
+            .template_version(version.id)
+            .await
+            .unwrap()
+            .job
+            .status
+            .is_terminal()
+    );
+    let snapshot = client.template_version_logs(version.id, None).await.unwrap();
+    assert_eq!(snapshot, followed);
+    let last = followed.last().unwrap().id;
+    let after_last = client
+        .template_version_logs(version.id, Some(last))
+        .await
+        .unwrap();
+    assert!(after_last.is_empty(), "{after_last:?}");
+    let replay = drain(client.follow_template_version_logs(version.id, 0).await.unwrap()).await;
+    assert_eq!(replay, followed);
+
+    let tpl = client
+        .create_template(
+            "default",
+            &CreateTemplateRequest {
+                name: unique("tpl"),
+                template_version_id: version.id,
+                ..CreateTemplateRequest::default()
+            },
+        )
+        .await
+        .unwrap();
+    let ws = client
+        .create_workspace(
+            "me",
+            &CreateWorkspaceRequest {
+                template_id: Some(tpl.id),
+                name: unique("ws"),
+                ..CreateWorkspaceRequest::default()
+            },
+        )
+        .await
+        .unwrap();
+    let build = ws.latest_build.id;
+    let followed = drain(client.follow_workspace_build_logs(build, 0).await.unwrap()).await;
+    assert!(!followed.is_empty());
+    assert_log_fields(&followed);
+    assert!(ids(&followed).windows(2).all(|w| w[0] < w[1]), "{followed:?}");
+    assert!(
+        client
+            .workspace_build(build)
+            .await
+            .unwrap()
+            .job
+            .status
+            .is_terminal()
+    );
+    let snapshot = client.workspace_build_logs(build, None).await.unwrap();
+    assert_eq!(snapshot, followed);
+    let first = followed[0].id;
+    assert_eq!(
+        ids(&client.workspace_build_logs(build, Some(first)).await.unwrap()),
+        ids(&followed[1..])
+    );
+    let last = followed.last().unwrap().id;
+    let after_last = client.workspace_build_logs(build, Some(last)).await.unwrap();
+    assert!(after_last.is_empty(), "{after_last:?}");
+    let tail = drain(client.follow_workspace_build_logs(build, first).await.unwrap()).await;
+    assert_eq!(tail, followed[1..].to_vec());
+}
+
+/// 400: a validation error on a create.
+async fn contract_error_400(t: &Target) {
+    let client = t.client();
+    let version = import(t, &client, None).await;
+    let err = client
+        .create_template(
+            "default",
+            &CreateTemplateRequest {
+                name: "Not A Valid Name!".to_owned(),
+                template_version_id: version.id,
+                ..CreateTemplateRequest::default()
+            },
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Rejected { status: 400, .. }), "{err:?}");
+    assert_eq!(
+        err.message(),
+        "Validation failed. [name: Validation failed for tag \"template_name\" with value: \"Not A Valid Name!\"]"
+    );
+}
+
+/// 401: a well-formed token no server issued.
+async fn contract_error_401(t: &Target) {
+    let err = t.client_as(UNKNOWN_TOKEN).me().await.unwrap_err();
+    assert!(matches!(err, Error::Unauthorized { .. }), "{err:?}");
+    assert_eq!(err.message(), format!("{SIGNED_OUT}: API key is invalid."));
+    assert!(!err.is_retryable());
+}
+
+/// 403: only a version whose import succeeded can be promoted.
+async fn contract_error_403(t: &Target) {
+    let client = t.client();
+    let tpl = template(t, &client, &unique("tpl")).await;
+    let failed = t.failing_import(&client, tpl.id).await;
+    assert_eq!(failed.job.status, JobStatus::Failed, "{failed:?}");
+    assert!(
+        failed.job.error.as_deref().is_some_and(|e| !e.is_empty()),
+        "{failed:?}"
+    );
+    let err = client
+        .promote_template_version(tpl.id, failed.id)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Forbidden { .. }), "{err:?}");
+    assert_eq!(
+        err.message(),
+        "Only versions that have been built successfully can be promoted.: Attempted to promote a version with a failed build"
+    );
+    assert_eq!(
+        client.template(tpl.id).await.unwrap().active_version_id,
+        tpl.active_version_id
+    );
+}
+
+/// A member (no site role) may not create a template version: Coder's database layer refuses the insert and the
+/// caller sees a 500 (retryable to the client), not a 403.
+async fn contract_member_creates_version(t: &Target) {
+    let member = t.client_as(&t.member_token().await);
+    assert!(!member.me().await.unwrap().has_role("owner"));
+    let file = member
+        .upload_file(ArchiveKind::Tar, tar_with("main.tf", unique("m").as_bytes()))
+        .await
+        .unwrap();
+    let mut request = CreateTemplateVersionRequest::terraform(file.id);
+    request.provisioner = "echo".to_owned();
+    let err = member
+        .create_template_version("default", &request)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::Unavailable {
+                reason: UnavailableReason::ServerError,
+                status: Some(500),
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert_eq!(
+        err.message(),
+        "Internal error creating template version.: insert template version: unauthorized: rbac: forbidden"
+    );
+}
+
+/// 404: Coder's own JSON 404 for a missing template is `Error::NotFound`.
+async fn contract_error_404(t: &Target) {
+    let client = t.client();
+    let err = client.template(Uuid::new_v4()).await.unwrap_err();
+    assert!(err.is_not_found(), "{err:?}");
+    assert_eq!(err.message(), NOT_FOUND_MESSAGE);
+    assert!(!err.is_route_not_found());
+    let err = client
+        .template_by_name("default", &unique("none"))
+        .await
+        .unwrap_err();
+    assert!(err.is_not_found(), "{err:?}");
+    assert!(found(client.template(Uuid::new_v4()).await).unwrap().is_none());
+}
+
+/// 409: a template or a workspace with an existing name.
+async fn contract_error_409(t: &Target) {
+    let client = t.client();
+    let name = unique("tpl");
+    let existing = template(t, &client, &name).await;
+    let version = import(t, &client, None).await;
+    let err = client
+        .create_template(
+            "default",
+            &CreateTemplateRequest {
+                name: name.clone(),
+                template_version_id: version.id,
+                ..CreateTemplateRequest::default()
+            },
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Conflict { .. }), "{err:?}");
+    assert_eq!(
+        err.message(),
+        format!(
+            "Template with name {name:?} already exists. [name: This value is already in use and should be unique.]"
+        )
+    );
+
+    let ws_name = unique("ws");
+    let request = CreateWorkspaceRequest {
+        template_id: Some(existing.id),
+        name: ws_name.clone(),
+        ..CreateWorkspaceRequest::default()
+    };
+    let ws = client.create_workspace("me", &request).await.unwrap();
+    let err = client.create_workspace("me", &request).await.unwrap_err();
+    assert!(matches!(err, Error::Conflict { .. }), "{err:?}");
+    assert_eq!(
+        err.message(),
+        format!(
+            "Workspace {ws_name:?} already exists. [name: This value is already in use and should be unique.]"
+        )
+    );
+    wait_build(&client, ws.latest_build.id).await;
+}
+
+/// The premium routes of [`PREMIUM_ONLY`]: simulated by the test server, `Route not found.` on open-source
+/// Coder (which the client reports as "not supported", never as a missing object).
+async fn contract_premium_routes(t: &Target) {
+    let client = t.client();
+    let results: Vec<(&str, Result<(), Error>)> = vec![
+        ("entitlements", client.entitlements().await.map(drop)),
+        ("licenses", client.licenses().await.map(drop)),
+        (
+            "provisionerkeys",
+            client.provisioner_keys("default").await.map(drop),
+        ),
+        (
+            "workspaceproxies",
+            client.workspace_proxy("primary").await.map(drop),
+        ),
+        ("groups", client.groups("default").await.map(drop)),
+        ("ai-gateway/keys", client.ai_gateway_keys().await.map(drop)),
+        ("ai/providers", client.ai_providers().await.map(drop)),
+    ];
+    assert_eq!(results.len(), PREMIUM_ONLY.len());
+    for (route, result) in results {
+        if t.simulates_premium() {
+            result.unwrap_or_else(|e| panic!("{route}: {e:?}"));
+        } else {
+            let err = result.expect_err(route);
+            assert!(err.is_route_not_found(), "{route}: {err:?}");
+            assert!(!err.is_not_found(), "{route}: {err:?}");
+            assert_eq!(err.status(), Some(404), "{route}");
+            assert_eq!(err.message(), "Route not found.", "{route}");
+        }
+    }
+}
+
+/// Two tests per contract: `<contract>::test_server` and `<contract>::real_coder`.
+macro_rules! contracts {
+    ($($name:ident => $contract:ident),* $(,)?) => {$(
+        mod $name {
+            #[tokio::test]
+            async fn test_server() {
+                super::$contract(&super::Target::test_server().await).await;
+            }
+
+            #[tokio::test]
+            async fn real_coder() {
+                super::$contract(&super::Target::real().await).await;
+            }
+        }
+    )*};
+}
+
+contracts! {
+    buildinfo => contract_buildinfo,
+    users => contract_users,
+    organizations => contract_organizations,
+    files => contract_files,
+    templates => contract_templates,
+    template_versions => contract_template_versions,
+    workspaces => contract_workspaces,
+    builds => contract_builds,
+    logs => contract_logs,
+    error_400 => contract_error_400,
+    error_401 => contract_error_401,
+    error_403 => contract_error_403,
+    member_creates_version => contract_member_creates_version,
+    error_404 => contract_error_404,
+    error_409 => contract_error_409,
+    premium_routes => contract_premium_routes,
+}
+
+/// The premium list and the reference page name the same routes.
+#[test]
+fn premium_routes_are_documented() {
+    let page = include_str!("../../../docs/reference/coder-test-server.md");
+    for (method, path) in PREMIUM_ONLY {
+        assert!(page.contains(&format!("`{method} {path}`")), "{method} {path}");
+    }
+}
