@@ -715,6 +715,61 @@ async fn contract_workspaces(t: &Target) {
     assert!(err.is_not_found(), "{err:?}");
 }
 
+/// The workspace list: one page at a time (`limit`, `offset`) with the total `count`, ordered by name.
+async fn contract_workspace_pages(t: &Target) {
+    let client = t.client();
+    let template = template(t, &client, &unique("tpl")).await;
+    let suffix = unique("p");
+    let mut created = Vec::new();
+    // Created out of name order.
+    for prefix in ["c", "a", "b"] {
+        let ws = client
+            .create_workspace(
+                "me",
+                &CreateWorkspaceRequest {
+                    template_id: Some(template.id),
+                    name: format!("{prefix}{suffix}"),
+                    ..CreateWorkspaceRequest::default()
+                },
+            )
+            .await
+            .unwrap();
+        created.push(ws);
+    }
+    for ws in &created {
+        wait_build(&client, ws.latest_build.id).await;
+    }
+    let query = format!("owner:me template:{}", template.name);
+    let names = |page: &coder_k8s_coder_client::types::WorkspacesPage| -> Vec<String> {
+        page.workspaces.iter().map(|w| w.name.clone()).collect()
+    };
+    let all = client.workspaces(&query, 0, 0).await.unwrap();
+    let expected: Vec<String> = ["a", "b", "c"].iter().map(|p| format!("{p}{suffix}")).collect();
+    assert_eq!(names(&all), expected);
+    assert_eq!(all.count, 3);
+    let first = client.workspaces(&query, 2, 0).await.unwrap();
+    assert_eq!(names(&first), expected[..2].to_vec());
+    assert_eq!(first.count, 3);
+    let second = client.workspaces(&query, 2, 2).await.unwrap();
+    assert_eq!(names(&second), expected[2..].to_vec());
+    assert_eq!(second.count, 3);
+    let beyond = client.workspaces(&query, 2, 4).await.unwrap();
+    assert!(beyond.workspaces.is_empty(), "{beyond:?}");
+
+    // Started workspaces come first: stopping `a` moves it last.
+    let a = created.iter().find(|w| w.name == expected[0]).unwrap();
+    let stop = client
+        .create_workspace_build(a.id, &CreateWorkspaceBuildRequest::transition(Transition::Stop))
+        .await
+        .unwrap();
+    wait_build(&client, stop.id).await;
+    let all = client.workspaces(&query, 0, 0).await.unwrap();
+    assert_eq!(
+        names(&all),
+        vec![expected[1].clone(), expected[2].clone(), expected[0].clone()]
+    );
+}
+
 /// Builds: start, stop and delete builds (201), get, list (newest first); a deleted workspace is 410.
 async fn contract_builds(t: &Target) {
     let client = t.client();
@@ -916,6 +971,38 @@ async fn contract_error_401(t: &Target) {
     assert!(matches!(err, Error::Unauthorized { .. }), "{err:?}");
     assert_eq!(err.message(), format!("{SIGNED_OUT}: API key is invalid."));
     assert!(!err.is_retryable());
+    let err = t.client_as("not-a-token").me().await.unwrap_err();
+    assert!(matches!(err, Error::Unauthorized { .. }), "{err:?}");
+    assert_eq!(
+        err.message(),
+        format!("{SIGNED_OUT}: Invalid API key format: incorrect amount of API key parts, expected 2 got 3")
+    );
+    let err = t
+        .client_as("short-0123456789abcdefghijkl")
+        .me()
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Unauthorized { .. }), "{err:?}");
+    assert_eq!(
+        err.message(),
+        format!("{SIGNED_OUT}: Invalid API key format: invalid API key ID length, expected 10 got 5")
+    );
+    let err = t.client_as("abcdefghij-short").me().await.unwrap_err();
+    assert!(matches!(err, Error::Unauthorized { .. }), "{err:?}");
+    assert_eq!(
+        err.message(),
+        format!("{SIGNED_OUT}: Invalid API key format: invalid API key secret length, expected 22 got 5")
+    );
+    let err = CoderClient::anonymous(t.url.clone())
+        .unwrap()
+        .me()
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Unauthorized { .. }), "{err:?}");
+    assert_eq!(
+        err.message(),
+        format!("{SIGNED_OUT}: Cookie \"coder_session_token\" or query parameter must be provided.")
+    );
 }
 
 /// 403: only a version whose import succeeded can be promoted.
@@ -988,6 +1075,152 @@ async fn contract_error_404(t: &Target) {
         .unwrap_err();
     assert!(err.is_not_found(), "{err:?}");
     assert!(found(client.template(Uuid::new_v4()).await).unwrap().is_none());
+    let err = client.template_version(Uuid::new_v4()).await.unwrap_err();
+    assert!(err.is_not_found(), "{err:?}");
+
+    // Creates that name a missing object.
+    let missing = Uuid::new_v4();
+    let mut request = CreateTemplateVersionRequest::terraform(missing);
+    request.provisioner = "echo".to_owned();
+    let err = client
+        .create_template_version("default", &request)
+        .await
+        .unwrap_err();
+    assert!(err.is_not_found(), "{err:?}");
+    assert_eq!(err.message(), "File not found.");
+    let err = client
+        .create_template(
+            "default",
+            &CreateTemplateRequest {
+                name: unique("tpl"),
+                template_version_id: missing,
+                ..CreateTemplateRequest::default()
+            },
+        )
+        .await
+        .unwrap_err();
+    assert!(err.is_not_found(), "{err:?}");
+    assert_eq!(
+        err.message(),
+        format!(
+            "Template version {:?} does not exist. [template_version_id: Template version does not exist]",
+            missing.to_string()
+        )
+    );
+    let err = client
+        .create_workspace(
+            "me",
+            &CreateWorkspaceRequest {
+                template_id: Some(missing),
+                name: unique("ws"),
+                ..CreateWorkspaceRequest::default()
+            },
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.status(), Some(400), "{err:?}");
+    assert_eq!(
+        err.message(),
+        format!(
+            "Template {:?} doesn't exist. [template_id: template not found]",
+            missing.to_string()
+        )
+    );
+}
+
+/// A build that fails (the echo template's apply fails; the test server fails the jobs it runs meanwhile):
+/// the log stream still ends normally, the build is `failed` with the job's error, and the next start works.
+async fn contract_failed_build(t: &Target) {
+    let client = t.client();
+    let (_, ws) = workspace(t, &client).await;
+    let stop = client
+        .create_workspace_build(ws.id, &CreateWorkspaceBuildRequest::transition(Transition::Stop))
+        .await
+        .unwrap();
+    wait_build(&client, stop.id).await;
+    let failing = match &t.backend {
+        Backend::Real(coder) => {
+            let tar = Bytes::from(coder.echo_template(EchoTemplate::FailingApply).unwrap());
+            let file = client.upload_file(ArchiveKind::Tar, tar).await.unwrap();
+            let mut request = CreateTemplateVersionRequest::terraform(file.id);
+            request.provisioner = "echo".to_owned();
+            request.template_id = Some(ws.template_id);
+            let version = client.create_template_version("default", &request).await.unwrap();
+            let _ = drain(client.follow_template_version_logs(version.id, 0).await.unwrap()).await;
+            wait_version(&client, version.id).await
+        }
+        Backend::TestServer(server) => {
+            let version = import(t, &client, Some(ws.template_id)).await;
+            server.set_build_outcome(BuildOutcome::Fail);
+            version
+        }
+    };
+    assert_eq!(failing.job.status, JobStatus::Succeeded, "{failing:?}");
+    let request = CreateWorkspaceBuildRequest {
+        template_version_id: Some(failing.id),
+        ..CreateWorkspaceBuildRequest::transition(Transition::Start)
+    };
+    let build = client.create_workspace_build(ws.id, &request).await.unwrap();
+    let build = wait_build(&client, build.id).await;
+    if let Backend::TestServer(server) = &t.backend {
+        server.set_build_outcome(BuildOutcome::Succeed);
+    }
+    assert_eq!(build.status, WorkspaceBuildStatus::Failed, "{build:?}");
+    assert_eq!(build.job.status, JobStatus::Failed, "{build:?}");
+    assert!(
+        build.job.error.as_deref().is_some_and(|e| !e.is_empty()),
+        "{build:?}"
+    );
+    assert!(build.job.completed_at.is_some(), "{build:?}");
+    assert_eq!(build.template_version_id, failing.id);
+    let got = client.workspace(ws.id).await.unwrap();
+    assert_eq!(got.latest_build.id, build.id);
+    assert_eq!(got.latest_build.status, WorkspaceBuildStatus::Failed);
+
+    // The previous version still builds.
+    let request = CreateWorkspaceBuildRequest {
+        template_version_id: Some(ws.latest_build.template_version_id),
+        ..CreateWorkspaceBuildRequest::transition(Transition::Start)
+    };
+    let retry = client.create_workspace_build(ws.id, &request).await.unwrap();
+    assert_eq!(
+        wait_build(&client, retry.id).await.status,
+        WorkspaceBuildStatus::Running
+    );
+}
+
+/// Bulk archive: by default only failed, unused versions; `all` every unused one.
+async fn contract_archive_unused(t: &Target) {
+    let client = t.client();
+    let tpl = template(t, &client, &unique("tpl")).await;
+    let failed = t.failing_import(&client, tpl.id).await;
+    let unused = import(t, &client, Some(tpl.id)).await;
+    let archived = client
+        .archive_unused_template_versions(tpl.id, false)
+        .await
+        .unwrap();
+    assert_eq!(archived.template_id, tpl.id);
+    assert_eq!(archived.archived_ids, vec![failed.id]);
+    let archived = client
+        .archive_unused_template_versions(tpl.id, true)
+        .await
+        .unwrap();
+    assert_eq!(archived.archived_ids, vec![unused.id]);
+    let listed: Vec<(Uuid, bool)> = client
+        .template_versions(tpl.id, true)
+        .await
+        .unwrap()
+        .iter()
+        .map(|v| (v.id, v.archived))
+        .collect();
+    assert_eq!(
+        listed,
+        vec![
+            (tpl.active_version_id, false),
+            (failed.id, true),
+            (unused.id, true)
+        ]
+    );
 }
 
 /// 409: a template or a workspace with an existing name.
@@ -1091,6 +1324,7 @@ contracts! {
     templates => contract_templates,
     template_versions => contract_template_versions,
     workspaces => contract_workspaces,
+    workspace_pages => contract_workspace_pages,
     builds => contract_builds,
     logs => contract_logs,
     error_400 => contract_error_400,
@@ -1098,6 +1332,8 @@ contracts! {
     error_403 => contract_error_403,
     member_creates_version => contract_member_creates_version,
     error_404 => contract_error_404,
+    failed_build => contract_failed_build,
+    archive_unused => contract_archive_unused,
     error_409 => contract_error_409,
     premium_routes => contract_premium_routes,
 }

@@ -102,22 +102,24 @@ impl FromRequestParts<App> for Auth {
 }
 
 async fn authenticate(app: &App, token: &str) -> Result<User, ApiError> {
-    let mut parts = token.split('-');
-    let (id, secret) = match (parts.next(), parts.next(), parts.next()) {
-        (Some(id), Some(secret), None) => (id, secret),
-        _ => {
-            return Err(signed_out(
-                "Invalid API key format: incorrect amount of API key parts",
-            ));
-        }
+    let parts: Vec<&str> = token.split('-').collect();
+    let &[id, secret] = parts.as_slice() else {
+        return Err(signed_out(format!(
+            "Invalid API key format: incorrect amount of API key parts, expected 2 got {}",
+            parts.len()
+        )));
     };
     if id.len() != 10 {
-        return Err(signed_out("Invalid API key format: invalid API key ID length"));
+        return Err(signed_out(format!(
+            "Invalid API key format: invalid API key ID length, expected 10 got {}",
+            id.len()
+        )));
     }
     if secret.len() != 22 {
-        return Err(signed_out(
-            "Invalid API key format: invalid API key secret length",
-        ));
+        return Err(signed_out(format!(
+            "Invalid API key format: invalid API key secret length, expected 22 got {}",
+            secret.len()
+        )));
     }
     let key = app
         .db

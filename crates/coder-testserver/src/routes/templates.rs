@@ -438,6 +438,7 @@ async fn create_template(
                 StatusCode::NOT_FOUND,
                 format!("Template version {:?} does not exist.", version_id.to_string()),
             )
+            .validation("template_version_id", "Template version does not exist")
         })?;
     let version = &mem.template_versions[version_index];
     if version.archived {

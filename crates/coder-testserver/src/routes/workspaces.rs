@@ -227,6 +227,7 @@ async fn create_workspace(
         (Some(id), None) => {
             let template = mem.template(id).ok_or_else(|| {
                 ApiError::bad_request(format!("Template {:?} doesn't exist.", id.to_string()))
+                    .validation("template_id", "template not found")
             })?;
             (template.clone(), template.active_version_id)
         }
@@ -331,7 +332,7 @@ async fn list_workspaces(State(app): State<App>, auth: Auth, uri: Uri) -> ApiRes
     let params = query_params(&uri);
     let filters = parse_search(params.get("q").map(String::as_str).unwrap_or_default());
     let mem = app.mem();
-    let matching: Vec<&Workspace> = mem
+    let mut matching: Vec<&Workspace> = mem
         .workspaces
         .iter()
         .filter(|w| !w.deleted && can_read(&auth, w))
@@ -351,6 +352,14 @@ async fn list_workspaces(State(app): State<App>, auth: Auth, uri: Uri) -> ApiRes
             })
         })
         .collect();
+    // Coder's order: workspaces whose latest build started successfully first, then by owner and name
+    // (case-insensitive). Favourites, which come first for their owner in Coder, are not simulated.
+    matching.sort_by_cached_key(|w| {
+        let started = mem.latest_build(w.id).is_some_and(|b| {
+            b.transition == "start" && mem.jobs.get(&b.job_id).is_some_and(|j| j.status() == "succeeded")
+        });
+        (!started, w.owner.1.to_lowercase(), w.name.to_lowercase())
+    });
     let count = matching.len();
     let offset = params
         .get("offset")
