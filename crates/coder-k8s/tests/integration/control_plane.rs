@@ -48,7 +48,7 @@ impl Drop for Harness {
     }
 }
 
-fn settings(ns: &str) -> ControllerSettings {
+pub(crate) fn settings(ns: &str) -> ControllerSettings {
     ControllerSettings {
         service_address_override: Some(std::net::Ipv4Addr::LOCALHOST.into()),
         watch_namespace: Some(ns.to_owned()),
@@ -96,8 +96,23 @@ pub(crate) async fn harness_with(tag: &str, adjust: impl FnOnce(&mut ControllerS
     let mut settings = settings(&ns);
     adjust(&mut settings);
     let ctx = Arc::new(Context::new(client, settings, metrics.clone()));
+    let stop = spawn_controllers(&ctx);
+    Harness {
+        metrics,
+        ctx,
+        admin: cp.client().unwrap(),
+        cp,
+        ns,
+        db_url,
+        server,
+        requests,
+        stop,
+    }
+}
+
+/// Starts the controllers of every built kind on `ctx`; each stops when the returned sender sends `true` (or drops).
+pub(crate) fn spawn_controllers(ctx: &Arc<Context>) -> watch::Sender<bool> {
     let (stop, stopped) = watch::channel(false);
-    // The controllers of every built kind, each stopping when the harness drops.
     let stopped_signal = move || {
         let mut stopped = stopped.clone();
         async move {
@@ -116,17 +131,7 @@ pub(crate) async fn harness_with(tag: &str, adjust: impl FnOnce(&mut ControllerS
         ctx.clone(),
         stopped_signal(),
     ));
-    Harness {
-        metrics,
-        ctx,
-        admin: cp.client().unwrap(),
-        cp,
-        ns,
-        db_url,
-        server,
-        requests,
-        stop,
-    }
+    stop
 }
 
 impl Harness {

@@ -7,5 +7,6 @@ mod control_plane;
 mod crds;
 mod provisioner;
 mod rbac;
+mod real_coder;
 mod support;
 mod workspace_proxy;
