@@ -493,6 +493,8 @@ async fn contract_templates(t: &Target) {
     assert_eq!(client.template(created.id).await.unwrap(), created);
 
     client.delete_template(created.id).await.unwrap();
+    let err = client.delete_template(created.id).await.unwrap_err();
+    assert!(err.is_not_found(), "{err:?}");
     let err = client.template(created.id).await.unwrap_err();
     assert!(err.is_not_found(), "{err:?}");
     let err = client.template_by_name("default", &name).await.unwrap_err();
@@ -713,6 +715,25 @@ async fn contract_workspaces(t: &Target) {
     assert!(err.is_not_found(), "{err:?}");
     let err = client.workspace(Uuid::new_v4()).await.unwrap_err();
     assert!(err.is_not_found(), "{err:?}");
+
+    // A workspace pinned to a template version instead of a template.
+    let pinned = client
+        .create_workspace(
+            "me",
+            &CreateWorkspaceRequest {
+                template_version_id: Some(template.active_version_id),
+                name: unique("ws"),
+                ..CreateWorkspaceRequest::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(pinned.template_id, template.id);
+    assert_eq!(
+        pinned.latest_build.template_version_id,
+        template.active_version_id
+    );
+    wait_build(&client, pinned.latest_build.id).await;
 }
 
 /// The workspace list: one page at a time (`limit`, `offset`) with the total `count`, ordered by name.
@@ -941,6 +962,8 @@ async fn contract_logs(t: &Target) {
     assert!(after_last.is_empty(), "{after_last:?}");
     let tail = drain(client.follow_workspace_build_logs(build, first).await.unwrap()).await;
     assert_eq!(tail, followed[1..].to_vec());
+    let none = drain(client.follow_workspace_build_logs(build, last).await.unwrap()).await;
+    assert!(none.is_empty(), "{none:?}");
 }
 
 /// 400: a validation error on a create.
@@ -1264,6 +1287,31 @@ async fn contract_error_409(t: &Target) {
         )
     );
     wait_build(&client, ws.latest_build.id).await;
+
+    // A version name is unique within its template.
+    let file = client
+        .upload_file(ArchiveKind::Tar, t.echo_template())
+        .await
+        .unwrap();
+    let mut request = CreateTemplateVersionRequest::terraform(file.id);
+    request.provisioner = "echo".to_owned();
+    request.template_id = Some(existing.id);
+    request.name = unique("v");
+    let named = client.create_template_version("default", &request).await.unwrap();
+    assert_eq!(named.name, request.name);
+    let err = client
+        .create_template_version("default", &request)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Conflict { .. }), "{err:?}");
+    assert_eq!(
+        err.message(),
+        format!(
+            "A template version with name {:?} already exists for this template. [name: This value is already in use and should be unique.]",
+            request.name
+        )
+    );
+    wait_version(&client, named.id).await;
 }
 
 /// The premium routes of [`PREMIUM_ONLY`]: simulated by the test server, `Route not found.` on open-source

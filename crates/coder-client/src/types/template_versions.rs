@@ -101,3 +101,21 @@ pub struct ArchiveTemplateVersionsResponse {
     /// Archived versions.
     pub archived_ids: Vec<Uuid>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_nil_template_id_is_none() {
+        let parse = |json: &str| serde_json::from_str::<TemplateVersion>(json).unwrap().template_id;
+        assert_eq!(
+            parse(r#"{"template_id":"00000000-0000-0000-0000-000000000000"}"#),
+            None
+        );
+        assert_eq!(parse(r#"{"template_id":null}"#), None);
+        assert_eq!(parse("{}"), None);
+        let id = Uuid::from_u128(7);
+        assert_eq!(parse(&format!(r#"{{"template_id":"{id}"}}"#)), Some(id));
+    }
+}

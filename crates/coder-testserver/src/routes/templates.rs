@@ -203,7 +203,8 @@ async fn create_version(
     {
         return Err(ApiError::conflict(format!(
             "A template version with name {name:?} already exists for this template."
-        )));
+        ))
+        .validation("name", IN_USE));
     }
     let version_id = Uuid::new_v4();
     let job = Job::pending(
