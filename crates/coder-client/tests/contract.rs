@@ -12,9 +12,9 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use coder_k8s_coder_client::types::{
-    ArchiveKind, CreateTemplateRequest, CreateTemplateVersionRequest, CreateWorkspaceBuildRequest,
-    CreateWorkspaceRequest, JobStatus, ProvisionerJob, ProvisionerJobLog, Template, TemplateVersion,
-    Transition, Workspace, WorkspaceBuild, WorkspaceBuildStatus,
+    ArchiveKind, BuildReason, CreateTemplateRequest, CreateTemplateVersionRequest,
+    CreateWorkspaceBuildRequest, CreateWorkspaceRequest, JobStatus, ProvisionerJob, ProvisionerJobLog,
+    Template, TemplateVersion, Transition, Workspace, WorkspaceBuild, WorkspaceBuildStatus,
 };
 use coder_k8s_coder_client::{CoderClient, Error, SessionToken, UnavailableReason, found};
 use coder_k8s_coder_testserver::{BuildOutcome, Config, Entitlement, TestServer};
@@ -723,6 +723,9 @@ async fn contract_workspaces(t: &Target) {
             &CreateWorkspaceRequest {
                 template_version_id: Some(template.active_version_id),
                 name: unique("ws"),
+                ttl_ms: Some(3_600_000),
+                autostart_schedule: Some("CRON_TZ=UTC 30 9 * * 1-5".to_owned()),
+                automatic_updates: Some("always".to_owned()),
                 ..CreateWorkspaceRequest::default()
             },
         )
@@ -733,6 +736,12 @@ async fn contract_workspaces(t: &Target) {
         pinned.latest_build.template_version_id,
         template.active_version_id
     );
+    assert_eq!(pinned.ttl_ms, Some(3_600_000));
+    assert_eq!(
+        pinned.autostart_schedule.as_deref(),
+        Some("CRON_TZ=UTC 30 9 * * 1-5")
+    );
+    assert_eq!(pinned.automatic_updates, "always");
     wait_build(&client, pinned.latest_build.id).await;
 }
 
@@ -818,11 +827,13 @@ async fn contract_builds(t: &Target) {
     assert_eq!(stop.status, WorkspaceBuildStatus::Stopped);
     assert_eq!(stop.job.status, JobStatus::Succeeded);
 
-    let again = client
-        .create_workspace_build(ws.id, &CreateWorkspaceBuildRequest::transition(Transition::Start))
-        .await
-        .unwrap();
+    let request = CreateWorkspaceBuildRequest {
+        reason: Some(BuildReason::Cli),
+        ..CreateWorkspaceBuildRequest::transition(Transition::Start)
+    };
+    let again = client.create_workspace_build(ws.id, &request).await.unwrap();
     assert_eq!(again.build_number, 3);
+    assert_eq!(again.reason, "cli");
     assert_eq!(
         wait_build(&client, again.id).await.status,
         WorkspaceBuildStatus::Running
