@@ -86,7 +86,9 @@ where
                         }
                         fan_out(&store, &changes, event);
                     }
-                    Err(error) => tracing::debug!(%error, kind = %K::kind(&()), "watch error; retrying"),
+                    Err(error) => {
+                        tracing::warn!(%error, kind = %K::kind(&()), "watch error (controllers wait until every watch cache has listed once); retrying")
+                    }
                 }
             }
         });
