@@ -259,16 +259,7 @@ impl Postgres {
     /// Stops the server and removes its directory. Idempotent.
     pub fn stop(&self) {
         self.process.stop();
-        let reaper = self
-            .reaper
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .take();
-        if let Some(mut reaper) = reaper {
-            let _ = reaper.kill();
-            let _ = reaper.wait();
-            let _ = fs::remove_dir_all(&self.root);
-        }
+        crate::process::reap_now(&self.reaper, &self.root);
     }
 }
 

@@ -278,6 +278,20 @@ pub fn is_alive(pid: u32) -> bool {
         .unwrap_or(false)
 }
 
+/// Cancels the reaper in `reaper` (if still there) and removes `dir` now: the end of a server stopped by its owner.
+/// Idempotent.
+pub(crate) fn reap_now(reaper: &Mutex<Option<Child>>, dir: &Path) {
+    let reaper = reaper
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .take();
+    if let Some(mut reaper) = reaper {
+        let _ = reaper.kill();
+        let _ = reaper.wait();
+        let _ = fs::remove_dir_all(dir);
+    }
+}
+
 /// Removes `dir` a while after the current process has exited: a control plane kept in a `static` is never
 /// dropped, so nothing else would clean its temp dir. Kill the returned child to cancel.
 pub(crate) fn spawn_reaper(dir: &Path) -> Result<Child> {

@@ -155,21 +155,7 @@ impl Harness {
     }
 
     pub(crate) async fn put_secret(&self, name: &str, data: &[(&str, &str)]) {
-        let secret = Secret {
-            metadata: ObjectMeta {
-                name: Some(name.to_owned()),
-                ..ObjectMeta::default()
-            },
-            data: Some(
-                data.iter()
-                    .map(|(k, v)| ((*k).to_owned(), ByteString(v.as_bytes().to_vec())))
-                    .collect::<BTreeMap<_, _>>(),
-            ),
-            ..Secret::default()
-        };
-        let api = self.api::<Secret>();
-        let params = PatchParams::apply("test").force();
-        api.patch(name, &params, &Patch::Apply(&secret)).await.unwrap();
+        put_secret(&self.api::<Secret>(), name, data).await;
     }
 
     /// Marks the Coder Deployment ready, as a kubelet would.
@@ -235,6 +221,24 @@ impl Harness {
         let secret = self.api::<Secret>().get(secret).await.unwrap();
         String::from_utf8(secret.data.unwrap()["token"].0.clone()).unwrap()
     }
+}
+
+/// Creates or replaces the Secret `name` in `api`'s namespace with `data` (server-side apply, manager `test`).
+pub(crate) async fn put_secret(api: &Api<Secret>, name: &str, data: &[(&str, &str)]) {
+    let secret = Secret {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            ..ObjectMeta::default()
+        },
+        data: Some(
+            data.iter()
+                .map(|(k, v)| ((*k).to_owned(), ByteString(v.as_bytes().to_vec())))
+                .collect::<BTreeMap<_, _>>(),
+        ),
+        ..Secret::default()
+    };
+    let params = PatchParams::apply("test").force();
+    api.patch(name, &params, &Patch::Apply(&secret)).await.unwrap();
 }
 
 pub(crate) async fn wait_for<F, Fut>(mut check: F, what: &str)

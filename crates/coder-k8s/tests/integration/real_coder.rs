@@ -4,7 +4,6 @@
 //! Coder's database URL. Checks operator access, the licence and the entitlements on a Coder without licences, and a
 //! provisioner that such a Coder cannot entitle. Without a kubelet, tests set the Deployment's ready replicas.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -16,10 +15,8 @@ use coder_k8s_api::provisioner::CoderProvisioner;
 use coder_k8s_api::shared::WorkloadPhase;
 use coder_k8s_coder_client::{CoderClient, SessionToken};
 use coder_k8s_testenv::RealCoder;
-use k8s_openapi::ByteString;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Secret;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use prometheus_client::registry::Registry;
 use serde_json::json;
@@ -77,23 +74,7 @@ impl RealHarness {
     }
 
     async fn put_secret(&self, name: &str, data: &[(&str, &str)]) {
-        let secret = Secret {
-            metadata: ObjectMeta {
-                name: Some(name.to_owned()),
-                ..ObjectMeta::default()
-            },
-            data: Some(
-                data.iter()
-                    .map(|(k, v)| ((*k).to_owned(), ByteString(v.as_bytes().to_vec())))
-                    .collect::<BTreeMap<_, _>>(),
-            ),
-            ..Secret::default()
-        };
-        let params = PatchParams::apply("test").force();
-        self.api::<Secret>()
-            .patch(name, &params, &Patch::Apply(&secret))
-            .await
-            .unwrap();
+        crate::control_plane::put_secret(&self.api::<Secret>(), name, data).await;
     }
 
     /// A control plane on the real Coder's port and database (`spec` adds to that), made Ready with operator
