@@ -489,15 +489,6 @@ where
                 || value.written_at.is_some_and(|at| at.elapsed() < WRITE_TRUST)
         });
     }
-
-    /// How many values are kept.
-    pub fn len(&self) -> usize {
-        self.values.lock().unwrap_or_else(|p| p.into_inner()).len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }
 
 #[cfg(test)]
