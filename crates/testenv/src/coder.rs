@@ -471,20 +471,45 @@ async fn http10(
     let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
         .await
         .context("connecting")?;
+    // One write for head and body: a server that answers from the head alone (e.g. `Route not found.`) and closes
+    // with part of the request unread resets the connection, which can discard its answer.
+    let mut request = head.into_bytes();
+    request.extend_from_slice(body.1);
     stream
-        .write_all(head.as_bytes())
+        .write_all(&request)
         .await
         .context("sending the request")?;
-    stream
-        .write_all(body.1)
-        .await
-        .context("sending the request body")?;
     let mut response = Vec::new();
-    stream
-        .read_to_end(&mut response)
-        .await
-        .context("reading the answer")?;
+    let mut chunk = [0u8; 16 * 1024];
+    loop {
+        match stream.read(&mut chunk).await {
+            Ok(0) => break,
+            Ok(n) => response.extend_from_slice(&chunk[..n]),
+            // A reset after a complete answer (the server closed with request bytes unread) still is that answer.
+            Err(error) if is_complete_http10(&response) => {
+                tracing::debug!(%error, "connection reset after a complete answer");
+                break;
+            }
+            Err(error) => return Err(error).context("reading the answer"),
+        }
+    }
     parse_http10(&response)
+}
+
+/// Whether `response` holds a whole head and as many body bytes as its `Content-Length` announces.
+fn is_complete_http10(response: &[u8]) -> bool {
+    let Some(split) = response.windows(4).position(|w| w == b"\r\n\r\n") else {
+        return false;
+    };
+    let head = String::from_utf8_lossy(&response[..split]);
+    head.lines()
+        .find_map(|line| {
+            let (name, value) = line.split_once(':')?;
+            name.eq_ignore_ascii_case("content-length")
+                .then(|| value.trim().parse::<usize>().ok())
+                .flatten()
+        })
+        .is_some_and(|length| response.len() >= split + 4 + length)
 }
 
 fn parse_http10(response: &[u8]) -> Result<ApiResponse> {
@@ -514,6 +539,14 @@ fn parse_http10(response: &[u8]) -> Result<ApiResponse> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_complete_answer_is_known_by_its_content_length() {
+        assert!(is_complete_http10(b"HTTP/1.0 404 Not Found\r\nContent-Length: 3\r\n\r\n{}\n"));
+        assert!(!is_complete_http10(b"HTTP/1.0 404 Not Found\r\nContent-Length: 3\r\n\r\n{}"));
+        assert!(!is_complete_http10(b"HTTP/1.0 404 Not Found\r\nContent-Length: 3\r\n"));
+        assert!(!is_complete_http10(b"HTTP/1.0 200 OK\r\n\r\nno length"));
+    }
 
     #[test]
     fn parses_an_http10_answer() {
