@@ -1,6 +1,7 @@
 //! Server-side apply under one field manager, skipped when the cached object already carries the hash of the
-//! desired state: a reconcile that finds nothing to change sends no request at all. Also the one ownership check
-//! and the one owned-object delete.
+//! desired state: a reconcile that finds nothing to change sends no request at all. An existing object without that
+//! hash is first taken over from the Go operator's update manager (see `takeover`). Also the one ownership check and
+//! the one owned-object delete.
 
 use std::fmt::Debug;
 
@@ -15,8 +16,10 @@ use super::context::Context;
 
 /// The field manager of every write the operator makes.
 pub const FIELD_MANAGER: &str = "coder-k8s";
-/// Annotation with the hash of the desired state last applied.
-pub const DESIRED_HASH_ANNOTATION: &str = "coder.com/desired-hash";
+/// Label with the hash of the desired state last applied. A label, not an annotation: any annotation change bumps a
+/// Deployment's generation, so an annotation would move the generation of every object taken over from the Go
+/// operator.
+pub const DESIRED_HASH_LABEL: &str = "coder.com/desired-hash";
 
 /// A namespaced kind with a static type, as every kind the operator writes is.
 pub trait Namespaced:
@@ -49,10 +52,7 @@ pub fn desired_hash<K: Serialize>(desired: &K) -> String {
 
 /// The desired hash an object carries.
 pub fn hash_of(meta: &ObjectMeta) -> Option<&str> {
-    meta.annotations
-        .as_ref()?
-        .get(DESIRED_HASH_ANNOTATION)
-        .map(String::as_str)
+    meta.labels.as_ref()?.get(DESIRED_HASH_LABEL).map(String::as_str)
 }
 
 /// Applies `desired` (which must carry name, namespace, apiVersion and kind) unless `cached`, the object as the
@@ -66,8 +66,13 @@ where
     K: Namespaced + Serialize,
 {
     let hash = desired_hash(&desired);
-    if cached.and_then(hash_of) == Some(hash.as_str()) {
-        return Ok(Applied::Unchanged);
+    match cached.map(hash_of) {
+        Some(Some(cached_hash)) if cached_hash == hash => return Ok(Applied::Unchanged),
+        // An existing object we never applied (no hash): written by the Go operator, or by someone else.
+        Some(None) => {
+            super::takeover::take_over(ctx, &desired).await?;
+        }
+        _ => {}
     }
     send_apply(ctx, desired, hash).await.map(Applied::Changed)
 }
@@ -78,9 +83,7 @@ where
 {
     let (name, namespace) = (desired.name_any(), desired.namespace().unwrap_or_default());
     ctx.echoes.record(&K::kind(&()), &namespace, &name, &hash);
-    desired
-        .annotations_mut()
-        .insert(DESIRED_HASH_ANNOTATION.to_owned(), hash);
+    desired.labels_mut().insert(DESIRED_HASH_LABEL.to_owned(), hash);
     let api: Api<K> = Api::namespaced(ctx.client.clone(), &namespace);
     api.patch(
         &name,

@@ -219,7 +219,7 @@ where
     .flat_map(move |change| futures::stream::iter(map(change)))
 }
 
-/// What an owned or read object looks like to the controller that uses it: the desired-hash annotation the operator
+/// What an owned or read object looks like to the controller that uses it: the desired-hash label the operator
 /// wrote, and anything else the controller reads (for example a Deployment's ready replicas).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Fingerprint {
@@ -316,15 +316,10 @@ impl<K: Resource> ChangeFilter<K> {
     }
 }
 
-/// The fingerprint of an owned object that only the desired-hash annotation describes.
+/// The fingerprint of an owned object that only the desired-hash label describes.
 pub fn hash_only<K: Resource>(object: &K) -> Fingerprint {
     Fingerprint {
-        desired_hash: object
-            .meta()
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(crate::controller::apply::DESIRED_HASH_ANNOTATION))
-            .cloned(),
+        desired_hash: crate::controller::apply::hash_of(object.meta()).map(str::to_owned),
         other: 0,
     }
 }
@@ -502,8 +497,8 @@ mod tests {
         object.metadata.namespace = Some("team".to_owned());
         object.metadata.resource_version = Some(version.to_owned());
         if let Some(hash) = hash {
-            object.metadata.annotations = Some(std::collections::BTreeMap::from([(
-                crate::controller::apply::DESIRED_HASH_ANNOTATION.to_owned(),
+            object.metadata.labels = Some(std::collections::BTreeMap::from([(
+                crate::controller::apply::DESIRED_HASH_LABEL.to_owned(),
                 hash.to_owned(),
             )]));
         }

@@ -104,14 +104,15 @@ fn strip_owned<K: kube::Resource>(object: &mut K) {
 }
 
 fn strip_owned_meta(meta: &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) {
-    use super::apply::DESIRED_HASH_ANNOTATION;
+    use super::apply::DESIRED_HASH_LABEL;
     use super::control_plane::names::WORKSPACE_RBAC_OWNER_UID_ANNOTATION;
     strip_meta(meta);
-    meta.labels = None;
     meta.creation_timestamp = None;
+    if let Some(labels) = meta.labels.as_mut() {
+        labels.retain(|key, _| key == DESIRED_HASH_LABEL);
+    }
     if let Some(annotations) = meta.annotations.as_mut() {
-        annotations
-            .retain(|key, _| key == DESIRED_HASH_ANNOTATION || key == WORKSPACE_RBAC_OWNER_UID_ANNOTATION);
+        annotations.retain(|key, _| key == WORKSPACE_RBAC_OWNER_UID_ANNOTATION);
     }
 }
 

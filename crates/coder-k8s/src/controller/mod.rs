@@ -23,6 +23,7 @@ pub mod provisioner;
 pub mod runner;
 pub mod secrets;
 pub mod status_writer;
+pub mod takeover;
 pub mod triggers;
 pub mod workspace_proxy;
 

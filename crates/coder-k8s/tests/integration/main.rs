@@ -9,4 +9,5 @@ mod provisioner;
 mod rbac;
 mod real_coder;
 mod support;
+mod upgrade;
 mod workspace_proxy;

@@ -328,7 +328,7 @@ async fn apply_dynamic(
     mut desired: DynamicObject,
     live: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta>,
 ) -> std::result::Result<(), kube::Error> {
-    use crate::controller::apply::{DESIRED_HASH_ANNOTATION, FIELD_MANAGER, desired_hash, hash_of};
+    use crate::controller::apply::{DESIRED_HASH_LABEL, FIELD_MANAGER, desired_hash, hash_of};
     let hash = desired_hash(&desired);
     if live.and_then(hash_of) == Some(hash.as_str()) {
         return Ok(());
@@ -340,9 +340,7 @@ async fn apply_dynamic(
         &name,
         &hash,
     );
-    desired
-        .annotations_mut()
-        .insert(DESIRED_HASH_ANNOTATION.to_owned(), hash);
+    desired.labels_mut().insert(DESIRED_HASH_LABEL.to_owned(), hash);
     api.patch(
         &name,
         &PatchParams::apply(FIELD_MANAGER).force(),
