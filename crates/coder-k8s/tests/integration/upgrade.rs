@@ -12,6 +12,7 @@ use coder_k8s::controller::metrics::ReconcileMetrics;
 use coder_k8s::controller::provisioner::names;
 use coder_k8s_api::control_plane::CoderControlPlane;
 use coder_k8s_api::provisioner::CoderProvisioner;
+use coder_k8s_api::workspace_proxy::CoderWorkspaceProxy;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Secret, Service, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
@@ -312,4 +313,69 @@ async fn upgraded_provisioner_keeps_its_key_and_pods() {
         .map(|r| format!("{} {}", r.method, r.path))
         .collect();
     assert!(writes.is_empty(), "no Coder write after the upgrade: {writes:?}");
+}
+
+#[tokio::test]
+async fn upgraded_workspace_proxy_keeps_its_registration_and_token() {
+    let h = harness("upgrade-proxy").await;
+    h.server.set_entitlement(
+        "workspace_proxy",
+        coder_k8s_coder_testserver::Entitlement::Entitled,
+    );
+    let admin_token = h.server.mint_token("proxy-admin", &["owner"]).await.unwrap();
+    let coder_url = h.server.url().as_str().trim_end_matches('/').to_owned();
+    h.put_secret("coder-admin", &[("token", &admin_token)]).await;
+    let consent = json!({"metadata": {
+        "labels": {"coder.com/credential": "true"},
+        "annotations": {"coder.com/credential-destinations": coder_url},
+    }});
+    h.api::<Secret>()
+        .patch("coder-admin", &PatchParams::default(), &Patch::Merge(&consent))
+        .await
+        .unwrap();
+    let spec = json!({"bootstrap": {"coderURL": coder_url, "credentialsSecretRef": {"name": "coder-admin"}}});
+    let proxy = CoderWorkspaceProxy::new("east", serde_json::from_value(spec).unwrap());
+    let proxies = h.api::<CoderWorkspaceProxy>();
+    proxies.create(&PostParams::default(), &proxy).await.unwrap();
+    let deployments = h.api::<Deployment>();
+    wait_for(
+        || async { deployments.get_opt("wsproxy-east").await.unwrap().is_some() },
+        "the proxy's Deployment",
+    )
+    .await;
+    let _ = h.stop.send(true);
+
+    let go_deployment = rewrite_as_go_operator(&deployments, "wsproxy-east").await;
+    let secrets_before = resource_versions(&h.api::<Secret>()).await;
+    let proxies_before = h.coder(&admin_token).workspace_proxy("east").await.unwrap();
+    h.server.clear_requests();
+
+    let (_ctx, _stop) = start_new_operator(&h);
+    let deployment = wait_taken_over(&deployments, "wsproxy-east").await;
+    assert_eq!(
+        deployment.metadata.generation, go_deployment.metadata.generation,
+        "no pod rolled"
+    );
+    assert_eq!(
+        serde_json::to_value(&deployment.spec.as_ref().unwrap().template).unwrap(),
+        serde_json::to_value(&go_deployment.spec.as_ref().unwrap().template).unwrap()
+    );
+    assert_eq!(
+        resource_versions(&h.api::<Secret>()).await,
+        secrets_before,
+        "the proxy token was not rewritten"
+    );
+    let writes: Vec<_> = h
+        .server
+        .requests()
+        .into_iter()
+        .filter(|r| r.method != "GET")
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect();
+    assert!(
+        writes.is_empty(),
+        "no Coder write (no re-registration, no new token): {writes:?}"
+    );
+    let after = h.coder(&admin_token).workspace_proxy("east").await.unwrap();
+    assert_eq!(after.id, proxies_before.id);
 }
