@@ -583,7 +583,7 @@ async fn long_names_and_an_empty_organization_are_the_go_operators() {
     assert!(h.api::<Role>().get_opt(&workload).await.unwrap().is_some());
     assert!(h.api::<RoleBinding>().get_opt(&workload).await.unwrap().is_some());
     // organizationName "" is the default organization: the key is there.
-    assert_eq!(keys(&h.server), [name.clone()]);
+    assert_eq!(keys(&h.server), [name]);
     assert!(
         h.server
             .requests()

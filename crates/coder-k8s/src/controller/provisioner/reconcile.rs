@@ -65,7 +65,7 @@ pub async fn apply_spec(provisioner: Arc<CoderProvisioner>, ctx: Arc<Context>) -
         generation: p.metadata.generation,
         now: Time(Timestamp::now()),
     };
-    // A failed gate keeps the last phase (as the Go operator did); only a full pass sets it.
+    run.status.phase = Some(decide::phase_before_gates(run.status.phase));
     let retry = ctx.settings.retry_interval;
     let Some(upstream) = upstream(p, ctx, &mut run).await? else {
         return finish(p, ctx, run, retry).await;
