@@ -112,6 +112,11 @@ impl TestServer {
         lock(&self.app.entitlements).insert(feature.to_owned(), value);
     }
 
+    /// Leaves `feature` out of `/entitlements` from now on.
+    pub fn hide_feature(&self, feature: &str) {
+        lock(&self.app.hidden_features).insert(feature.to_owned());
+    }
+
     /// Changes the outcome of jobs started from now on.
     pub fn set_build_outcome(&self, outcome: BuildOutcome) {
         *lock(&self.app.build_outcome) = outcome;

@@ -36,6 +36,8 @@ pub(crate) struct Inner {
     pub build_duration: Duration,
     pub build_outcome: Mutex<BuildOutcome>,
     pub entitlements: Mutex<BTreeMap<String, Entitlement>>,
+    /// Features left out of `/entitlements` (as an older or newer Coder would not list them).
+    pub hidden_features: Mutex<std::collections::BTreeSet<String>>,
     pub db: Db,
     pub base_url: Mutex<String>,
     pub faults: Mutex<Vec<FaultRule>>,
@@ -55,6 +57,7 @@ impl App {
             build_duration: config.build_duration,
             build_outcome: Mutex::new(config.build_outcome),
             entitlements: Mutex::new(config.entitlements.clone()),
+            hidden_features: Mutex::new(Default::default()),
             db,
             base_url: Mutex::new(String::new()),
             faults: Mutex::new(Vec::new()),

@@ -83,10 +83,17 @@ pub fn token_source(
     let named = || name.to_owned();
     let status = control_plane
         .and_then(|cp| cp.status.as_ref())
-        .filter(|status| status.url.is_some())
+        .filter(|status| status.url.as_deref().is_some_and(|url| !url.trim().is_empty()))
         .ok_or_else(|| AccessError::ControlPlaneUnavailable {
             control_plane: named(),
         })?;
+    // The Go operator's gate order: readiness first (a control plane with operator access turned off has neither
+    // readiness nor a reference, and reports OperatorAccessNotReady), then the reference, then its name.
+    if status.operator_access_ready != Some(true) {
+        return Err(AccessError::AccessNotReady {
+            control_plane: named(),
+        });
+    }
     let reference =
         status
             .operator_token_secret_ref
@@ -94,12 +101,7 @@ pub fn token_source(
             .ok_or_else(|| AccessError::TokenSecretRefMissing {
                 control_plane: named(),
             })?;
-    if status.operator_access_ready != Some(true) {
-        return Err(AccessError::AccessNotReady {
-            control_plane: named(),
-        });
-    }
-    if reference.name.is_empty() {
+    if reference.name.trim().is_empty() {
         return Err(AccessError::TokenSecretRefInvalid {
             control_plane: named(),
         });
@@ -178,6 +180,26 @@ mod tests {
                 .http_status(),
             404
         );
+        let empty_url = CoderControlPlaneStatus {
+            url: Some(String::new()),
+            operator_access_ready: None,
+            ..ready()
+        };
+        assert!(
+            token_source("coder", Some(&control_plane(empty_url)))
+                .unwrap_err()
+                .is_control_plane_missing(),
+            "an empty status.url is the first failing gate"
+        );
+        let disabled = CoderControlPlaneStatus {
+            operator_access_ready: Some(false),
+            operator_token_secret_ref: None,
+            ..ready()
+        };
+        assert!(matches!(
+            token_source("coder", Some(&control_plane(disabled))),
+            Err(AccessError::AccessNotReady { .. })
+        ));
         let no_ref = CoderControlPlaneStatus {
             operator_token_secret_ref: None,
             ..ready()

@@ -945,3 +945,193 @@ async fn no_referrer_wait_on_foreground_deletion() {
     .await;
     release_referrer(&mcps, "tools").await;
 }
+
+/// FNV-32a written out here, independently of the operator's, to compute names that depend on a generated namespace.
+pub(crate) fn fnv32a_reference(bytes: &[u8]) -> String {
+    let mut hash: u32 = 0x811c_9dc5;
+    for byte in bytes {
+        hash ^= u32::from(*byte);
+        hash = hash.wrapping_mul(0x0100_0193);
+    }
+    format!("{hash:08x}")
+}
+
+#[test]
+fn the_reference_fnv_matches_the_published_vectors() {
+    assert_eq!(fnv32a_reference(b""), "811c9dc5");
+    assert_eq!(fnv32a_reference(b"a"), "e40c292c");
+    assert_eq!(fnv32a_reference(b"foobar"), "bf9cf968");
+}
+
+#[tokio::test]
+async fn names_volumes_and_probes_are_the_go_operators() {
+    let h = harness("ccp-go-names").await;
+    h.put_secret("coder-db-app", &[("uri", &h.db_url)]).await;
+    // 50 characters whose 39-byte cut for the token Secret ends in "-".
+    let name = format!("{}-{}", "a".repeat(38), "b".repeat(11));
+    let service_account = "s".repeat(240);
+    h.create(
+        &name,
+        json!({
+            "database": {"connectionSecretRef": {"name": "coder-db-app", "key": "uri"}},
+            "serviceAccount": {"name": service_account},
+            "tls": {"secretNames": ["coder.tls", "coder.tls"]},
+            "certs": {"secrets": [{"name": "corp.ca", "key": "ca.crt"}, {"name": "corp.ca", "key": "ca.crt"}]},
+            "livenessProbe": {"initialDelaySeconds": 30},
+        }),
+    )
+    .await;
+    h.deployment_ready(&name).await;
+    let deployment = h.api::<Deployment>().get(&name).await.unwrap();
+    let pod = deployment.spec.unwrap().template.spec.unwrap();
+    // Volume names computed with python3: FNV-32a of "tls\0coder.tls" is 6a3775d4, of "ca-cert\0corp.ca" e0843578.
+    let volumes: Vec<&str> = pod
+        .volumes
+        .as_ref()
+        .unwrap()
+        .iter()
+        .map(|v| v.name.as_str())
+        .collect();
+    assert_eq!(volumes, ["tls-coder-tls-6a3775d4", "ca-cert-corp-ca-e0843578"]);
+    let container = &pod.containers[0];
+    let mounts: Vec<&str> = container
+        .volume_mounts
+        .as_ref()
+        .unwrap()
+        .iter()
+        .map(|m| m.mount_path.as_str())
+        .collect();
+    assert_eq!(
+        mounts,
+        ["/etc/ssl/certs/coder/coder.tls", "/etc/ssl/certs/corp.ca-ca.crt"]
+    );
+    let liveness = container
+        .liveness_probe
+        .as_ref()
+        .expect("a liveness block without enabled is enabled");
+    assert_eq!(liveness.initial_delay_seconds, Some(30));
+    assert!(container.readiness_probe.is_some());
+
+    // Workspace RBAC of a 240-character ServiceAccount: the Role is cut to 253 with the identity hash only.
+    let hash = fnv32a_reference(format!("{}\0{name}", h.ns).as_bytes());
+    let role = format!("{}-{hash}-workspace-perms", "s".repeat(228));
+    let binding = format!("{service_account}-{hash}");
+    let roles = h.api::<Role>();
+    wait_for(
+        || async { roles.get_opt(&role).await.unwrap().is_some() },
+        "the workspace Role under the Go operator's name",
+    )
+    .await;
+    let bindings = h.api::<k8s_openapi::api::rbac::v1::RoleBinding>();
+    assert!(bindings.get_opt(&binding).await.unwrap().is_some(), "{binding}");
+
+    // The operator token Secret: the first 39 bytes (ending in "-"), "-", FNV-32a of the name (python3: 6bee898c).
+    let cp = h.wait_operator_access(&name, true).await;
+    let token_secret = format!("{}--6bee898c-operator-token", "a".repeat(38));
+    assert_eq!(
+        cp.status.unwrap().operator_token_secret_ref.unwrap().name,
+        token_secret
+    );
+    assert!(h.api::<Secret>().get_opt(&token_secret).await.unwrap().is_some());
+}
+
+#[tokio::test]
+async fn entitlements_read_unknown_from_the_start_and_for_unlisted_features() {
+    use coder_k8s_api::control_plane::{Entitlement as Ent, LicenseTier};
+    let h = harness("ccp-unknown").await;
+    h.server.hide_feature("external_provisioner_daemons");
+    h.create("plain", json!({})).await;
+    wait_for(
+        || async { h.get("plain").await.status.and_then(|s| s.phase).is_some() },
+        "the first status",
+    )
+    .await;
+    let status = h.get("plain").await.status.unwrap();
+    assert_eq!(status.license_tier, Some(LicenseTier::Unknown));
+    assert_eq!(
+        status.external_provisioner_daemons_entitlement,
+        Some(Ent::Unknown)
+    );
+
+    h.put_secret("coder-db-app", &[("uri", &h.db_url)]).await;
+    h.create(
+        "coder",
+        json!({"database": {"connectionSecretRef": {"name": "coder-db-app", "key": "uri"}}}),
+    )
+    .await;
+    h.deployment_ready("coder").await;
+    h.wait_operator_access("coder", true).await;
+    wait_for(
+        || async {
+            h.get("coder")
+                .await
+                .status
+                .is_some_and(|s| s.license_tier == Some(LicenseTier::Enterprise))
+        },
+        "Coder's entitlements to be read",
+    )
+    .await;
+    assert!(
+        h.server
+            .requests()
+            .iter()
+            .any(|r| r.path == "/api/v2/entitlements"),
+        "Coder was asked"
+    );
+    let status = h.get("coder").await.status.unwrap();
+    assert!(status.entitlements_last_checked.is_some());
+    assert_eq!(
+        status.external_provisioner_daemons_entitlement,
+        Some(Ent::Unknown),
+        "a feature Coder does not list reads unknown, not not_entitled"
+    );
+}
+
+#[tokio::test]
+async fn disable_create_detaches_every_owned_service_account() {
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    let h = harness("ccp-sa-detach").await;
+    let cp = h
+        .create("coder", json!({"serviceAccount": {"name": "first"}}))
+        .await;
+    let uid = cp.metadata.uid.unwrap();
+    let accounts = h.api::<ServiceAccount>();
+    let owned = |name: &'static str| {
+        let (accounts, uid) = (accounts.clone(), uid.clone());
+        async move {
+            accounts.get_opt(name).await.unwrap().is_some_and(|sa| {
+                sa.metadata
+                    .owner_references
+                    .unwrap_or_default()
+                    .iter()
+                    .any(|o| o.uid == uid)
+            })
+        }
+    };
+    wait_for(|| owned("first"), "ServiceAccount first").await;
+    let patch = |spec: serde_json::Value| {
+        let api = h.api::<CoderControlPlane>();
+        async move {
+            api.patch(
+                "coder",
+                &PatchParams::default(),
+                &Patch::Merge(&json!({"spec": spec})),
+            )
+            .await
+            .unwrap();
+        }
+    };
+    patch(json!({"serviceAccount": {"name": "second"}})).await;
+    wait_for(|| owned("second"), "ServiceAccount second").await;
+    assert!(owned("first").await, "the earlier account is still owned");
+
+    patch(json!({"serviceAccount": {"disableCreate": true}})).await;
+    wait_for(
+        || async { !owned("first").await && !owned("second").await },
+        "both accounts to be detached",
+    )
+    .await;
+    for name in ["first", "second"] {
+        assert!(accounts.get_opt(name).await.unwrap().is_some(), "{name} is kept");
+    }
+}

@@ -431,3 +431,198 @@ async fn a_key_left_by_an_interrupted_create_is_replaced_not_duplicated() {
         "the replacement carries the spec's tags"
     );
 }
+
+/// A second operator process on the harness's cluster and Coder (a restart or an upgrade): its own context, caches
+/// and metrics. It stops when the returned sender is dropped.
+fn restart_operator(
+    h: &Harness,
+) -> (
+    std::sync::Arc<coder_k8s::controller::metrics::ReconcileMetrics>,
+    tokio::sync::watch::Sender<bool>,
+) {
+    let requests = coder_k8s::controller::kube_requests::KubeRequests::default();
+    let client = requests.client(h.cp.config().unwrap()).unwrap();
+    let metrics = coder_k8s::controller::metrics::ReconcileMetrics::register(
+        &mut prometheus_client::registry::Registry::default(),
+    );
+    let ctx = std::sync::Arc::new(coder_k8s::controller::context::Context::new(
+        client,
+        crate::control_plane::settings(&h.ns),
+        metrics.clone(),
+    ));
+    (metrics, crate::control_plane::spawn_controllers(&ctx))
+}
+
+#[tokio::test]
+async fn an_upgraded_provisioner_keeps_its_key_and_its_pods() {
+    let h = harness("prov-upgrade").await;
+    ready_control_plane(&h).await;
+    create_provisioner(&h, "p", sample_spec()).await;
+    wait_reason(&h, "p", "ProvisionerKeyReady", "ProvisionerKeyReady").await;
+    let deployments = h.api::<Deployment>();
+    wait_for(
+        || async { deployments.get_opt("provisioner-p").await.unwrap().is_some() },
+        "the Deployment",
+    )
+    .await;
+    // The operator goes away; what stays is what the Go operator (v0.1.5) would have left behind.
+    h.stop.send(true).unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let key = String::from_utf8(
+        h.api::<Secret>()
+            .get("p-provisioner-key")
+            .await
+            .unwrap()
+            .data
+            .unwrap()["key"]
+            .0
+            .clone(),
+    )
+    .unwrap();
+    let go_checksum = crate::control_plane::fnv32a_reference(key.as_bytes());
+    let go_pod = json!({"metadata": {"annotations": {"coder.com/desired-hash": null}},
+        "spec": {"template": {"metadata": {"annotations": {"checksum/provisioner-key": go_checksum}}}}});
+    deployments
+        .patch("provisioner-p", &PatchParams::default(), &Patch::Merge(&go_pod))
+        .await
+        .unwrap();
+    // tagsHash as the Go operator wrote it for {scope: organization}: FNV-32a of "scope\0organization\0",
+    // computed with python3 -> cf1b2b92; organizationName is the spec's (default).
+    let go_status = json!({"status": {"tagsHash": "cf1b2b92", "organizationName": "default"}});
+    let provisioners = h.api::<CoderProvisioner>();
+    provisioners
+        .patch_status("p", &PatchParams::default(), &Patch::Merge(&go_status))
+        .await
+        .unwrap();
+    let key_id = provisioners
+        .get("p")
+        .await
+        .unwrap()
+        .status
+        .unwrap()
+        .provisioner_key_id;
+    let before = deployments.get("provisioner-p").await.unwrap();
+    h.server.clear_requests();
+
+    let (metrics, _operator) = restart_operator(&h);
+    wait_for(
+        || async {
+            deployments
+                .get("provisioner-p")
+                .await
+                .unwrap()
+                .metadata
+                .annotations
+                .is_some_and(|a| a.contains_key("coder.com/desired-hash"))
+        },
+        "the new operator to apply the Deployment",
+    )
+    .await;
+    wait_for(
+        || async { metrics.runs("CoderProvisioner") >= 3 },
+        "a few reconciles",
+    )
+    .await;
+    let key_calls: Vec<String> = h
+        .server
+        .requests()
+        .iter()
+        .filter(|r| r.path.contains("provisionerkeys"))
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect();
+    assert!(key_calls.is_empty(), "the key was kept: {key_calls:?}");
+    assert_eq!(keys(&h.server), ["p"]);
+    // No rollout: the spec, pod template included, is exactly what the Go operator left. (The generation still
+    // rises once: the operator's bookkeeping annotation coder.com/desired-hash is new to a Go-made Deployment, and
+    // the API server counts a Deployment's annotation changes as generations.)
+    let deployment = deployments.get("provisioner-p").await.unwrap();
+    assert_eq!(deployment.spec, before.spec, "no rollout");
+    assert_eq!(
+        deployment.metadata.generation,
+        before.metadata.generation.map(|g| g + 1),
+        "only the bookkeeping annotation changed"
+    );
+    let annotations = deployment
+        .spec
+        .unwrap()
+        .template
+        .metadata
+        .unwrap()
+        .annotations
+        .unwrap();
+    assert_eq!(annotations["checksum/provisioner-key"], go_checksum);
+    let status = provisioners.get("p").await.unwrap().status.unwrap();
+    assert_eq!(status.provisioner_key_id, key_id);
+    assert_eq!(status.tags_hash.as_deref(), Some("cf1b2b92"));
+}
+
+#[tokio::test]
+async fn long_names_and_an_empty_organization_are_the_go_operators() {
+    let h = harness("prov-long").await;
+    ready_control_plane(&h).await;
+    // 60 characters; FNV-32a of the 60 p's is 73896435 (python3); 42 bytes of the name are kept.
+    let name = "p".repeat(60);
+    let mut spec = sample_spec();
+    spec["organizationName"] = json!("");
+    create_provisioner(&h, &name, spec).await;
+    let workload = format!("provisioner-{}-73896435", "p".repeat(42));
+    let deployments = h.api::<Deployment>();
+    wait_for(
+        || async { deployments.get_opt(&workload).await.unwrap().is_some() },
+        "the Deployment under the Go operator's name",
+    )
+    .await;
+    let account = format!("{}-73896435-provisioner", "p".repeat(42));
+    assert!(
+        h.api::<ServiceAccount>()
+            .get_opt(&account)
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert!(h.api::<Role>().get_opt(&workload).await.unwrap().is_some());
+    assert!(h.api::<RoleBinding>().get_opt(&workload).await.unwrap().is_some());
+    // organizationName "" is the default organization: the key is there.
+    assert_eq!(keys(&h.server), [name]);
+    assert!(
+        h.server
+            .requests()
+            .iter()
+            .all(|r| r.path != "/api/v2/organizations/"),
+        "no look-up of an empty organization name"
+    );
+}
+
+#[tokio::test]
+async fn a_failed_gate_keeps_the_phase_and_names_the_first_failure() {
+    let h = harness("prov-gate").await;
+    ready_control_plane(&h).await;
+    create_provisioner(&h, "p", sample_spec()).await;
+    h.deployment_ready("provisioner-p").await;
+    wait_reason(&h, "p", "DeploymentReady", "MinimumReplicasReady").await;
+    let phase = |h: &Harness| {
+        let api = h.api::<CoderProvisioner>();
+        async move { api.get("p").await.unwrap().status.unwrap().phase }
+    };
+    assert_eq!(phase(&h).await, Some(coder_k8s_api::shared::WorkloadPhase::Ready));
+    // Operator access turned off: the control plane is there but has neither readiness nor a token reference.
+    let off = json!({"spec": {"operatorAccess": {"disabled": true}}});
+    h.api::<coder_k8s_api::control_plane::CoderControlPlane>()
+        .patch(
+            "codercontrolplane-sample",
+            &PatchParams::default(),
+            &Patch::Merge(&off),
+        )
+        .await
+        .unwrap();
+    wait_reason(&h, "p", "OperatorAccessReady", "OperatorAccessNotReady").await;
+    assert_eq!(
+        reason(&h, "p", "ControlPlaneReady").await,
+        Some(("True".to_owned(), "ControlPlaneAvailable".to_owned()))
+    );
+    assert_eq!(
+        phase(&h).await,
+        Some(coder_k8s_api::shared::WorkloadPhase::Ready),
+        "the last phase is kept"
+    );
+}

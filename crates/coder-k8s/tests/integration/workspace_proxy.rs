@@ -183,3 +183,75 @@ async fn bootstrap_registers_the_proxy_and_owns_its_token() {
     .await;
     assert_eq!(coder.workspace_proxy("east").await.unwrap().id, registered.id);
 }
+
+#[tokio::test]
+async fn registering_an_existing_proxy_keeps_its_display_name_and_icon() {
+    let h = harness("proxy-keep").await;
+    h.server.set_entitlement("workspace_proxy", Entitlement::Entitled);
+    let admin_token = h.server.mint_token("proxy-admin", &["owner"]).await.unwrap();
+    let coder_url = h.server.url().as_str().trim_end_matches('/').to_owned();
+    // An admin set the display name and icon in Coder (as after an upgrade from the Go operator).
+    let coder = h.coder(&admin_token);
+    let request = coder_k8s_coder_client::types::CreateWorkspaceProxyRequest {
+        name: "west".to_owned(),
+        display_name: "West Europe".to_owned(),
+        icon: "/emojis/1f1ea-1f1fa.png".to_owned(),
+    };
+    coder.create_workspace_proxy(&request).await.unwrap();
+    h.put_secret("coder-admin", &[("token", &admin_token)]).await;
+    mark(&h, "coder-admin", &coder_url).await;
+    create_proxy(
+        &h,
+        "west",
+        json!({"bootstrap": {"coderURL": coder_url, "credentialsSecretRef": {"name": "coder-admin"}}}),
+    )
+    .await;
+    wait_reason(&h, "west", "ProxyRegistered", "Registered").await;
+    let patches: Vec<_> = h
+        .server
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "PATCH" && r.path.starts_with("/api/v2/workspaceproxies/"))
+        .collect();
+    assert_eq!(
+        patches.len(),
+        1,
+        "the existing proxy got a new token: {patches:?}"
+    );
+    let proxy = coder.workspace_proxy("west").await.unwrap();
+    assert_eq!(
+        (proxy.display_name.as_str(), proxy.icon_url.as_str()),
+        ("West Europe", "/emojis/1f1ea-1f1fa.png")
+    );
+}
+
+#[tokio::test]
+async fn long_names_and_an_empty_image_are_the_go_operators() {
+    let h = harness("proxy-long").await;
+    h.put_secret("proxy-token", &[("token", "proxy-id:secret")]).await;
+    mark(&h, "proxy-token", "https://coder.example.com").await;
+    // 60 characters: wsproxy-<first 46>-<FNV-32a of the name>; "p" * 60 hashes to 73896435 (python3).
+    let name = "p".repeat(60);
+    create_proxy(
+        &h,
+        &name,
+        json!({"image": "", "primaryAccessURL": "https://coder.example.com", "proxySessionTokenSecretRef": {"name": "proxy-token"}}),
+    )
+    .await;
+    let expected = format!("wsproxy-{}-73896435", "p".repeat(46));
+    let deployments = h.api::<Deployment>();
+    wait_for(
+        || async { deployments.get_opt(&expected).await.unwrap().is_some() },
+        "the Deployment under the Go operator's name",
+    )
+    .await;
+    let deployment = deployments.get(&expected).await.unwrap();
+    let container = &deployment.spec.unwrap().template.spec.unwrap().containers[0];
+    assert_eq!(container.image.as_deref(), Some("ghcr.io/coder/coder:latest"));
+    let services = h.api::<k8s_openapi::api::core::v1::Service>();
+    wait_for(
+        || async { services.get_opt(&expected).await.unwrap().is_some() },
+        "the Service under the same name",
+    )
+    .await;
+}

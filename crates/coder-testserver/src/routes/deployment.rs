@@ -43,12 +43,16 @@ async fn buildinfo(State(app): State<App>) -> ApiResult {
 async fn entitlements(State(app): State<App>) -> ApiResult {
     let user_count = app.db.active_user_count().await?;
     let configured = lock(&app.entitlements).clone();
+    let hidden = lock(&app.hidden_features).clone();
     let mut features = serde_json::Map::new();
     for name in FEATURE_NAMES
         .iter()
         .copied()
         .chain(configured.keys().map(String::as_str))
     {
+        if hidden.contains(name) {
+            continue;
+        }
         let entitlement = configured.get(name).copied().unwrap_or(Entitlement::NotEntitled);
         let mut feature = json!({
             "entitlement": entitlement.as_str(),

@@ -425,8 +425,9 @@ fn upload_refusal(error: &CoderError) -> Option<Decided> {
     })
 }
 
-/// Entitlements once Ready with operator access, once per entitlements interval. The check time is written only
-/// when a value changes, so a steady control plane is not rewritten every 2 minutes.
+/// Entitlements once Ready with operator access, once per entitlements interval. The check time is written on the
+/// first read and when a value changes (both values start as `unknown`), so a steady control plane is not rewritten
+/// every 2 minutes.
 async fn entitlements(ctx: &Context, uid: &str, coder: Option<&CoderClient>, progress: &mut Progress) {
     let Some(coder) = coder.filter(|_| progress.status.phase == Some(WorkloadPhase::Ready)) else {
         return;
@@ -447,6 +448,7 @@ async fn entitlements(ctx: &Context, uid: &str, coder: Option<&CoderClient>, pro
     let status = &mut progress.status;
     if status.external_provisioner_daemons_entitlement != Some(entitlement)
         || status.license_tier != Some(tier)
+        || status.entitlements_last_checked.is_none()
     {
         status.external_provisioner_daemons_entitlement = Some(entitlement);
         status.license_tier = Some(tier);

@@ -312,8 +312,7 @@ pub fn container_env(id: &ControlPlaneId, spec: &CoderControlPlaneSpec, inputs: 
     }
     if tls_enabled(spec) {
         let files = |file: &str| {
-            spec.tls
-                .secret_names
+            tls_secret_names(spec)
                 .iter()
                 .map(|s| format!("{TLS_MOUNT_DIR}/{s}/{file}"))
                 .collect::<Vec<_>>()
@@ -346,8 +345,10 @@ pub fn container_env(id: &ControlPlaneId, spec: &CoderControlPlaneSpec, inputs: 
     env
 }
 
+/// A probe block without `enabled` is an enabled probe (as in the Go operator); an absent block takes the spec
+/// default (readiness on, liveness off), which sets `enabled` explicitly.
 fn probe(spec: &ProbeSpec) -> Option<Probe> {
-    spec.enabled.unwrap_or(false).then(|| Probe {
+    spec.enabled.unwrap_or(true).then(|| Probe {
         http_get: Some(HTTPGetAction {
             path: Some("/healthz".to_owned()),
             port: IntOrString::String("http".to_owned()),
@@ -378,12 +379,77 @@ fn secret_volume(name: String, secret: &str) -> Volume {
     }
 }
 
+/// `spec.tls.secretNames` without blanks and repeats, in order: each Secret is mounted, and listed, once.
+pub fn tls_secret_names(spec: &CoderControlPlaneSpec) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for name in spec.tls.secret_names.iter().map(|n| n.trim()) {
+        if !name.is_empty() && !names.iter().any(|seen| seen == name) {
+            names.push(name.to_owned());
+        }
+    }
+    names
+}
+
+/// One CA certificate mount: the Secret, its key, and the file under `/etc/ssl/certs`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CertMount {
+    pub secret: String,
+    pub key: String,
+    pub file: String,
+}
+
+/// The CA certificate mounts of `spec.certs.secrets` (the Go operator's files): one per distinct Secret and key;
+/// the file is `<secret>.crt`, or `<secret>-<key>.crt` when the Secret is listed more than once; `.crt` is never
+/// doubled, and a file name that is still taken gets `-2`, `-3`, ... before `.crt`.
+pub fn cert_mounts(spec: &CoderControlPlaneSpec) -> Vec<CertMount> {
+    let entries: Vec<(&str, &str)> = spec
+        .certs
+        .secrets
+        .iter()
+        .map(|c| (c.name.trim(), c.key.trim()))
+        .filter(|(name, key)| !name.is_empty() && !key.is_empty())
+        .collect();
+    let listed = |name: &str| entries.iter().filter(|(n, _)| *n == name).count();
+    let mut seen: Vec<(&str, &str)> = Vec::new();
+    let mut files: Vec<String> = Vec::new();
+    let mut mounts = Vec::new();
+    for (name, key) in entries.iter().copied() {
+        if seen.contains(&(name, key)) {
+            continue;
+        }
+        seen.push((name, key));
+        let base = if listed(name) > 1 {
+            format!("{name}-{key}")
+        } else {
+            name.to_owned()
+        };
+        let file = if base.ends_with(".crt") {
+            base
+        } else {
+            format!("{base}.crt")
+        };
+        let taken = files.iter().filter(|f| **f == file).count();
+        files.push(file.clone());
+        let file = if taken > 0 {
+            format!("{}-{}.crt", file.trim_end_matches(".crt"), taken + 1)
+        } else {
+            file
+        };
+        mounts.push(CertMount {
+            secret: name.to_owned(),
+            key: key.to_owned(),
+            file,
+        });
+    }
+    mounts
+}
+
 fn volumes(spec: &CoderControlPlaneSpec) -> (Vec<Volume>, Vec<VolumeMount>) {
     let mut volumes = Vec::new();
     let mut mounts = Vec::new();
-    for secret in &spec.tls.secret_names {
-        let name = volume_name("tls-", secret);
-        volumes.push(secret_volume(name.clone(), secret));
+    for secret in tls_secret_names(spec) {
+        let name = volume_name("tls", &secret);
+        volumes.push(secret_volume(name.clone(), &secret));
         mounts.push(VolumeMount {
             name,
             mount_path: format!("{TLS_MOUNT_DIR}/{secret}"),
@@ -391,13 +457,17 @@ fn volumes(spec: &CoderControlPlaneSpec) -> (Vec<Volume>, Vec<VolumeMount>) {
             ..VolumeMount::default()
         });
     }
-    for cert in &spec.certs.secrets {
-        let name = volume_name("ca-cert-", &cert.name);
-        volumes.push(secret_volume(name.clone(), &cert.name));
+    let mut cert_volumes: Vec<String> = Vec::new();
+    for cert in cert_mounts(spec) {
+        let name = volume_name("ca-cert", &cert.secret);
+        if !cert_volumes.contains(&cert.secret) {
+            cert_volumes.push(cert.secret.clone());
+            volumes.push(secret_volume(name.clone(), &cert.secret));
+        }
         mounts.push(VolumeMount {
             name,
-            mount_path: format!("/etc/ssl/certs/{}.crt", cert.name),
-            sub_path: Some(cert.key.clone()),
+            mount_path: format!("/etc/ssl/certs/{}", cert.file),
+            sub_path: Some(cert.key),
             read_only: Some(true),
             ..VolumeMount::default()
         });
@@ -924,6 +994,87 @@ mod tests {
         assert_eq!(mount.mount_path, "/etc/ssl/certs/corp-ca.crt");
         assert_eq!(mount.sub_path.as_deref(), Some("ca.pem"));
         assert_eq!(mount.name, "ca-cert-corp-ca");
+    }
+
+    fn pod_of(cp: &CoderControlPlane) -> k8s_openapi::api::core::v1::PodSpec {
+        desired_state(cp, &Inputs::default())
+            .unwrap()
+            .deployment
+            .spec
+            .unwrap()
+            .template
+            .spec
+            .unwrap()
+    }
+
+    #[test]
+    fn a_probe_block_without_enabled_is_enabled() {
+        let cp = control_plane(json!({
+            "readinessProbe": {"periodSeconds": 7},
+            "livenessProbe": {"initialDelaySeconds": 30},
+        }));
+        let container = &pod_of(&cp).containers[0];
+        assert_eq!(
+            container.readiness_probe.as_ref().unwrap().period_seconds,
+            Some(7)
+        );
+        let liveness = container.liveness_probe.as_ref().expect("liveness enabled");
+        assert_eq!(liveness.initial_delay_seconds, Some(30));
+        let off = control_plane(json!({"livenessProbe": {"enabled": false, "periodSeconds": 5}}));
+        assert!(pod_of(&off).containers[0].liveness_probe.is_none());
+        assert!(
+            pod_of(&control_plane(json!({}))).containers[0]
+                .liveness_probe
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn a_secret_named_twice_is_one_volume_and_never_crt_crt() {
+        let mut cp = control_plane(json!({}));
+        let cert = |name: &str, key: &str| CertSecretSelector {
+            name: name.to_owned(),
+            key: key.to_owned(),
+        };
+        cp.spec.certs.secrets = vec![cert("corp-ca", "ca.crt"), cert("corp-ca", "ca.crt")];
+        cp.spec.tls.secret_names = vec!["coder-tls".to_owned(), " coder-tls ".to_owned()];
+        let pod = pod_of(&cp);
+        let volumes: Vec<&str> = pod
+            .volumes
+            .as_ref()
+            .unwrap()
+            .iter()
+            .map(|v| v.name.as_str())
+            .collect();
+        assert_eq!(volumes, ["tls-coder-tls", "ca-cert-corp-ca"]);
+        let mounts: Vec<&str> = pod.containers[0]
+            .volume_mounts
+            .as_ref()
+            .unwrap()
+            .iter()
+            .map(|m| m.mount_path.as_str())
+            .collect();
+        assert_eq!(
+            mounts,
+            ["/etc/ssl/certs/coder/coder-tls", "/etc/ssl/certs/corp-ca-ca.crt"]
+        );
+        let state = desired_state(&cp, &Inputs::default()).unwrap();
+        assert_eq!(
+            env_value(&state, "CODER_TLS_CERT_FILE").as_deref(),
+            Some("/etc/ssl/certs/coder/coder-tls/tls.crt")
+        );
+        // Two keys of one Secret: one volume, a file per key; a name ending in .crt gets no second .crt.
+        cp.spec.certs.secrets = vec![
+            cert("corp", "a.pem"),
+            cert("corp", "b.pem"),
+            cert("root.crt", "ca"),
+        ];
+        let files: Vec<String> = cert_mounts(&cp.spec).into_iter().map(|m| m.file).collect();
+        assert_eq!(files, ["corp-a.pem.crt", "corp-b.pem.crt", "root.crt"]);
+        // Two selectors that give one file name: the second is numbered.
+        cp.spec.certs.secrets = vec![cert("x", "y"), cert("x-y", "k"), cert("x", "z")];
+        let files: Vec<String> = cert_mounts(&cp.spec).into_iter().map(|m| m.file).collect();
+        assert_eq!(files, ["x-y.crt", "x-y-2.crt", "x-z.crt"]);
     }
 
     #[test]

@@ -25,7 +25,7 @@ use serde_json::json;
 use super::coder;
 use super::desired::{self, ACCESS_URL_ENV, DesiredState, Inputs};
 use super::names::{ControlPlaneId, WORKSPACE_RBAC_OWNER_UID_ANNOTATION};
-use super::status::{check_database_secret, transitions};
+use super::status::{check_database_secret, entitlements_unknown_until_read, transitions};
 use crate::controller::apply::{apply, controlled_by, delete, delete_owned, ready_replicas};
 use crate::controller::conditions::{ConditionStatus, Draft, remove_condition};
 use crate::controller::context::Context;
@@ -96,6 +96,7 @@ fn set_phase(progress: &mut Progress, id: &ControlPlaneId, cp: &CoderControlPlan
         WorkloadPhase::Pending
     });
     status.observed_generation = cp.metadata.generation;
+    entitlements_unknown_until_read(status);
 }
 
 /// `DatabaseSecretResolved` and the PostgreSQL URL for operator access (from `spec.database`, else from
@@ -385,26 +386,33 @@ async fn delete_workspace_rbac(ctx: &Context, uid: &str, keep: &[(String, String
     Ok(())
 }
 
-/// `serviceAccount.disableCreate`: the ServiceAccount the control plane created stays, without its owner reference,
-/// so that turning creation off never deletes an account pods may still use.
+/// `serviceAccount.disableCreate`: every ServiceAccount the control plane controls (under any name it ever had, as
+/// the Go operator did) stays, without its owner reference, so that turning creation off never deletes an account
+/// pods may still use.
 async fn detach_service_account(ctx: &Context, id: &ControlPlaneId, uid: &str) -> Result<()> {
-    let Some(live) = ctx.caches.service_accounts.meta(&id.namespace, &id.name) else {
-        return Ok(());
-    };
-    if !controlled_by(&live, uid) {
-        return Ok(());
-    }
-    let owners: Vec<_> = live
-        .owner_references
-        .iter()
-        .flatten()
-        .filter(|o| o.uid != uid)
-        .cloned()
+    let owned: Vec<_> = ctx
+        .caches
+        .service_accounts
+        .store()
+        .state()
+        .into_iter()
+        .filter(|sa| sa.metadata.namespace.as_deref() == Some(id.namespace.as_str()))
+        .filter(|sa| controlled_by(&sa.metadata, uid))
         .collect();
-    let patch = json!({"metadata": {"ownerReferences": owners}});
     let api: Api<ServiceAccount> = Api::namespaced(ctx.client.clone(), &id.namespace);
-    api.patch(&id.name, &PatchParams::default(), &Patch::Merge(patch))
-        .await?;
+    for live in owned {
+        let owners: Vec<_> = live
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .filter(|o| o.uid != uid)
+            .cloned()
+            .collect();
+        let patch = json!({"metadata": {"ownerReferences": owners}});
+        api.patch(&live.name_any(), &PatchParams::default(), &Patch::Merge(patch))
+            .await?;
+    }
     Ok(())
 }
 

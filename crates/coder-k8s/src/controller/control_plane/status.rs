@@ -210,11 +210,16 @@ pub fn entitlement_summary(
 ) {
     use coder_k8s_api::control_plane::{Entitlement, LicenseTier};
     use coder_k8s_coder_client::types::Entitlement as Coder;
-    let external = match read.entitlement("external_provisioner_daemons") {
-        Coder::Entitled => Entitlement::Entitled,
-        Coder::GracePeriod => Entitlement::GracePeriod,
-        Coder::NotEntitled => Entitlement::NotEntitled,
-        Coder::Unknown => Entitlement::Unknown,
+    // A feature Coder does not list is `unknown`, not `not_entitled` (the Go operator's reading).
+    let external = match read
+        .features
+        .get("external_provisioner_daemons")
+        .map(|f| f.entitlement)
+    {
+        Some(Coder::Entitled) => Entitlement::Entitled,
+        Some(Coder::GracePeriod) => Entitlement::GracePeriod,
+        Some(Coder::NotEntitled) => Entitlement::NotEntitled,
+        Some(Coder::Unknown) | None => Entitlement::Unknown,
     };
     let tier = if !read.has_license {
         LicenseTier::None
@@ -226,6 +231,16 @@ pub fn entitlement_summary(
         LicenseTier::Enterprise
     };
     (external, tier)
+}
+
+/// `licenseTier` and `externalProvisionerDaemonsEntitlement` read `unknown` until Coder's entitlements were read, so
+/// both are in the status from the first reconcile (as with the Go operator).
+pub fn entitlements_unknown_until_read(status: &mut coder_k8s_api::control_plane::CoderControlPlaneStatus) {
+    use coder_k8s_api::control_plane::{Entitlement, LicenseTier};
+    status.license_tier.get_or_insert(LicenseTier::Unknown);
+    status
+        .external_provisioner_daemons_entitlement
+        .get_or_insert(Entitlement::Unknown);
 }
 
 /// An AI or MCP object that refers to a control plane being deleted.
@@ -256,6 +271,37 @@ pub fn referrer_wait(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn missing_features_read_unknown_and_the_status_starts_unknown() {
+        use coder_k8s_api::control_plane::{CoderControlPlaneStatus, Entitlement, LicenseTier};
+        let read: coder_k8s_coder_client::types::Entitlements =
+            serde_json::from_value(serde_json::json!({"has_license": true, "features": {}})).unwrap();
+        assert_eq!(
+            entitlement_summary(&read),
+            (Entitlement::Unknown, LicenseTier::Enterprise)
+        );
+        let listed: coder_k8s_coder_client::types::Entitlements = serde_json::from_value(serde_json::json!({
+            "has_license": true,
+            "features": {"external_provisioner_daemons": {"entitlement": "not_entitled", "enabled": false}},
+        }))
+        .unwrap();
+        assert_eq!(entitlement_summary(&listed).0, Entitlement::NotEntitled);
+        let mut status = CoderControlPlaneStatus::default();
+        entitlements_unknown_until_read(&mut status);
+        assert_eq!(status.license_tier, Some(LicenseTier::Unknown));
+        assert_eq!(
+            status.external_provisioner_daemons_entitlement,
+            Some(Entitlement::Unknown)
+        );
+        status.license_tier = Some(LicenseTier::Premium);
+        entitlements_unknown_until_read(&mut status);
+        assert_eq!(
+            status.license_tier,
+            Some(LicenseTier::Premium),
+            "a read value stays"
+        );
+    }
 
     #[test]
     fn referrers_hold_a_deletion_for_their_windows() {

@@ -24,7 +24,6 @@ use crate::controller::apply::{Applied, apply, apply_deployment, controlled_by};
 use crate::controller::conditions::Draft;
 use crate::controller::context::Context;
 use crate::controller::credentials;
-use crate::controller::digest::sha256_hex;
 use crate::controller::error::{Error, Result};
 use crate::controller::owned_secret::OwnedSecret;
 use crate::controller::runner::Cleanup;
@@ -66,7 +65,7 @@ pub async fn apply_spec(provisioner: Arc<CoderProvisioner>, ctx: Arc<Context>) -
         generation: p.metadata.generation,
         now: Time(Timestamp::now()),
     };
-    run.status.phase = Some(WorkloadPhase::Pending);
+    run.status.phase = Some(decide::phase_before_gates(run.status.phase));
     let retry = ctx.settings.retry_interval;
     let Some(upstream) = upstream(p, ctx, &mut run).await? else {
         return finish(p, ctx, run, retry).await;
@@ -242,7 +241,7 @@ async fn provisioner_key(
         .await?;
     let stored = secrets::value(secret.as_deref(), &names.key_secret_key).filter(|k| !k.is_empty());
     let inputs = KeyInputs {
-        organization_name: p.spec.organization_name.clone(),
+        organization_name: names::organization_name(&p.spec).to_owned(),
         key_name: names.key_name.clone(),
         tags_hash: tags_hash(&p.spec.tags),
         control_plane: p.spec.control_plane_ref.name.clone(),
@@ -444,7 +443,7 @@ async fn apply_objects(p: &CoderProvisioner, ctx: &Context, upstream: &Upstream,
     let inputs = Inputs {
         control_plane_url: upstream.target.pod_url.clone(),
         control_plane_image: Some(upstream.control_plane.spec.image.clone()),
-        key_checksum: sha256_hex(key.as_bytes(), Some(8)),
+        key_checksum: names::key_checksum(key),
     };
     let desired = desired::desired_state(p, &inputs).ok_or(Error::MissingMetadata)?;
     let caches = &ctx.caches;

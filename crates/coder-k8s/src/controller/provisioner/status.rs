@@ -3,11 +3,18 @@
 //! Deployment's readiness.
 
 use coder_k8s_api::provisioner::{CoderProvisionerStatus, conditions, reasons};
+use coder_k8s_api::shared::WorkloadPhase;
 use coder_k8s_coder_client::Error as CoderError;
 use coder_k8s_control_plane_access::AccessError;
 
 use crate::controller::conditions::{ConditionStatus, Decided};
 use crate::controller::credentials;
+
+/// The phase a pass starts from: the last one, so that a failed gate keeps it (as the Go operator did); `Pending`
+/// for a provisioner that never had one. Only a pass that applies the Deployment sets it anew.
+pub fn phase_before_gates(last: Option<WorkloadPhase>) -> WorkloadPhase {
+    last.unwrap_or(WorkloadPhase::Pending)
+}
 
 /// `ControlPlaneReady` and `OperatorAccessReady` for an access failure.
 pub fn access_refused(control_plane: &str, error: &AccessError) -> Vec<Decided> {
@@ -290,6 +297,15 @@ mod tests {
             }
         );
         assert_eq!(key_plan(None, true, false), KeyPlan::Create);
+    }
+
+    #[test]
+    fn a_failed_gate_keeps_the_last_phase() {
+        assert_eq!(
+            phase_before_gates(Some(WorkloadPhase::Ready)),
+            WorkloadPhase::Ready
+        );
+        assert_eq!(phase_before_gates(None), WorkloadPhase::Pending);
     }
 
     #[test]

@@ -81,7 +81,7 @@ pub fn desired_state(
                         .then(|| spec.image_pull_secrets.clone()),
                     containers: vec![Container {
                         name: "workspace-proxy".to_owned(),
-                        image: Some(spec.image.clone()),
+                        image: Some(super::names::image(spec).to_owned()),
                         args: Some(args),
                         env: Some(env),
                         ports: Some(vec![ContainerPort {

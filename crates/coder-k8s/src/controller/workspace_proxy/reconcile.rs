@@ -195,9 +195,11 @@ async fn register(
         }
         Err(error) => return Err(error),
         Ok(existing) => {
+            let (display_name, icon) =
+                decide::kept_display(name, bootstrap, &existing.display_name, &existing.icon_url);
             let request = PatchWorkspaceProxy {
                 id: existing.id,
-                name: proxy_name,
+                name: existing.name,
                 display_name,
                 icon,
                 regenerate_token: true,

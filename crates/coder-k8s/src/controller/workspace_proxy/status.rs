@@ -50,13 +50,35 @@ pub fn registration_plan(secret: Option<(bool, bool)>) -> RegistrationPlan {
     }
 }
 
-/// The proxy name, display name and icon sent to Coder (each defaulted when empty).
+/// The proxy name, display name and icon sent to Coder when it creates the proxy (each defaulted when empty).
 pub fn proxy_names(name: &str, bootstrap: &ProxyBootstrapSpec) -> (String, String, String) {
-    let given = |value: &Option<String>| value.clone().filter(|v| !v.is_empty());
     let proxy_name = given(&bootstrap.proxy_name).unwrap_or_else(|| name.to_owned());
     let display_name = given(&bootstrap.display_name).unwrap_or_else(|| proxy_name.clone());
     let icon = given(&bootstrap.icon).unwrap_or_else(|| DEFAULT_ICON.to_owned());
     (proxy_name, display_name, icon)
+}
+
+/// The display name and icon sent when an existing proxy is registered again: the spec's when given, else the ones
+/// Coder already has (as the Go operator did), so a re-registration never resets what an admin set in Coder.
+pub fn kept_display(
+    name: &str,
+    bootstrap: &ProxyBootstrapSpec,
+    existing_display_name: &str,
+    existing_icon: &str,
+) -> (String, String) {
+    let (_, default_display, default_icon) = proxy_names(name, bootstrap);
+    let display_name = given(&bootstrap.display_name)
+        .or_else(|| Some(existing_display_name.to_owned()).filter(|v| !v.is_empty()))
+        .unwrap_or(default_display);
+    // Coder refuses an empty icon on PATCH, so a proxy without one gets the default.
+    let icon = given(&bootstrap.icon)
+        .or_else(|| Some(existing_icon.to_owned()).filter(|v| !v.is_empty()))
+        .unwrap_or(default_icon);
+    (display_name, icon)
+}
+
+fn given(value: &Option<String>) -> Option<String> {
+    value.clone().filter(|v| !v.is_empty())
 }
 
 pub fn invalid_spec(message: &str) -> Decided {
@@ -134,6 +156,30 @@ mod tests {
             proxy_names("eu", &named).1,
             "europe",
             "an empty display name falls back to the proxy name"
+        );
+    }
+
+    #[test]
+    fn registering_again_keeps_what_coder_has() {
+        let bootstrap: ProxyBootstrapSpec = serde_json::from_value(serde_json::json!({
+            "coderURL": "https://coder.example.com",
+            "credentialsSecretRef": {"name": "admin"},
+        }))
+        .unwrap();
+        assert_eq!(
+            kept_display("eu", &bootstrap, "Europe", "/emojis/1f1ea-1f1fa.png"),
+            ("Europe".to_owned(), "/emojis/1f1ea-1f1fa.png".to_owned())
+        );
+        assert_eq!(
+            kept_display("eu", &bootstrap, "", ""),
+            ("eu".to_owned(), DEFAULT_ICON.to_owned())
+        );
+        let mut named = bootstrap.clone();
+        named.display_name = Some("EU West".to_owned());
+        named.icon = Some("/icon/eu.svg".to_owned());
+        assert_eq!(
+            kept_display("eu", &named, "Europe", "/emojis/1f1ea-1f1fa.png"),
+            ("EU West".to_owned(), "/icon/eu.svg".to_owned())
         );
     }
 
