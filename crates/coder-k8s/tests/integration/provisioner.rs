@@ -480,7 +480,7 @@ async fn an_upgraded_provisioner_keeps_its_key_and_its_pods() {
     )
     .unwrap();
     let go_checksum = crate::control_plane::fnv32a_reference(key.as_bytes());
-    let go_pod = json!({"metadata": {"annotations": {"coder.com/desired-hash": null}},
+    let go_pod = json!({"metadata": {"labels": {"coder.com/desired-hash": null}},
         "spec": {"template": {"metadata": {"annotations": {"checksum/provisioner-key": go_checksum}}}}});
     deployments
         .patch("provisioner-p", &PatchParams::default(), &Patch::Merge(&go_pod))
@@ -512,7 +512,7 @@ async fn an_upgraded_provisioner_keeps_its_key_and_its_pods() {
                 .await
                 .unwrap()
                 .metadata
-                .annotations
+                .labels
                 .is_some_and(|a| a.contains_key("coder.com/desired-hash"))
         },
         "the new operator to apply the Deployment",
@@ -532,15 +532,13 @@ async fn an_upgraded_provisioner_keeps_its_key_and_its_pods() {
         .collect();
     assert!(key_calls.is_empty(), "the key was kept: {key_calls:?}");
     assert_eq!(keys(&h.server), ["p"]);
-    // No rollout: the spec, pod template included, is exactly what the Go operator left. (The generation still
-    // rises once: the operator's bookkeeping annotation coder.com/desired-hash is new to a Go-made Deployment, and
-    // the API server counts a Deployment's annotation changes as generations.)
+    // No rollout: the spec, pod template included, is exactly what the Go operator left, and so is the generation
+    // (the operator's bookkeeping hash is a label; an annotation would count as a new generation).
     let deployment = deployments.get("provisioner-p").await.unwrap();
     assert_eq!(deployment.spec, before.spec, "no rollout");
     assert_eq!(
-        deployment.metadata.generation,
-        before.metadata.generation.map(|g| g + 1),
-        "only the bookkeeping annotation changed"
+        deployment.metadata.generation, before.metadata.generation,
+        "the generation stays"
     );
     let annotations = deployment
         .spec
