@@ -82,10 +82,12 @@ impl BootstrapError {
 
 /// Text of a tokio-postgres error without anything row-specific: for server errors only SQLSTATE and
 /// the primary message (the DETAIL can contain row values, e.g. the hashed secret).
+/// Other errors show their cause too (tokio-postgres's own text omits it, e.g. "Connection refused").
 fn describe(err: &tokio_postgres::Error) -> String {
-    match err.as_db_error() {
-        Some(db) => format!("{} {}: {}", db.severity(), db.code().code(), db.message()),
-        None => err.to_string(),
+    match (err.as_db_error(), std::error::Error::source(err)) {
+        (Some(db), _) => format!("{} {}: {}", db.severity(), db.code().code(), db.message()),
+        (None, Some(cause)) => format!("{err}: {cause}"),
+        (None, None) => err.to_string(),
     }
 }
 
@@ -139,7 +141,9 @@ async fn connect(url: &str) -> Result<Client, BootstrapError> {
     match tls.mode() {
         SslMode::Disable => connect_plain(config).await,
         SslMode::Allow => match connect_plain(config.clone()).await {
-            Err(refused) if refused_by_server(&refused) => connect_tls(config, &tls, WireSslMode::Require).await.0,
+            Err(refused) if refused_by_server(&refused) => {
+                connect_tls(config, &tls, WireSslMode::Require).await.0
+            }
             plain => plain,
         },
         SslMode::Prefer => match connect_tls(config.clone(), &tls, WireSslMode::Prefer).await {

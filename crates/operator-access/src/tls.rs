@@ -406,7 +406,8 @@ where
         Box::pin(async move {
             let Some(server_name) = self.server_name else {
                 return Err(TlsFailure(
-                    "TLS needs a host name or IP address in the URL (use sslmode=disable for a Unix socket)".to_owned(),
+                    "TLS needs a host name or IP address in the URL (use sslmode=disable for a Unix socket)"
+                        .to_owned(),
                 ));
             };
             let connector = tokio_rustls::TlsConnector::from(self.connect.config.clone());
@@ -529,12 +530,12 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("coder-k8s-tls-test-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let missing = dir.join("missing.crt");
-        let err = load_roots(&RootCerts::File(missing.clone()))
-            .await
-            .unwrap_err();
+        let err = load_roots(&RootCerts::File(missing.clone())).await.unwrap_err();
         assert!(
-            err.message()
-                .starts_with(&format!("cannot read the CA file sslrootcert={:?}", missing.display().to_string())),
+            err.message().starts_with(&format!(
+                "cannot read the CA file sslrootcert={:?}",
+                missing.display().to_string()
+            )),
             "{err}"
         );
         let empty = dir.join("empty.crt");

@@ -275,7 +275,11 @@ mod tests {
 
         let settings = parse_connection_settings("postgres://u@db/d?sslrootcert=&sslmode=allow").unwrap();
         assert_eq!(settings.tls.mode(), SslMode::Allow);
-        assert_eq!(settings.tls.root_certs(), &RootCerts::Default, "empty means unset");
+        assert_eq!(
+            settings.tls.root_certs(),
+            &RootCerts::Default,
+            "empty means unset"
+        );
     }
 
     #[test]
