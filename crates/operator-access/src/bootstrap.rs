@@ -16,6 +16,10 @@ use crate::url::{ConnectionSettings, UrlError, parse_connection_settings, parse_
 pub const OPERATOR_USERNAME: &str = "coder-k8s-operator";
 /// Email of the operator's Coder system user.
 pub const OPERATOR_EMAIL: &str = "coder-k8s-operator@coder-k8s.invalid";
+/// The site role the bootstrap grants the operator user.
+pub const OPERATOR_SITE_ROLE: &str = "owner";
+/// The role the bootstrap grants the operator user in every organization.
+pub const OPERATOR_ORGANIZATION_ROLE: &str = "organization-admin";
 /// Lifetime of a new operator token: 365 days.
 pub const TOKEN_LIFETIME_SECONDS: i64 = 365 * 24 * 60 * 60;
 

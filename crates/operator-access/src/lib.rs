@@ -11,8 +11,8 @@ mod token;
 mod url;
 
 pub use bootstrap::{
-    BootstrapError, OPERATOR_EMAIL, OPERATOR_USERNAME, SourcedBootstrapError, TOKEN_LIFETIME_SECONDS,
-    ensure_operator_access, revoke_operator_access,
+    BootstrapError, OPERATOR_EMAIL, OPERATOR_ORGANIZATION_ROLE, OPERATOR_SITE_ROLE, OPERATOR_USERNAME,
+    SourcedBootstrapError, TOKEN_LIFETIME_SECONDS, ensure_operator_access, revoke_operator_access,
 };
 pub use tls::{RootCerts, SslMode, TlsFailure, TlsSettings, Verification};
 pub use token::{OperatorToken, TokenError, token_name};

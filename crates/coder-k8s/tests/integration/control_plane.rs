@@ -535,7 +535,7 @@ async fn licence_entitlements_and_a_silent_steady_state() {
         coder_calls.iter().any(|c| c == "GET /api/v2/entitlements"),
         "the entitlements were checked: {coder_calls:?}"
     );
-    let checks = ["GET /api/v2/entitlements", "GET /api/v2/users/me"];
+    let checks = ["GET /api/v2/entitlements", "GET /api/v2/users/me/roles"];
     let others: Vec<_> = coder_calls
         .iter()
         .filter(|c| !checks.contains(&c.as_str()))
