@@ -475,10 +475,7 @@ async fn http10(
     // with part of the request unread resets the connection, which can discard its answer.
     let mut request = head.into_bytes();
     request.extend_from_slice(body.1);
-    stream
-        .write_all(&request)
-        .await
-        .context("sending the request")?;
+    stream.write_all(&request).await.context("sending the request")?;
     let mut response = Vec::new();
     let mut chunk = [0u8; 16 * 1024];
     loop {
@@ -542,9 +539,15 @@ mod tests {
 
     #[test]
     fn a_complete_answer_is_known_by_its_content_length() {
-        assert!(is_complete_http10(b"HTTP/1.0 404 Not Found\r\nContent-Length: 3\r\n\r\n{}\n"));
-        assert!(!is_complete_http10(b"HTTP/1.0 404 Not Found\r\nContent-Length: 3\r\n\r\n{}"));
-        assert!(!is_complete_http10(b"HTTP/1.0 404 Not Found\r\nContent-Length: 3\r\n"));
+        assert!(is_complete_http10(
+            b"HTTP/1.0 404 Not Found\r\nContent-Length: 3\r\n\r\n{}\n"
+        ));
+        assert!(!is_complete_http10(
+            b"HTTP/1.0 404 Not Found\r\nContent-Length: 3\r\n\r\n{}"
+        ));
+        assert!(!is_complete_http10(
+            b"HTTP/1.0 404 Not Found\r\nContent-Length: 3\r\n"
+        ));
         assert!(!is_complete_http10(b"HTTP/1.0 200 OK\r\n\r\nno length"));
     }
 
