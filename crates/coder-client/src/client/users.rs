@@ -1,7 +1,7 @@
 //! User calls of [`CoderClient`]: the caller (`me`) and a user by ID or name.
 
 use super::{CoderClient, Result};
-use crate::types::users::{User, UserRoles};
+use crate::types::users::User;
 
 impl CoderClient {
     /// `GET /api/v2/users/me`.
@@ -12,10 +12,5 @@ impl CoderClient {
     /// `GET /api/v2/users/{user}` (UUID, username or `me`).
     pub async fn user(&self, user: &str) -> Result<User> {
         self.get_json(&["users", user], &[]).await
-    }
-
-    /// `GET /api/v2/users/{user}/roles` (UUID, username or `me`).
-    pub async fn user_roles(&self, user: &str) -> Result<UserRoles> {
-        self.get_json(&["users", user, "roles"], &[]).await
     }
 }

@@ -53,17 +53,6 @@ impl User {
     }
 }
 
-/// `UserRoles` (`GET /api/v2/users/{user}/roles`): site roles and the roles of each organization membership
-/// Coder shows (some Coder versions leave out the memberships of system users).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct UserRoles {
-    /// Site roles, e.g. `owner`.
-    pub roles: Vec<String>,
-    /// Organization id → the roles of the membership, e.g. `organization-admin` (`member` is implicit).
-    pub organization_roles: std::collections::BTreeMap<Uuid, Vec<String>>,
-}
-
 /// `MinimalUser` (`created_by` of template versions).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]

@@ -114,18 +114,11 @@ async fn drifted_roles_and_status_are_re_enforced_while_the_token_works() {
         "the owner role re-enforced",
     )
     .await;
-    assert!(
-        coder
-            .user_roles("me")
-            .await
-            .unwrap()
-            .roles
-            .contains(&"owner".to_owned())
-    );
+    assert!(coder.me().await.unwrap().has_role("owner"));
 
-    // The organization role goes.
+    // The organization membership goes.
     db.execute(
-        "UPDATE organization_members SET roles = '{}' WHERE user_id = (SELECT id FROM users WHERE username = $1)",
+        "DELETE FROM organization_members WHERE user_id = (SELECT id FROM users WHERE username = $1)",
         &[&OPERATOR],
     )
     .await
@@ -138,7 +131,7 @@ async fn drifted_roles_and_status_are_re_enforced_while_the_token_works() {
                     .iter()
                     .all(|(roles, _)| roles == &["organization-admin"])
         },
-        "organization-admin re-enforced",
+        "the organization-admin membership re-enforced",
     )
     .await;
 
@@ -166,8 +159,8 @@ async fn drifted_roles_and_status_are_re_enforced_while_the_token_works() {
         h.server
             .requests()
             .iter()
-            .any(|r| r.method == "GET" && r.path == "/api/v2/users/me/roles"),
-        "the token check asks Coder for the roles"
+            .any(|r| r.method == "GET" && r.path == "/api/v2/users/me"),
+        "the token check asks Coder"
     );
 }
 
@@ -191,7 +184,7 @@ async fn nothing_is_re_enforced_when_nothing_drifted() {
     assert_eq!(operator_memberships(&db).await, memberships_before);
     let checks = h.server.requests()[requests_before..]
         .iter()
-        .filter(|r| r.method == "GET" && r.path == "/api/v2/users/me/roles")
+        .filter(|r| r.method == "GET" && r.path == "/api/v2/users/me")
         .count();
     assert!(
         checks >= 2,

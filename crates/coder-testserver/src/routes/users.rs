@@ -17,7 +17,6 @@ pub(super) fn routes() -> Router<App> {
     Router::new()
         .route("/users/first", get(first_user))
         .route("/users/{user}", get(get_user))
-        .route("/users/{user}/roles", get(get_user_roles))
         .route("/users/{user}/keys/tokens", get(list_tokens).post(create_token))
         .route("/users/{user}/keys/tokens/{name}", get(get_token))
         .route("/users/{user}/keys/{id}", delete(delete_token))
@@ -88,19 +87,6 @@ async fn first_user(State(app): State<App>) -> ApiResult {
 async fn get_user(State(app): State<App>, auth: Auth, Path(param): Path<String>) -> ApiResult {
     let user = auth::user(&app, &auth, &param).await?;
     ok(render_user(&app, &user).await?)
-}
-
-/// `UserRoles`: site roles and every membership's roles.
-async fn get_user_roles(State(app): State<App>, auth: Auth, Path(param): Path<String>) -> ApiResult {
-    let user = auth::user(&app, &auth, &param).await?;
-    let organization_roles: serde_json::Map<String, Value> = app
-        .db
-        .memberships(user.id)
-        .await?
-        .into_iter()
-        .map(|(id, roles)| (id.to_string(), json!(roles)))
-        .collect();
-    ok(json!({ "roles": user.rbac_roles, "organization_roles": organization_roles }))
 }
 
 const MAX_ADMIN_LIFETIME_NS: i64 = 168 * 3600 * 1_000_000_000;

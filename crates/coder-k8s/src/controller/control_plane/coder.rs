@@ -11,7 +11,7 @@ use coder_k8s_api::control_plane::{
 use coder_k8s_api::shared::{
     DEFAULT_LICENSE_SECRET_KEY, DEFAULT_TOKEN_SECRET_KEY, SecretKeySelector, WorkloadPhase,
 };
-use coder_k8s_coder_client::types::{License, UserRoles};
+use coder_k8s_coder_client::types::{License, User};
 use coder_k8s_coder_client::{CoderClient, Error as CoderError};
 use coder_k8s_operator_access::{
     OPERATOR_ORGANIZATION_ROLE, OPERATOR_SITE_ROLE, OperatorToken, ensure_operator_access,
@@ -34,8 +34,8 @@ use crate::controller::secrets;
 
 /// Facts kept per control plane between reconciles.
 mod facts {
-    /// The token Secret version (and database URL digest) whose token `GET /api/v2/users/me/roles` accepted, with
-    /// every role the bootstrap grants.
+    /// The token Secret version (and database URL digest) whose token `GET /api/v2/users/me` accepted, for a user
+    /// that kept what the bootstrap grants.
     pub const VERIFIED_TOKEN: &str = "verified-token";
     /// The licence hash Coder was seen to hold since the operator started.
     pub const CONFIRMED_LICENSE: &str = "confirmed-license";
@@ -119,7 +119,7 @@ async fn operator_access(
     let token = match check_token(cp, ctx, id, uid, existing.as_ref(), version.as_deref()).await {
         TokenCheck::Works => existing.clone(),
         TokenCheck::Drifted(missing) => {
-            tracing::info!(name = %id.name, namespace = %id.namespace, %missing, "the operator user lacks roles the bootstrap grants; re-enforcing them in Coder's database");
+            tracing::info!(name = %id.name, namespace = %id.namespace, %missing, "the operator user lacks what the bootstrap grants; re-enforcing it in Coder's database");
             bootstrap(cp, id, url, existing.as_ref()).await
         }
         TokenCheck::Failed => bootstrap(cp, id, url, existing.as_ref()).await,
@@ -142,7 +142,7 @@ async fn operator_access(
 /// What Coder says about the stored token.
 #[derive(Debug, PartialEq, Eq)]
 enum TokenCheck {
-    /// Accepted, and its user holds every role the bootstrap grants.
+    /// Accepted, and its user keeps what the bootstrap grants.
     Works,
     /// Accepted, but its user lacks what is named here (for the log): the bootstrap re-enforces it.
     Drifted(String),
@@ -150,10 +150,10 @@ enum TokenCheck {
     Failed,
 }
 
-/// Whether the stored token works and its user keeps its roles: asked of Coder (`GET /api/v2/users/me/roles`, one
-/// call) when its Secret or the database URL changed, and otherwise once per entitlements interval (Coder's
-/// entitlements answer without a token, so they cannot tell that a token was revoked). A suspended user's token is
-/// refused, so its status is re-enforced through `Failed`.
+/// Whether the stored token works and its user keeps what the bootstrap grants: asked of Coder (`GET /api/v2/users/me`,
+/// one call) when its Secret or the database URL changed, and otherwise once per entitlements interval (Coder's
+/// entitlements answer without a token, so they cannot tell that a token was revoked). Coder refuses a suspended
+/// user's token, so that status is re-enforced through `Failed`.
 async fn check_token(
     cp: &CoderControlPlane,
     ctx: &Context,
@@ -178,8 +178,8 @@ async fn check_token(
         return TokenCheck::Works;
     }
     let check = match client(ctx, id, uid, &cp.spec, token) {
-        Some(coder) => match coder.user_roles("me").await {
-            Ok(roles) => missing_grants(&roles).map_or(TokenCheck::Works, TokenCheck::Drifted),
+        Some(coder) => match coder.me().await {
+            Ok(user) => missing_grants(&user).map_or(TokenCheck::Works, TokenCheck::Drifted),
             Err(_) => TokenCheck::Failed,
         },
         None => TokenCheck::Failed,
@@ -191,19 +191,21 @@ async fn check_token(
     check
 }
 
-/// What the operator user lacks of the roles the bootstrap grants: the site role, and the organization role in
-/// every membership Coder lists (some Coder versions list no memberships of system users; those are not judged).
-fn missing_grants(roles: &UserRoles) -> Option<String> {
+/// What the operator user lacks of what the bootstrap grants, as far as `users/me` shows it: the site role, the
+/// `active` status and organization membership. (Coder shows no organization roles of system users, so a changed
+/// organization role is restored only at the next bootstrap.)
+fn missing_grants(user: &User) -> Option<String> {
     let mut missing = Vec::new();
-    if !roles.roles.iter().any(|r| r == OPERATOR_SITE_ROLE) {
+    if !user.has_role(OPERATOR_SITE_ROLE) {
         missing.push(format!("the site role {OPERATOR_SITE_ROLE}"));
     }
-    for (organization, granted) in &roles.organization_roles {
-        if !granted.iter().any(|r| r == OPERATOR_ORGANIZATION_ROLE) {
-            missing.push(format!(
-                "{OPERATOR_ORGANIZATION_ROLE} in organization {organization}"
-            ));
-        }
+    if user.status != "active" {
+        missing.push(format!("the active status (it is {:?})", user.status));
+    }
+    if user.organization_ids.is_empty() {
+        missing.push(format!(
+            "organization membership ({OPERATOR_ORGANIZATION_ROLE} in every organization)"
+        ));
     }
     (!missing.is_empty()).then(|| missing.join(", "))
 }
@@ -562,36 +564,30 @@ mod tests {
     }
 
     #[test]
-    fn missing_grants_names_each_lacking_role() {
-        let org_a = "00000000-0000-0000-0000-000000000001";
-        let org_b = "00000000-0000-0000-0000-000000000002";
-        let roles = |value: serde_json::Value| -> UserRoles { serde_json::from_value(value).unwrap() };
+    fn missing_grants_names_each_lacking_grant() {
+        let user = |value: serde_json::Value| -> User { serde_json::from_value(value).unwrap() };
+        let org = "00000000-0000-0000-0000-000000000001";
         assert_eq!(
-            missing_grants(&roles(serde_json::json!({
-                "roles": ["owner"], "organization_roles": {org_a: ["organization-admin"]}
+            missing_grants(&user(serde_json::json!({
+                "status": "active", "organization_ids": [org], "roles": [{"name": "owner"}]
             }))),
             None
         );
         assert_eq!(
-            missing_grants(&roles(
-                serde_json::json!({"roles": ["auditor", "owner"], "organization_roles": {}})
-            )),
-            None,
-            "no listed membership is not judged"
-        );
-        assert_eq!(
-            missing_grants(&roles(serde_json::json!({
-                "roles": ["template-admin"], "organization_roles": {org_a: ["organization-admin"]}
+            missing_grants(&user(serde_json::json!({
+                "status": "active", "organization_ids": [org], "roles": [{"name": "auditor"}]
             }))),
             Some("the site role owner".to_owned())
         );
         assert_eq!(
-            missing_grants(&roles(serde_json::json!({
-                "roles": [], "organization_roles": {org_a: [], org_b: ["organization-auditor"]}
+            missing_grants(&user(serde_json::json!({
+                "status": "dormant", "organization_ids": [], "roles": []
             }))),
-            Some(format!(
-                "the site role owner, organization-admin in organization {org_a}, organization-admin in organization {org_b}"
-            ))
+            Some(
+                "the site role owner, the active status (it is \"dormant\"), organization membership \
+                 (organization-admin in every organization)"
+                    .to_owned()
+            )
         );
     }
 
