@@ -304,8 +304,9 @@ async fn disable_operator_access(
         Some(url) => match revoke_operator_access(url, &id.namespace, &id.name).await {
             Ok(_) => true,
             Err(error) => {
+                let category = error.category();
                 let error = error.with_source(database_source(&cp.spec));
-                tracing::warn!(name = %id.name, namespace = %id.namespace, %error, "operator access is disabled, but revoking the operator token failed; retrying");
+                tracing::warn!(name = %id.name, namespace = %id.namespace, category, %error, "operator access is disabled, but revoking the operator token failed; retrying");
                 false
             }
         },
