@@ -39,6 +39,8 @@ pub enum Fault {
     ProxyNotFound,
     /// 404 JSON `{"message":"Route not found."}`.
     RouteNotFound,
+    /// 403 `Forbidden.` with Coder's detail, as for a caller that lacks a role.
+    Forbidden,
     /// 307 to this URL with the request path and query appended (the URL's own path is a prefix).
     RedirectTo(url::Url),
     /// Close the connection without a response.
@@ -112,6 +114,10 @@ pub(crate) async fn apply_faults(State(app): State<App>, request: Request, next:
             headers.insert("X-RateLimit-Remaining", HeaderValue::from_static("0"));
             headers.insert("X-RateLimit-Reset", HeaderValue::from(reset));
             response
+        }
+        Some(Fault::Forbidden) => {
+            let body = error_body("Forbidden.", Some(crate::errors::FORBIDDEN_DETAIL), &[]);
+            json_response(StatusCode::FORBIDDEN, &body)
         }
         Some(Fault::RouteNotFound) => {
             json_response(StatusCode::NOT_FOUND, &json!({"message": "Route not found."}))

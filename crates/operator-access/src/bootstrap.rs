@@ -4,16 +4,22 @@
 
 use std::time::Duration;
 
-use tokio_postgres::{Client, NoTls};
+use tokio_postgres::config::SslMode as WireSslMode;
+use tokio_postgres::{Client, Config, NoTls};
 use uuid::Uuid;
 
+use crate::tls::{SslMode, TlsFailure, TlsSettings, connector};
 use crate::token::{OperatorToken, token_name};
-use crate::url::{UrlError, parse_database_url};
+use crate::url::{ConnectionSettings, UrlError, parse_connection_settings, parse_database_url};
 
 /// Username of the operator's Coder system user.
 pub const OPERATOR_USERNAME: &str = "coder-k8s-operator";
 /// Email of the operator's Coder system user.
 pub const OPERATOR_EMAIL: &str = "coder-k8s-operator@coder-k8s.invalid";
+/// The site role the bootstrap grants the operator user.
+pub const OPERATOR_SITE_ROLE: &str = "owner";
+/// The role the bootstrap grants the operator user in every organization.
+pub const OPERATOR_ORGANIZATION_ROLE: &str = "organization-admin";
 /// Lifetime of a new operator token: 365 days.
 pub const TOKEN_LIFETIME_SECONDS: i64 = 365 * 24 * 60 * 60;
 
@@ -29,6 +35,8 @@ pub enum BootstrapError {
     Unreachable(String),
     #[error("PostgreSQL rejected the credentials: {0}")]
     Authentication(String),
+    #[error("TLS to PostgreSQL failed: {0}")]
+    Tls(String),
     #[error("PostgreSQL operation timed out after {0:?}")]
     Timeout(Duration),
     #[error("the database does not have the expected Coder schema ({step}): {message}")]
@@ -66,6 +74,7 @@ impl BootstrapError {
             Self::InvalidUrl(_) => "invalid_url",
             Self::Unreachable(_) => "unreachable",
             Self::Authentication(_) => "authentication",
+            Self::Tls(_) => "tls",
             Self::Timeout(_) => "timeout",
             Self::Schema { .. } => "schema",
             Self::NoOrganizations => "no_organizations",
@@ -77,10 +86,12 @@ impl BootstrapError {
 
 /// Text of a tokio-postgres error without anything row-specific: for server errors only SQLSTATE and
 /// the primary message (the DETAIL can contain row values, e.g. the hashed secret).
+/// Other errors show their cause too (tokio-postgres's own text omits it, e.g. "Connection refused").
 fn describe(err: &tokio_postgres::Error) -> String {
-    match err.as_db_error() {
-        Some(db) => format!("{} {}: {}", db.severity(), db.code().code(), db.message()),
-        None => err.to_string(),
+    match (err.as_db_error(), std::error::Error::source(err)) {
+        (Some(db), _) => format!("{} {}: {}", db.severity(), db.code().code(), db.message()),
+        (None, Some(cause)) => format!("{err}: {cause}"),
+        (None, None) => err.to_string(),
     }
 }
 
@@ -112,6 +123,7 @@ fn scrub(err: BootstrapError, secrets: &[&str]) -> BootstrapError {
     match err {
         BootstrapError::Unreachable(m) => BootstrapError::Unreachable(clean(m)),
         BootstrapError::Authentication(m) => BootstrapError::Authentication(clean(m)),
+        BootstrapError::Tls(m) => BootstrapError::Tls(clean(m)),
         BootstrapError::Schema { step, message } => BootstrapError::Schema {
             step,
             message: clean(message),
@@ -124,30 +136,95 @@ fn scrub(err: BootstrapError, secrets: &[&str]) -> BootstrapError {
     }
 }
 
+/// Connects with libpq's `sslmode` strategy: `allow` tries plain first and TLS when the server refuses;
+/// `prefer` tries TLS first and plain when the handshake fails or the server refuses the TLS connection;
+/// `require`, `verify-ca` and `verify-full` use TLS only.
 async fn connect(url: &str) -> Result<Client, BootstrapError> {
-    let mut config = parse_database_url(url)?;
+    let ConnectionSettings { mut config, tls } = parse_connection_settings(url)?;
     config.connect_timeout(CONNECT_TIMEOUT);
-    // TLS is not supported yet; `parse_database_url` rejects URLs that require it.
-    let (client, connection) = match config.connect(NoTls).await {
-        Ok(pair) => pair,
-        Err(err) => {
-            let message = describe(&err);
-            // A server-side refusal (e.g. unknown database) reached the server: not "unreachable".
-            return Err(match err.as_db_error().map(|db| db.code().code()) {
-                Some(code) if code.starts_with("28") => BootstrapError::Authentication(message),
-                Some(_) => BootstrapError::Database {
-                    step: "connect",
-                    message,
-                },
-                None => BootstrapError::Unreachable(message),
-            });
+    match tls.mode() {
+        SslMode::Disable => connect_plain(config).await,
+        SslMode::Allow => match connect_plain(config.clone()).await {
+            Err(refused) if refused_by_server(&refused) => {
+                connect_tls(config, &tls, WireSslMode::Require).await.0
+            }
+            plain => plain,
+        },
+        SslMode::Prefer => match connect_tls(config.clone(), &tls, WireSslMode::Prefer).await {
+            (Err(error), true) if refused_by_server(&error) || matches!(error, BootstrapError::Tls(_)) => {
+                connect_plain(config).await
+            }
+            (result, _) => result,
+        },
+        SslMode::Require | SslMode::VerifyCa | SslMode::VerifyFull => {
+            connect_tls(config, &tls, WireSslMode::Require).await.0
         }
-    };
+    }
+}
+
+/// Whether the server answered and said no (so another attempt with or without TLS may be accepted).
+fn refused_by_server(error: &BootstrapError) -> bool {
+    matches!(
+        error,
+        BootstrapError::Authentication(_) | BootstrapError::Database { step: "connect", .. }
+    )
+}
+
+async fn connect_plain(mut config: Config) -> Result<Client, BootstrapError> {
+    config.ssl_mode(WireSslMode::Disable);
+    let (client, connection) = config.connect(NoTls).await.map_err(|e| connect_error(&e))?;
     tokio::spawn(async move {
         // Ends when the client is dropped; a broken connection surfaces as a query error.
         let _ = connection.await;
     });
     Ok(client)
+}
+
+/// A TLS connection attempt; also returns whether a TLS handshake was started (`prefer` falls back to plain
+/// only then: a server without TLS is already handled by tokio-postgres).
+async fn connect_tls(
+    mut config: Config,
+    tls: &TlsSettings,
+    mode: WireSslMode,
+) -> (Result<Client, BootstrapError>, bool) {
+    let tls_connector = match connector(tls).await {
+        Ok(connector) => connector,
+        Err(failure) => return (Err(BootstrapError::Tls(failure.message().to_owned())), false),
+    };
+    config.ssl_mode(mode);
+    let result = config.connect(tls_connector.clone()).await;
+    let attempted = tls_connector.attempted();
+    match result {
+        Ok((client, connection)) => {
+            tokio::spawn(async move {
+                let _ = connection.await;
+            });
+            (Ok(client), attempted)
+        }
+        Err(error) => (Err(connect_error(&error)), attempted),
+    }
+}
+
+/// A failed connection: TLS, a server-side refusal (credentials, pg_hba, unknown database) or unreachable.
+fn connect_error(err: &tokio_postgres::Error) -> BootstrapError {
+    let tls_failure = std::error::Error::source(err).and_then(|source| source.downcast_ref::<TlsFailure>());
+    if let Some(failure) = tls_failure {
+        return BootstrapError::Tls(failure.message().to_owned());
+    }
+    let message = describe(err);
+    match err.as_db_error().map(|db| db.code().code()) {
+        Some(code) if code.starts_with("28") => BootstrapError::Authentication(message),
+        // A server-side refusal (e.g. unknown database) reached the server: not "unreachable".
+        Some(_) => BootstrapError::Database {
+            step: "connect",
+            message,
+        },
+        None if message.contains("server does not support TLS") => BootstrapError::Tls(
+            "the server does not offer TLS, and the sslmode of the URL requires it".to_owned(),
+        ),
+        None if message.starts_with("error performing TLS handshake") => BootstrapError::Tls(message),
+        None => BootstrapError::Unreachable(message),
+    }
 }
 
 fn password_of(url: &str) -> Option<String> {

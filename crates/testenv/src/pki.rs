@@ -148,6 +148,32 @@ fn leaf_params(
     Ok(params)
 }
 
+/// PEMs of a server certificate for `sans` and its key, with the PEM of the fresh self-signed CA that signed it.
+pub(crate) struct ServerTls {
+    pub ca_pem: String,
+    pub cert_pem: String,
+    pub key_pem: String,
+}
+
+/// A fresh CA and a server certificate for `sans` signed by it (for example for a TLS PostgreSQL).
+pub(crate) fn server_tls(common_name: &str, sans: &[&str]) -> Result<ServerTls> {
+    let ca = new_ca(&format!("{common_name}-ca"))?;
+    let key = KeyPair::generate().context("generating server key")?;
+    let cert = leaf_params(common_name, sans, ExtendedKeyUsagePurpose::ServerAuth)?
+        .signed_by(&key, &ca.issuer)
+        .with_context(|| format!("signing the {common_name} certificate"))?;
+    Ok(ServerTls {
+        ca_pem: ca.issuer.pem(),
+        cert_pem: cert.pem(),
+        key_pem: key.serialize_pem(),
+    })
+}
+
+/// The PEM of a fresh self-signed CA that signed nothing (to test that a wrong CA is refused).
+pub(crate) fn unrelated_ca_pem(common_name: &str) -> Result<String> {
+    Ok(new_ca(common_name)?.issuer.pem())
+}
+
 /// `len` random bytes from the OS, hex-encoded.
 pub(crate) fn random_hex(len: usize) -> Result<String> {
     let mut bytes = vec![0u8; len];

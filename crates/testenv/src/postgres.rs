@@ -1,4 +1,5 @@
-//! A real PostgreSQL server from the Debian `postgresql` packages, on a free loopback port in a temp dir.
+//! A real PostgreSQL server from the Debian `postgresql` packages, on a free loopback port in a temp dir; optionally
+//! with TLS (`ssl=on`, a certificate signed by a fresh self-signed CA, see [`Postgres::start_tls`]).
 //!
 //! initdb and postgres refuse to run as root, so as root both run as the system user `postgres` (via
 //! `runuser`) and the temp dir is handed to that user. The server runs under the same watchdog as etcd and
@@ -19,6 +20,21 @@ const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
 const NOT_INSTALLED: &str = "PostgreSQL server binaries not found; install the Debian package postgresql (apt-get install -y postgresql)";
 /// The superuser created by initdb (trust authentication on loopback).
 pub const SUPERUSER: &str = "postgres";
+/// On a TLS server: a superuser that `pg_hba.conf` admits over TCP only with TLS (`hostssl`).
+pub const TLS_ONLY_ROLE: &str = "tls_only";
+/// On a TLS server: a superuser that `pg_hba.conf` admits over TCP only without TLS (`hostnossl`).
+pub const PLAIN_ONLY_ROLE: &str = "plain_only";
+/// On a TLS server: the only name in its certificate (no IP address, so `127.0.0.1` does not match it).
+pub const TLS_HOST_NAME: &str = "localhost";
+
+/// The CA files of a TLS server, readable by the test process.
+#[derive(Debug, Clone)]
+pub struct TlsFiles {
+    /// The self-signed CA that signed the server certificate.
+    pub ca_cert: PathBuf,
+    /// A self-signed CA that signed nothing.
+    pub unrelated_ca_cert: PathBuf,
+}
 
 /// A running PostgreSQL server.
 #[derive(Debug)]
@@ -26,6 +42,7 @@ pub struct Postgres {
     process: ManagedProcess,
     port: u16,
     root: PathBuf,
+    tls: Option<TlsFiles>,
     reaper: Mutex<Option<Child>>,
 }
 
@@ -33,6 +50,12 @@ pub struct Postgres {
 pub async fn shared() -> Result<&'static Postgres> {
     static SHARED: OnceCell<Postgres> = OnceCell::const_new();
     SHARED.get_or_try_init(Postgres::start).await
+}
+
+/// The TLS PostgreSQL server ([`Postgres::start_tls`]) shared by every test in this process, started on first use.
+pub async fn shared_tls() -> Result<&'static Postgres> {
+    static SHARED: OnceCell<Postgres> = OnceCell::const_new();
+    SHARED.get_or_try_init(Postgres::start_tls).await
 }
 
 /// `bin` directory holding `initdb` and `postgres`, newest major version first.
@@ -71,6 +94,25 @@ pub const CODER_SCHEMA_SQL: &str = include_str!("fixtures/coder_schema.sql");
 impl Postgres {
     /// initdb into a fresh temp dir and start the server; retried on a port conflict.
     pub async fn start() -> Result<Self> {
+        Self::start_with(false).await
+    }
+
+    /// A dedicated server with `ssl=on` and a certificate for [`TLS_HOST_NAME`] signed by a fresh self-signed CA
+    /// ([`Postgres::tls`]). Over TCP, [`TLS_ONLY_ROLE`] is admitted only with TLS, [`PLAIN_ONLY_ROLE`] only without,
+    /// [`SUPERUSER`] only with TLS; [`Postgres::connect`] uses the Unix socket.
+    pub async fn start_tls() -> Result<Self> {
+        let pg = Self::start_with(true).await?;
+        let client = pg.connect("postgres").await?;
+        client
+            .batch_execute(&format!(
+                "CREATE ROLE {TLS_ONLY_ROLE} LOGIN SUPERUSER; CREATE ROLE {PLAIN_ONLY_ROLE} LOGIN SUPERUSER"
+            ))
+            .await
+            .context("creating the TLS test roles")?;
+        Ok(pg)
+    }
+
+    async fn start_with(tls: bool) -> Result<Self> {
         let bin = find_bin_dir()?;
         let root = running_as_root();
         if root {
@@ -88,14 +130,14 @@ impl Postgres {
         }
         let mut attempt = 1;
         loop {
-            match Self::start_once(&bin, root).await {
+            match Self::start_once(&bin, root, tls).await {
                 Err(e) if attempt < 3 && format!("{e:#}").contains("already in use") => attempt += 1,
                 result => return result,
             }
         }
     }
 
-    async fn start_once(bin: &Path, as_root: bool) -> Result<Self> {
+    async fn start_once(bin: &Path, as_root: bool, tls: bool) -> Result<Self> {
         let temp = tempfile::Builder::new()
             .prefix("coder-k8s-postgres-")
             .tempdir()
@@ -113,6 +155,7 @@ impl Postgres {
                 Command::new(program)
             }
         };
+        let tls_files = if tls { Some(write_tls_files(&root)?) } else { None };
         if as_root {
             let status = Command::new("chown")
                 .args(["-R", &format!("{SUPERUSER}:")])
@@ -136,6 +179,9 @@ impl Postgres {
                 String::from_utf8_lossy(&initdb.stdout),
                 String::from_utf8_lossy(&initdb.stderr)
             );
+        }
+        if tls {
+            fs::write(data.join("pg_hba.conf"), TLS_PG_HBA).context("writing pg_hba.conf")?;
         }
         let [port] = crate::free_ports()?;
         let postgres = bin.join("postgres");
@@ -161,6 +207,16 @@ impl Postgres {
             "-c".to_owned(),
             "max_connections=200".to_owned(),
         ]);
+        if tls {
+            let dir = root.join("tls");
+            for setting in [
+                "ssl=on".to_owned(),
+                format!("ssl_cert_file={}", dir.join("server.crt").display()),
+                format!("ssl_key_file={}", dir.join("server.key").display()),
+            ] {
+                args.extend(["-c".to_owned(), setting]);
+            }
+        }
         let process = ManagedProcess::spawn(
             "postgres",
             &program,
@@ -172,6 +228,7 @@ impl Postgres {
             process,
             port,
             root,
+            tls: tls_files,
             reaper: Mutex::new(Some(reaper)),
         };
         pg.wait_ready().await?;
@@ -220,9 +277,32 @@ impl Postgres {
         )
     }
 
-    /// A connection to `database`; its connection task runs on the current runtime.
+    /// The CA files of a server from [`Postgres::start_tls`].
+    pub fn tls(&self) -> Option<&TlsFiles> {
+        self.tls.as_ref()
+    }
+
+    /// `postgres://USER@HOST:PORT/DATABASE?QUERY` (no `?` when `query` is empty).
+    pub fn url_for(&self, user: &str, host: &str, database: &str, query: &str) -> String {
+        let url = format!("postgres://{user}@{host}:{}/{database}", self.port);
+        if query.is_empty() {
+            url
+        } else {
+            format!("{url}?{query}")
+        }
+    }
+
+    /// A superuser connection to `database` over the Unix socket (admitted whatever TCP requires); its
+    /// connection task runs on the current runtime.
     pub async fn connect(&self, database: &str) -> Result<tokio_postgres::Client> {
-        let (client, connection) = tokio_postgres::connect(&self.url(database), tokio_postgres::NoTls)
+        let mut config = tokio_postgres::Config::new();
+        config
+            .host_path(&self.root)
+            .port(self.port)
+            .user(SUPERUSER)
+            .dbname(database);
+        let (client, connection) = config
+            .connect(tokio_postgres::NoTls)
             .await
             .with_context(|| format!("connecting to postgres database {database}"))?;
         tokio::spawn(async move {
@@ -261,6 +341,35 @@ impl Postgres {
         self.process.stop();
         crate::process::reap_now(&self.reaper, &self.root);
     }
+}
+
+/// `pg_hba.conf` of a TLS server: the socket is trusted; over TCP the roles show which transport was used.
+const TLS_PG_HBA: &str = "\
+local all all trust
+hostssl all tls_only 127.0.0.1/32 trust
+hostnossl all plain_only 127.0.0.1/32 trust
+hostssl all postgres 127.0.0.1/32 trust
+";
+
+/// The CA, an unrelated CA, and the server certificate and key (mode 0600, as PostgreSQL demands) under `root/tls`.
+fn write_tls_files(root: &Path) -> Result<TlsFiles> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = root.join("tls");
+    fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let server = crate::pki::server_tls("postgres", &[TLS_HOST_NAME])?;
+    let write = |name: &str, contents: &str| -> Result<PathBuf> {
+        let path = dir.join(name);
+        fs::write(&path, contents).with_context(|| format!("writing {}", path.display()))?;
+        Ok(path)
+    };
+    let files = TlsFiles {
+        ca_cert: write("ca.crt", &server.ca_pem)?,
+        unrelated_ca_cert: write("unrelated-ca.crt", &crate::pki::unrelated_ca_pem("unrelated-ca")?)?,
+    };
+    write("server.crt", &server.cert_pem)?;
+    let key = write("server.key", &server.key_pem)?;
+    fs::set_permissions(&key, fs::Permissions::from_mode(0o600)).context("restricting the server key")?;
+    Ok(files)
 }
 
 impl Drop for Postgres {

@@ -5,6 +5,7 @@
 mod cli;
 mod control_plane;
 mod crds;
+mod operator_access;
 mod provisioner;
 mod rbac;
 mod real_coder;

@@ -11,16 +11,20 @@ use coder_k8s_api::control_plane::{
 use coder_k8s_api::shared::{
     DEFAULT_LICENSE_SECRET_KEY, DEFAULT_TOKEN_SECRET_KEY, SecretKeySelector, WorkloadPhase,
 };
-use coder_k8s_coder_client::types::License;
+use coder_k8s_coder_client::types::{License, User};
 use coder_k8s_coder_client::{CoderClient, Error as CoderError};
-use coder_k8s_operator_access::{OperatorToken, ensure_operator_access, revoke_operator_access};
+use coder_k8s_operator_access::{
+    OPERATOR_ORGANIZATION_ROLE, OPERATOR_SITE_ROLE, OperatorToken, ensure_operator_access,
+    revoke_operator_access,
+};
 use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
 use super::desired;
 use super::names::ControlPlaneId;
 use super::reconcile::Progress;
 use super::status::{TokenSecretOwnership, token_secret_condition, token_secret_ownership};
-use crate::controller::apply::{Applied, apply, delete_owned};
+use crate::controller::apply::{Applied, apply, controlled_by, delete_owned};
 use crate::controller::conditions::{ConditionStatus, Decided, remove_condition};
 use crate::controller::context::Context;
 use crate::controller::digest::sha256_hex;
@@ -30,7 +34,8 @@ use crate::controller::secrets;
 
 /// Facts kept per control plane between reconciles.
 mod facts {
-    /// The token Secret version (and database URL digest) whose token `GET /api/v2/users/me` accepted.
+    /// The token Secret version (and database URL digest) whose token `GET /api/v2/users/me` accepted, for a user
+    /// that kept what the bootstrap grants.
     pub const VERIFIED_TOKEN: &str = "verified-token";
     /// The licence hash Coder was seen to hold since the operator started.
     pub const CONFIRMED_LICENSE: &str = "confirmed-license";
@@ -89,7 +94,7 @@ async fn operator_access(
 ) -> Result<Option<OperatorToken>> {
     let secret_name = token_secret_name(id, &cp.spec);
     if cp.spec.operator_access.disabled {
-        disable_operator_access(ctx, id, uid, database_url, secret_name, progress).await?;
+        disable_operator_access(cp, ctx, id, uid, database_url, secret_name, progress).await?;
         return Ok(None);
     }
     let live = ctx
@@ -111,9 +116,13 @@ async fn operator_access(
         .as_ref()
         .and_then(|s| s.metadata.resource_version.as_deref())
         .map(|version| format!("{version}/{}", sha256_hex(url.as_bytes(), Some(8))));
-    let token = match verified(cp, ctx, id, uid, existing.as_ref(), version.as_deref()).await {
-        true => existing.clone(),
-        false => bootstrap(cp, id, url, existing.as_ref()).await,
+    let token = match check_token(cp, ctx, id, uid, existing.as_ref(), version.as_deref()).await {
+        TokenCheck::Works => existing.clone(),
+        TokenCheck::Drifted(missing) => {
+            tracing::info!(name = %id.name, namespace = %id.namespace, %missing, "the operator user lacks what the bootstrap grants; re-enforcing it in Coder's database");
+            bootstrap(cp, id, url, existing.as_ref()).await
+        }
+        TokenCheck::Failed => bootstrap(cp, id, url, existing.as_ref()).await,
     };
     let Some(token) = token else {
         not_ready(ctx, progress);
@@ -130,19 +139,31 @@ async fn operator_access(
     Ok(Some(token))
 }
 
-/// Whether the stored token works: asked of Coder (`users/me`) when its Secret or the database URL changed, and
-/// otherwise once per entitlements interval (Coder's entitlements answer without a token, so they cannot tell that
-/// a token was revoked).
-async fn verified(
+/// What Coder says about the stored token.
+#[derive(Debug, PartialEq, Eq)]
+enum TokenCheck {
+    /// Accepted, and its user keeps what the bootstrap grants.
+    Works,
+    /// Accepted, but its user lacks what is named here (for the log): the bootstrap re-enforces it.
+    Drifted(String),
+    /// No token, refused, or Coder did not answer.
+    Failed,
+}
+
+/// Whether the stored token works and its user keeps what the bootstrap grants: asked of Coder (`GET /api/v2/users/me`,
+/// one call) when its Secret or the database URL changed, and otherwise once per entitlements interval (Coder's
+/// entitlements answer without a token, so they cannot tell that a token was revoked). Coder refuses a suspended
+/// user's token, so that status is re-enforced through `Failed`.
+async fn check_token(
     cp: &CoderControlPlane,
     ctx: &Context,
     id: &ControlPlaneId,
     uid: &str,
     token: Option<&OperatorToken>,
     version: Option<&str>,
-) -> bool {
+) -> TokenCheck {
     let Some(token) = token else {
-        return false;
+        return TokenCheck::Failed;
     };
     let now = std::time::SystemTime::now();
     let remembered = ctx.fact(uid, facts::VERIFIED_TOKEN);
@@ -154,17 +175,39 @@ async fn verified(
             ctx.settings.entitlements_interval,
         )
     {
-        return true;
+        return TokenCheck::Works;
     }
-    let works = match client(ctx, id, uid, &cp.spec, token) {
-        Some(coder) => coder.me().await.is_ok(),
-        None => false,
+    let check = match client(ctx, id, uid, &cp.spec, token) {
+        Some(coder) => match coder.me().await {
+            Ok(user) => missing_grants(&user).map_or(TokenCheck::Works, TokenCheck::Drifted),
+            Err(_) => TokenCheck::Failed,
+        },
+        None => TokenCheck::Failed,
     };
     let fact = version
-        .filter(|_| works)
+        .filter(|_| check == TokenCheck::Works)
         .map(|version| verified_fact(version, now));
     ctx.set_fact(uid, facts::VERIFIED_TOKEN, fact);
-    works
+    check
+}
+
+/// What the operator user lacks of what the bootstrap grants, as far as `users/me` shows it: the site role, the
+/// `active` status and organization membership. (Coder shows no organization roles of system users, so a changed
+/// organization role is restored only at the next bootstrap.)
+fn missing_grants(user: &User) -> Option<String> {
+    let mut missing = Vec::new();
+    if !user.has_role(OPERATOR_SITE_ROLE) {
+        missing.push(format!("the site role {OPERATOR_SITE_ROLE}"));
+    }
+    if user.status != "active" {
+        missing.push(format!("the active status (it is {:?})", user.status));
+    }
+    if user.organization_ids.is_empty() {
+        missing.push(format!(
+            "organization membership ({OPERATOR_ORGANIZATION_ROLE} in every organization)"
+        ));
+    }
+    (!missing.is_empty()).then(|| missing.join(", "))
 }
 
 /// The remembered verification: the token Secret version, then the time of the check in seconds.
@@ -233,8 +276,11 @@ async fn write_token_secret(
     Ok(())
 }
 
-/// `spec.operatorAccess.disabled`: the owned token Secret is deleted and the token revoked in Coder's database.
+/// `spec.operatorAccess.disabled`: the token is revoked in Coder's database, then the owned token Secret is deleted.
+/// While a token may exist (the status still names its Secret, or the owned Secret exists) and the revocation cannot
+/// run (no PostgreSQL URL, or the database fails), both stay and the revocation is retried.
 async fn disable_operator_access(
+    cp: &CoderControlPlane,
     ctx: &Context,
     id: &ControlPlaneId,
     uid: &str,
@@ -245,19 +291,34 @@ async fn disable_operator_access(
     let status = &mut progress.status;
     remove_condition(&mut status.conditions, conditions::OPERATOR_TOKEN_SECRET_OWNED);
     status.operator_access_ready = Some(false);
+    ctx.set_fact(uid, facts::VERIFIED_TOKEN, None);
     let pending = status
         .operator_token_secret_ref
         .as_ref()
         .map(|r| r.name.clone())
         .unwrap_or(secret_name);
     let cached = ctx.caches.secrets.metadata().meta(&id.namespace, &pending);
-    if delete_owned::<Secret>(ctx, &id.namespace, &pending, cached.as_ref(), uid).await? {
-        ctx.caches.secrets.deleted(&id.namespace, &pending);
-    }
-    if let Some(url) = database_url
-        && let Err(error) = revoke_operator_access(url, &id.namespace, &id.name).await
-    {
-        tracing::warn!(name = %id.name, namespace = %id.namespace, category = error.category(), %error, "revoking the operator token failed; retrying");
+    let token_may_exist = status.operator_token_secret_ref.is_some()
+        || cached.as_ref().is_some_and(|meta| controlled_by(meta, uid));
+    let revoked = match database_url {
+        Some(url) => match revoke_operator_access(url, &id.namespace, &id.name).await {
+            Ok(_) => true,
+            Err(error) => {
+                let category = error.category();
+                let error = error.with_source(database_source(&cp.spec));
+                tracing::warn!(name = %id.name, namespace = %id.namespace, category, %error, "operator access is disabled, but revoking the operator token failed; retrying");
+                false
+            }
+        },
+        None if token_may_exist => {
+            let reason = missing_url_reason(&cp.spec, &progress.status.conditions);
+            tracing::warn!(name = %id.name, namespace = %id.namespace, %reason, "operator access is disabled, but the operator token cannot be revoked until the PostgreSQL URL is available; retrying");
+            false
+        }
+        // Nothing was issued that could still be valid.
+        None => true,
+    };
+    if !revoked {
         progress.status.operator_token_secret_ref = Some(SecretKeySelector {
             name: pending,
             key: Some(DEFAULT_TOKEN_SECRET_KEY.to_owned()),
@@ -265,8 +326,27 @@ async fn disable_operator_access(
         progress.soon(ctx.settings.retry_interval);
         return Ok(());
     }
+    if delete_owned::<Secret>(ctx, &id.namespace, &pending, cached.as_ref(), uid).await? {
+        ctx.caches.secrets.deleted(&id.namespace, &pending);
+    }
     progress.status.operator_token_secret_ref = None;
     Ok(())
+}
+
+/// Why there is no PostgreSQL URL, in words for the log (never the URL): the `DatabaseSecretResolved` message when
+/// `spec.database` is set, else the missing `CODER_PG_CONNECTION_URL`.
+fn missing_url_reason(spec: &CoderControlPlaneSpec, conditions: &[Condition]) -> String {
+    if spec.database.is_none() {
+        return format!(
+            "spec.database is unset and spec.extraEnv has no usable {}",
+            coder_k8s_api::control_plane::PG_CONNECTION_URL_ENV
+        );
+    }
+    conditions
+        .iter()
+        .find(|c| c.type_ == conditions::DATABASE_SECRET_RESOLVED && c.status != "True")
+        .map(|c| c.message.clone())
+        .unwrap_or_else(|| format!("{} is not resolved yet", database_source(spec)))
 }
 
 /// Where the PostgreSQL URL comes from, for messages (never the URL).
@@ -484,6 +564,63 @@ mod tests {
         );
         assert!(!still_verified(None, "42/abcd", at, minute));
         assert!(!still_verified(Some("garbage"), "42/abcd", at, minute));
+    }
+
+    #[test]
+    fn missing_grants_names_each_lacking_grant() {
+        let user = |value: serde_json::Value| -> User { serde_json::from_value(value).unwrap() };
+        let org = "00000000-0000-0000-0000-000000000001";
+        assert_eq!(
+            missing_grants(&user(serde_json::json!({
+                "status": "active", "organization_ids": [org], "roles": [{"name": "owner"}]
+            }))),
+            None
+        );
+        assert_eq!(
+            missing_grants(&user(serde_json::json!({
+                "status": "active", "organization_ids": [org], "roles": [{"name": "auditor"}]
+            }))),
+            Some("the site role owner".to_owned())
+        );
+        assert_eq!(
+            missing_grants(&user(serde_json::json!({
+                "status": "dormant", "organization_ids": [], "roles": []
+            }))),
+            Some(
+                "the site role owner, the active status (it is \"dormant\"), organization membership \
+                 (organization-admin in every organization)"
+                    .to_owned()
+            )
+        );
+    }
+
+    #[test]
+    fn missing_url_reason_explains_without_the_url() {
+        let mut spec: CoderControlPlaneSpec = serde_json::from_value(serde_json::json!({})).unwrap();
+        assert_eq!(
+            missing_url_reason(&spec, &[]),
+            "spec.database is unset and spec.extraEnv has no usable CODER_PG_CONNECTION_URL"
+        );
+        spec = serde_json::from_value(serde_json::json!({
+            "database": {"connectionSecretRef": {"name": "coder-db-app", "key": "uri"}}
+        }))
+        .unwrap();
+        assert_eq!(
+            missing_url_reason(&spec, &[]),
+            "Secret \"coder-db-app\" key \"uri\" is not resolved yet"
+        );
+        let condition = |status: &str, message: &str| Condition {
+            type_: conditions::DATABASE_SECRET_RESOLVED.to_owned(),
+            status: status.to_owned(),
+            reason: "SecretNotFound".to_owned(),
+            message: message.to_owned(),
+            last_transition_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Default::default()),
+            observed_generation: None,
+        };
+        assert_eq!(
+            missing_url_reason(&spec, &[condition("False", "Secret \"coder-db-app\" not found")]),
+            "Secret \"coder-db-app\" not found"
+        );
     }
 
     #[test]
