@@ -676,6 +676,45 @@ mod tests {
         );
     }
 
+    fn proxy(replicas: serde_json::Value, version: &str) -> DynamicObject {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "coder.com/v1alpha1",
+            "kind": "CoderWorkspaceProxy",
+            "metadata": {"name": "p", "namespace": "team", "uid": "u1", "resourceVersion": version},
+            "spec": {"replicas": replicas},
+        }))
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn an_undecodable_object_is_left_out_until_it_can_be_read() {
+        use coder_k8s_api::workspace_proxy::CoderWorkspaceProxy;
+        // No API server: the Events fail to publish, which is only logged.
+        let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
+        let client = kube::Client::try_from(config).unwrap();
+        let mut failures = DecodeFailures::new(client, ApiResource::erase::<CoderWorkspaceProxy>(&()));
+        let bad = || proxy(serde_json::json!(4_294_967_296_u64), "1");
+
+        let listed = failures.typed::<CoderWorkspaceProxy>(Ok(watcher::Event::InitApply(bad())));
+        assert!(
+            listed.is_none(),
+            "a listed object that cannot be decoded is skipped"
+        );
+        assert_eq!(failures.reported.get("u1").map(String::as_str), Some("1"));
+        let changed = failures.typed::<CoderWorkspaceProxy>(Ok(watcher::Event::Apply(bad())));
+        match changed {
+            Some(Ok(watcher::Event::Delete(gone))) => assert_eq!(gone.metadata.name.as_deref(), Some("p")),
+            other => panic!("a watched change that cannot be decoded removes the object: {other:?}"),
+        }
+        let fixed = failures
+            .typed::<CoderWorkspaceProxy>(Ok(watcher::Event::Apply(proxy(serde_json::json!(2), "2"))));
+        match fixed {
+            Some(Ok(watcher::Event::Apply(proxy))) => assert_eq!(proxy.spec.replicas, Some(2)),
+            other => panic!("a readable change is applied: {other:?}"),
+        }
+        assert!(failures.reported.is_empty(), "forgotten once readable");
+    }
+
     #[tokio::test]
     async fn every_subscriber_gets_every_change_and_gone_ones_are_dropped() {
         let fanout = Fanout::<ConfigMap>::default();
