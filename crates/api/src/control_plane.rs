@@ -91,7 +91,6 @@ pub struct CoderControlPlaneSpec {
         default = "crate::shared::default_replicas",
         skip_serializing_if = "Option::is_none"
     )]
-    #[schemars(range(min = 0))]
     pub replicas: Option<i32>,
     /// Service in front of the Coder server. Defaults to a ClusterIP Service on port 80.
     #[serde(default)]
@@ -101,7 +100,6 @@ pub struct CoderControlPlaneSpec {
     pub extra_args: Vec<String>,
     /// Extra environment variables appended after the ones the operator sets.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(length(max = 256))]
     pub extra_env: Vec<EnvVar>,
     /// Pull secrets for the Coder image.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -149,7 +147,6 @@ pub struct CoderControlPlaneSpec {
     pub expose: Option<ExposeSpec>,
     /// Environment variables from ConfigMaps or Secrets.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(length(max = 64))]
     #[x_kube(validation = kube::core::Rule::new("self.all(e, !(has(e.configMapRef) && has(e.secretRef)))")
         .message("each envFrom entry may specify at most one of configMapRef or secretRef"))]
     pub env_from: Vec<EnvFromSource>,
@@ -285,23 +282,18 @@ pub struct ProbeSpec {
     pub enabled: Option<bool>,
     /// Seconds after the container starts before the first probe.
     #[serde(default)]
-    #[schemars(range(min = 0))]
     pub initial_delay_seconds: i32,
     /// Seconds between probes. Default 10.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1))]
     pub period_seconds: Option<i32>,
     /// Probe timeout in seconds. Default 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1))]
     pub timeout_seconds: Option<i32>,
     /// Successes needed after a failure. Default 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1))]
     pub success_threshold: Option<i32>,
     /// Failures before the probe gives up. Default 3.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1))]
     pub failure_threshold: Option<i32>,
 }
 
@@ -327,7 +319,6 @@ pub struct IngressExposeSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub class_name: Option<String>,
     /// Host name of the Coder access URL.
-    #[schemars(length(min = 1))]
     pub host: String,
     /// Wildcard host for workspace apps, for example `*.coder.example.com`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -357,7 +348,6 @@ pub struct IngressTlsSpec {
 #[serde(rename_all = "camelCase")]
 pub struct GatewayExposeSpec {
     /// Host name of the Coder access URL.
-    #[schemars(length(min = 1))]
     pub host: String,
     /// Wildcard host for workspace apps.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -372,7 +362,6 @@ pub struct GatewayExposeSpec {
 #[serde(rename_all = "camelCase")]
 pub struct GatewayParentRef {
     /// Name of the Gateway.
-    #[schemars(length(min = 1))]
     pub name: String,
     /// Namespace of the Gateway. Default: the control plane namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -396,10 +385,8 @@ pub struct CertsSpec {
 #[serde(rename_all = "camelCase")]
 pub struct CertSecretSelector {
     /// Name of the Secret; the certificate is mounted at `/etc/ssl/certs/<name>.crt`.
-    #[schemars(length(min = 1))]
     pub name: String,
     /// Key inside the Secret.
-    #[schemars(length(min = 1))]
     pub key: String,
 }
 

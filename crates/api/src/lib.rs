@@ -10,6 +10,7 @@ pub mod control_plane;
 pub mod generate;
 pub mod mcp_server;
 pub mod provisioner;
+pub mod schema_compat;
 pub mod shared;
 pub mod template_test;
 pub mod workspace_proxy;

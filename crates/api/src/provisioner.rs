@@ -9,12 +9,19 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
-use crate::shared::{ControlPlaneReference, SecretKeySelector, WorkloadPhase, conditions_schema};
+use crate::shared::{SecretKeySelector, WorkloadPhase, conditions_schema};
 
 /// Finalizer that deletes the provisioner key in Coder.
 pub const FINALIZER: &str = "coder.com/provisioner-key-cleanup";
 /// Data key of the provisioner key in its Secret when `spec.key.secretKey` is empty.
 pub const DEFAULT_KEY_SECRET_KEY: &str = "key";
+
+/// Admission message when `spec.extraEnv` sets the Coder URL the operator sets.
+pub const URL_ENV_MESSAGE: &str =
+    "spec.extraEnv must not set CODER_URL: the operator sets it to the URL of the control plane";
+/// Admission message when `spec.extraArgs` sets the Coder URL the operator sets.
+pub const URL_ARG_MESSAGE: &str =
+    "spec.extraArgs must not set --url: the operator sets the Coder URL to the URL of the control plane";
 
 /// Condition types of a CoderProvisioner.
 pub mod conditions {
@@ -94,7 +101,7 @@ pub mod reasons {
 #[serde(rename_all = "camelCase")]
 pub struct CoderProvisionerSpec {
     /// The CoderControlPlane in the same namespace whose Coder server the daemons connect to.
-    pub control_plane_ref: ControlPlaneReference,
+    pub control_plane_ref: K8sLocalObjectReference,
     /// Coder organization of the provisioner key.
     #[serde(default = "default_organization")]
     #[schemars(length(max = 128))]
@@ -107,7 +114,6 @@ pub struct CoderProvisionerSpec {
         default = "crate::shared::default_replicas",
         skip_serializing_if = "Option::is_none"
     )]
-    #[schemars(range(min = 0))]
     pub replicas: Option<i32>,
     /// Provisioner tags attached to the key; they route template and workspace jobs to these daemons.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -115,12 +121,17 @@ pub struct CoderProvisionerSpec {
     /// Container image. Empty: the control plane's `spec.image`, then `ghcr.io/coder/coder:latest`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<String>,
-    /// Extra arguments appended after `provisioner start`.
+    /// Extra arguments appended after `provisioner start`. They must not set `--url`: the operator points the daemons
+    /// at the control plane, the origin the provisioner key is consented for.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[x_kube(validation = kube::core::Rule::new("!self.exists(a, a == '--url' || a.startsWith('--url='))")
+        .message(URL_ARG_MESSAGE))]
     pub extra_args: Vec<String>,
     /// Extra environment variables. A `secretKeyRef` must name a credential Secret (label `coder.com/credential=true`,
-    /// annotation `coder.com/credential-destinations` listing the control plane's origin).
+    /// annotation `coder.com/credential-destinations` listing the control plane's origin). They must not set
+    /// `CODER_URL`: the operator sets it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[x_kube(validation = kube::core::Rule::new("!self.exists(e, e.name == 'CODER_URL')").message(URL_ENV_MESSAGE))]
     pub extra_env: Vec<EnvVar>,
     /// Resources of the provisioner container.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -133,7 +144,6 @@ pub struct CoderProvisionerSpec {
         default = "default_termination_grace",
         skip_serializing_if = "Option::is_none"
     )]
-    #[schemars(range(min = 0))]
     pub termination_grace_period_seconds: Option<i64>,
 }
 

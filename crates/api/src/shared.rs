@@ -64,12 +64,11 @@ pub struct LocalObjectReference {
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct ServiceSpec {
-    /// Service type.
+    /// Service type: `ClusterIP` (also for `""`), `NodePort` or `LoadBalancer`.
     #[serde(default = "default_service_type", rename = "type")]
     pub type_: ServiceType,
     /// Service port.
     #[serde(default = "default_service_port")]
-    #[schemars(range(min = 1, max = 65535))]
     pub port: i32,
     /// Annotations added to the Service.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -94,26 +93,63 @@ fn default_service_port() -> i32 {
     80
 }
 
-/// Kubernetes Service types.
-#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// The Service type a spec names. Any string is accepted, as v0.1.5's CRD did: an empty value means `ClusterIP`, and a
+/// value Kubernetes does not know is passed on to the Service unchanged, so Kubernetes names what it does not support.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum ServiceType {
-    /// A cluster-internal virtual IP.
+    /// A cluster-internal virtual IP (also for `""`).
     #[default]
     ClusterIP,
     /// A port on every node.
     NodePort,
     /// An external load balancer.
     LoadBalancer,
+    /// Any other value, passed on as written.
+    Other(String),
 }
 
 impl ServiceType {
     /// The value Kubernetes uses in `Service.spec.type`.
-    pub fn as_str(self) -> &'static str {
+    pub fn as_str(&self) -> &str {
         match self {
             Self::ClusterIP => "ClusterIP",
             Self::NodePort => "NodePort",
             Self::LoadBalancer => "LoadBalancer",
+            Self::Other(other) => other,
         }
+    }
+
+    /// The type named by `value`; `""` is `ClusterIP`.
+    pub fn parse(value: &str) -> Self {
+        match value {
+            "" | "ClusterIP" => Self::ClusterIP,
+            "NodePort" => Self::NodePort,
+            "LoadBalancer" => Self::LoadBalancer,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+}
+
+impl Serialize for ServiceType {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for ServiceType {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let value = String::deserialize(deserializer)?;
+        Ok(Self::parse(&value))
+    }
+}
+
+impl JsonSchema for ServiceType {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "ServiceType".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({"type": "string"})
     }
 }
 
@@ -241,6 +277,24 @@ pub mod sync_status {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn service_type_accepts_what_v015_accepted() {
+        let parse = |json: &str| serde_json::from_str::<ServiceSpec>(json).unwrap().type_;
+        assert_eq!(parse(r#"{"type": ""}"#), ServiceType::ClusterIP);
+        assert_eq!(parse("{}"), ServiceType::ClusterIP);
+        assert_eq!(parse(r#"{"type": "NodePort"}"#), ServiceType::NodePort);
+        let other = parse(r#"{"type": "ExternalName"}"#);
+        assert_eq!(other.as_str(), "ExternalName");
+        assert_eq!(
+            serde_json::to_value(&other).unwrap(),
+            serde_json::json!("ExternalName")
+        );
+        assert_eq!(
+            serde_json::to_value(ServiceType::parse("")).unwrap(),
+            serde_json::json!("ClusterIP")
+        );
+    }
 
     #[test]
     fn fnv32a_matches_reference_values() {

@@ -7,6 +7,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::shared::{SecretKeySelector, ServiceSpec, WorkloadPhase, conditions_schema, default_coder_image};
 
+/// Admission message when `spec.extraEnv` sets the primary URL the operator sets.
+pub const PRIMARY_ACCESS_URL_ENV_MESSAGE: &str = "spec.extraEnv must not set CODER_PRIMARY_ACCESS_URL: the operator sets it from spec.primaryAccessURL or spec.bootstrap.coderURL";
+/// Admission message when `spec.extraArgs` sets the primary URL the operator sets.
+pub const PRIMARY_ACCESS_URL_ARG_MESSAGE: &str = "spec.extraArgs must not set --primary-access-url: the operator sets the primary URL from spec.primaryAccessURL or spec.bootstrap.coderURL";
+
 /// Condition types of a CoderWorkspaceProxy.
 pub mod conditions {
     /// The proxy is registered in Coder and its token Secret is ready (bootstrap mode).
@@ -59,7 +64,6 @@ pub struct WorkspaceProxySpec {
         default = "crate::shared::default_replicas",
         skip_serializing_if = "Option::is_none"
     )]
-    #[schemars(range(min = 0))]
     pub replicas: Option<i32>,
     /// Service in front of the proxy. Defaults to a ClusterIP Service on port 80.
     #[serde(default)]
@@ -77,11 +81,20 @@ pub struct WorkspaceProxySpec {
     /// Run only the DERP relay.
     #[serde(default)]
     pub derp_only: bool,
-    /// Extra arguments appended after `wsproxy server --http-address=0.0.0.0:3001`.
+    /// Extra arguments appended after `wsproxy server --http-address=0.0.0.0:3001`. They must not set
+    /// `--primary-access-url` (no argument may start with it): the operator sets the primary URL, the origin the
+    /// proxy token is consented for.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    // One `startsWith` per argument: a rule that also compares for equality exceeds the API server's CEL cost budget
+    // on a list without `maxItems`, and v0.1.5 set no `maxItems`.
+    #[x_kube(validation = kube::core::Rule::new("!self.exists(a, a.startsWith('--primary-access-url'))")
+        .message(PRIMARY_ACCESS_URL_ARG_MESSAGE))]
     pub extra_args: Vec<String>,
-    /// Extra environment variables. A `secretKeyRef` must name a credential Secret for the Coder origin.
+    /// Extra environment variables. A `secretKeyRef` must name a credential Secret for the Coder origin. They must
+    /// not set `CODER_PRIMARY_ACCESS_URL`: the operator sets it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[x_kube(validation = kube::core::Rule::new("!self.exists(e, e.name == 'CODER_PRIMARY_ACCESS_URL')")
+        .message(PRIMARY_ACCESS_URL_ENV_MESSAGE))]
     pub extra_env: Vec<EnvVar>,
     /// Pull secrets for the image.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -94,7 +107,6 @@ pub struct WorkspaceProxySpec {
 pub struct ProxyBootstrapSpec {
     /// URL of the Coder deployment to register with.
     #[serde(rename = "coderURL")]
-    #[schemars(length(min = 1))]
     pub coder_url: String,
     /// Secret key with a Coder session token that may manage workspace proxies. The key defaults to `token`. The
     /// Secret must be a credential Secret for the origin of `coderURL`.

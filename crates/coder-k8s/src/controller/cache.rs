@@ -10,13 +10,17 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::{Stream, StreamExt};
+use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::Api;
+use kube::api::{Api, ApiResource, DynamicObject};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use tokio::sync::mpsc;
+
+use super::decode;
 
 /// Annotation that `kubectl apply` writes; it can hold a whole object (a Secret's data too), so it is never cached.
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
@@ -61,6 +65,32 @@ where
         changes: Fanout<K>,
     ) -> Arc<Self> {
         Self::from_events(watcher(api, config).default_backoff().modify(strip), changes)
+    }
+
+    /// Like [`Informer::start`] for a custom resource whose stored objects may not fit the Rust type (stored before
+    /// a schema change, or a value the schema allows and the type does not): the objects are listed and watched as
+    /// JSON and decoded one by one. One that cannot be decoded is left out of the cache (as if deleted) and reported
+    /// once per version with a Warning Event and a log line that name the field but not the value; the others go on.
+    pub fn start_decoding_each(
+        client: &kube::Client,
+        namespace: Option<&str>,
+        config: watcher::Config,
+        strip: fn(&mut K),
+    ) -> Arc<Self>
+    where
+        K: Default,
+    {
+        let resource = ApiResource::erase::<K>(&());
+        let api: Api<DynamicObject> = match namespace {
+            Some(namespace) => Api::namespaced_with(client.clone(), namespace, &resource),
+            None => Api::all_with(client.clone(), &resource),
+        };
+        let mut failures = DecodeFailures::new(client.clone(), resource);
+        let events = watcher(api, config)
+            .default_backoff()
+            .filter_map(move |event| std::future::ready(failures.typed(event)))
+            .modify(strip);
+        Self::from_events(events, Fanout::default())
     }
 
     /// Caches the objects of `events`, publishing their changes on `changes`.
@@ -126,6 +156,114 @@ where
     pub fn is_ready(&self) -> bool {
         *self.listed.borrow()
     }
+}
+
+/// Turns watch events of JSON objects into events of `K`, reporting the objects that cannot be decoded.
+struct DecodeFailures {
+    recorder: Recorder,
+    resource: ApiResource,
+    /// UID → resourceVersion of each object reported, so a version is reported once (not at every relist).
+    reported: HashMap<String, String>,
+}
+
+impl DecodeFailures {
+    fn new(client: kube::Client, resource: ApiResource) -> Self {
+        let reporter = Reporter {
+            controller: "coder-k8s".to_owned(),
+            instance: std::env::var("POD_NAME").ok(),
+        };
+        Self {
+            recorder: Recorder::new(client, reporter),
+            resource,
+            reported: HashMap::new(),
+        }
+    }
+
+    /// The event of `K`; `None` drops an object of a (re)list that cannot be decoded. A watched change to such an
+    /// object becomes a deletion, so no controller goes on with a spec it can no longer read.
+    fn typed<K>(
+        &mut self,
+        event: Result<watcher::Event<DynamicObject>, watcher::Error>,
+    ) -> Option<Result<watcher::Event<K>, watcher::Error>>
+    where
+        K: Resource<DynamicType = ()> + DeserializeOwned + Default,
+    {
+        let event = match event {
+            Err(error) => return Some(Err(error)),
+            Ok(event) => event,
+        };
+        Some(Ok(match event {
+            watcher::Event::Init => watcher::Event::Init,
+            watcher::Event::InitDone => watcher::Event::InitDone,
+            watcher::Event::InitApply(object) => watcher::Event::InitApply(self.decode(&object)?),
+            watcher::Event::Apply(object) => match self.decode(&object) {
+                Some(typed) => watcher::Event::Apply(typed),
+                None => watcher::Event::Delete(placeholder(object)),
+            },
+            watcher::Event::Delete(object) => {
+                self.reported
+                    .remove(&object.metadata.uid.clone().unwrap_or_default());
+                watcher::Event::Delete(decode::decode(&object).unwrap_or_else(|_| placeholder(object)))
+            }
+        }))
+    }
+
+    fn decode<K: DeserializeOwned>(&mut self, object: &DynamicObject) -> Option<K> {
+        let uid = object.metadata.uid.clone().unwrap_or_default();
+        match decode::decode(object) {
+            Ok(typed) => {
+                self.reported.remove(&uid);
+                Some(typed)
+            }
+            Err(error) => {
+                let version = object.metadata.resource_version.clone().unwrap_or_default();
+                if self.reported.get(&uid) != Some(&version) {
+                    self.reported.insert(uid, version);
+                    self.report(object, &error);
+                }
+                None
+            }
+        }
+    }
+
+    fn report(&self, object: &DynamicObject, error: &decode::DecodeError) {
+        let namespace = object.metadata.namespace.clone().unwrap_or_default();
+        let name = object.metadata.name.clone().unwrap_or_default();
+        tracing::warn!(kind = %self.resource.kind, %namespace, %name, %error, "cannot decode the object; it is not reconciled until it changes");
+        let reference = ObjectReference {
+            api_version: Some(self.resource.api_version.clone()),
+            kind: Some(self.resource.kind.clone()),
+            namespace: Some(namespace),
+            name: Some(name),
+            uid: object.metadata.uid.clone(),
+            ..ObjectReference::default()
+        };
+        let event = Event {
+            type_: EventType::Warning,
+            reason: DECODE_FAILED_REASON.to_owned(),
+            note: Some(format!(
+                "The operator cannot read this object, so it does not reconcile it: {error}. Correct the field; the object is read again when it changes."
+            )),
+            action: "Decode".to_owned(),
+            secondary: None,
+        };
+        let recorder = self.recorder.clone();
+        tokio::spawn(async move {
+            if let Err(error) = recorder.publish(&event, &reference).await {
+                tracing::debug!(%error, "publishing an Event failed");
+            }
+        });
+    }
+}
+
+/// Reason of the Warning Event on an object the operator cannot decode.
+pub const DECODE_FAILED_REASON: &str = "DecodeFailed";
+
+/// An object of `K` that carries only the metadata of `object`: what a deletion from the cache needs.
+fn placeholder<K: Resource + Default>(object: DynamicObject) -> K {
+    let mut typed = K::default();
+    *typed.meta_mut() = object.metadata;
+    typed
 }
 
 /// The subscribers to the changes of one resource type. Each gets its own unbounded queue, so no change is lost
@@ -531,6 +669,45 @@ mod tests {
             read.is_news(&Change::Applied(map(None, "2"))),
             "any new version of a read object"
         );
+    }
+
+    fn proxy(replicas: serde_json::Value, version: &str) -> DynamicObject {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "coder.com/v1alpha1",
+            "kind": "CoderWorkspaceProxy",
+            "metadata": {"name": "p", "namespace": "team", "uid": "u1", "resourceVersion": version},
+            "spec": {"replicas": replicas},
+        }))
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn an_undecodable_object_is_left_out_until_it_can_be_read() {
+        use coder_k8s_api::workspace_proxy::CoderWorkspaceProxy;
+        // No API server: the Events fail to publish, which is only logged.
+        let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
+        let client = kube::Client::try_from(config).unwrap();
+        let mut failures = DecodeFailures::new(client, ApiResource::erase::<CoderWorkspaceProxy>(&()));
+        let bad = || proxy(serde_json::json!(4_294_967_296_u64), "1");
+
+        let listed = failures.typed::<CoderWorkspaceProxy>(Ok(watcher::Event::InitApply(bad())));
+        assert!(
+            listed.is_none(),
+            "a listed object that cannot be decoded is skipped"
+        );
+        assert_eq!(failures.reported.get("u1").map(String::as_str), Some("1"));
+        let changed = failures.typed::<CoderWorkspaceProxy>(Ok(watcher::Event::Apply(bad())));
+        match changed {
+            Some(Ok(watcher::Event::Delete(gone))) => assert_eq!(gone.metadata.name.as_deref(), Some("p")),
+            other => panic!("a watched change that cannot be decoded removes the object: {other:?}"),
+        }
+        let fixed = failures
+            .typed::<CoderWorkspaceProxy>(Ok(watcher::Event::Apply(proxy(serde_json::json!(2), "2"))));
+        match fixed {
+            Some(Ok(watcher::Event::Apply(proxy))) => assert_eq!(proxy.spec.replicas, Some(2)),
+            other => panic!("a readable change is applied: {other:?}"),
+        }
+        assert!(failures.reported.is_empty(), "forgotten once readable");
     }
 
     #[tokio::test]

@@ -157,9 +157,10 @@ impl Caches {
             };
         }
         Self {
-            control_planes: watch!(CoderControlPlane, all.clone(), strip_object),
-            provisioners: watch!(CoderProvisioner, all.clone(), strip_object),
-            workspace_proxies: watch!(CoderWorkspaceProxy, all.clone(), strip_object),
+            // The kinds' own objects are decoded one by one: one the types cannot read must not stop the others.
+            control_planes: Informer::start_decoding_each(client, namespace, all.clone(), strip_object),
+            provisioners: Informer::start_decoding_each(client, namespace, all.clone(), strip_object),
+            workspace_proxies: Informer::start_decoding_each(client, namespace, all.clone(), strip_object),
             deployments: watch!(Deployment, managed.clone(), strip_deployment),
             services: owned!(Service, managed.clone()),
             service_accounts: owned!(ServiceAccount, managed.clone()),

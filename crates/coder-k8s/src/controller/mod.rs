@@ -1,8 +1,9 @@
 //! The controllers, one module per kind (each: pure `names`/`desired`/`status` plus a short `reconcile`, and `run`
 //! in its `mod.rs`), and what they share, written once: `runner` (watches, owned kinds, finalizer, concurrency,
 //! error policy, metrics, shutdown), `cache` and `triggers` (watch caches and what a change of an owned or read
-//! object reconciles), `apply` (server-side apply skipped when unchanged, ownership, deletes), `status_writer`,
-//! `owned_secret`, `digest`, `error`, `conditions`, `credentials` (the credential-Secret rule) and `metrics`.
+//! object reconciles), `decode` (the kinds' own objects decoded one at a time), `apply` (server-side apply skipped
+//! when unchanged, ownership, deletes), `status_writer`, `owned_secret`, `digest`, `error`, `conditions`,
+//! `credentials` (the credential-Secret rule) and `metrics`.
 //! How each kind behaves is written down in docs/controllers/.
 
 pub mod apply;
@@ -11,6 +12,7 @@ pub mod conditions;
 pub mod context;
 pub mod control_plane;
 pub mod credentials;
+pub mod decode;
 pub mod digest;
 pub mod error;
 pub mod finalizer;

@@ -308,3 +308,213 @@ spec:
     let columns: Vec<&str> = header.split_whitespace().collect();
     assert_eq!(columns, ["NAME", "PHASE", "REPLICAS", "AGE"], "{header}");
 }
+
+/// Applies `manifest` in a fresh namespace, asserting it is accepted; returns the namespace.
+async fn accepted(tag: &str, manifest: &str) -> String {
+    let cp = control_plane_with_crds().await;
+    let ns = cp.namespace(tag).await.expect("namespace").name().to_owned();
+    let out = kubectl(cp, &["apply", "-n", &ns, "-f", "-"], Some(manifest));
+    assert_success(&out, &format!("apply {manifest}"));
+    ns
+}
+
+/// `kubectl get <what> -o jsonpath=<path>` in `ns`.
+async fn get_path(ns: &str, what: &[&str], path: &str) -> String {
+    let cp = control_plane_with_crds().await;
+    let mut args = vec!["get"];
+    args.extend_from_slice(what);
+    let jsonpath = format!("jsonpath={path}");
+    args.extend_from_slice(&["-n", ns, "-o", &jsonpath]);
+    let out = kubectl(cp, &args, None);
+    assert_success(&out, &format!("get {what:?}"));
+    stdout(&out)
+}
+
+#[tokio::test]
+async fn control_plane_and_proxy_without_spec_get_the_defaults() {
+    let ns = accepted(
+        "nospec",
+        r#"
+apiVersion: coder.com/v1alpha1
+kind: CoderControlPlane
+metadata: {name: bare}
+---
+apiVersion: coder.com/v1alpha1
+kind: CoderWorkspaceProxy
+metadata: {name: bare}
+"#,
+    )
+    .await;
+    assert_eq!(
+        get_path(
+            &ns,
+            &["codercontrolplane", "bare"],
+            "{.spec.image} {.spec.replicas} {.spec.service.type} {.spec.service.port}"
+        )
+        .await,
+        "ghcr.io/coder/coder:latest 1 ClusterIP 80"
+    );
+    assert_eq!(
+        get_path(
+            &ns,
+            &["coderworkspaceproxy", "bare"],
+            "{.spec.image} {.spec.service.type} {.spec.service.port}"
+        )
+        .await,
+        "ghcr.io/coder/coder:latest ClusterIP 80"
+    );
+}
+
+#[tokio::test]
+async fn what_v015_accepted_stays_accepted() {
+    let ns = accepted(
+        "v015",
+        r#"
+apiVersion: coder.com/v1alpha1
+kind: CoderControlPlane
+metadata: {name: loose}
+spec:
+  replicas: 0
+  service: {type: "", port: 8080}
+  imagePullSecrets: [{}]
+  readinessProbe: {enabled: true, periodSeconds: 0}
+  resources:
+    requests: {cpu: 1, memory: 512Mi}
+    limits: {cpu: "1.5", memory: 1e9}
+  extraEnv:
+    - name: FROM_FILE
+      valueFrom:
+        fileKeyRef: {volumeName: env, path: app.env, key: FROM_FILE}
+    - name: LIMIT
+      valueFrom:
+        resourceFieldRef: {resource: limits.memory, divisor: 1Mi}
+  volumes:
+    - name: scratch
+      emptyDir: {sizeLimit: 1Gi}
+    - name: cert
+      projected:
+        sources:
+          - podCertificate: {signerName: example.com/signer, keyType: ED25519, credentialBundlePath: bundle.pem}
+---
+apiVersion: coder.com/v1alpha1
+kind: CoderProvisioner
+metadata: {name: loose}
+spec:
+  controlPlaneRef: {}
+  terminationGracePeriodSeconds: 0
+  extraArgs: ["--verbose", "--url-is-not-this-flag"]
+  extraEnv:
+    - {name: coder_url, value: "lower case is another variable"}
+    - {name: CODER_URL_EXTRA, value: x}
+---
+apiVersion: coder.com/v1alpha1
+kind: CoderWorkspaceProxy
+metadata: {name: loose}
+spec:
+  service: {type: ""}
+  extraArgs: ["--verbose", "--url=https://coder.example.com"]
+  extraEnv:
+    - {name: CODER_URL, value: "not the proxy's primary URL"}
+    - {name: coder_primary_access_url, value: x}
+"#,
+    )
+    .await;
+    assert_eq!(
+        get_path(
+            &ns,
+            &["codercontrolplane", "loose"],
+            "{.spec.service.type}|{.spec.extraEnv[0].valueFrom.fileKeyRef.path}|{.spec.volumes[1].projected.sources[0].podCertificate.signerName}|{.spec.imagePullSecrets[0].name}"
+        ).await,
+        "|app.env|example.com/signer|",
+        "the empty service type is kept (the controller treats it as ClusterIP); new Kubernetes fields are not pruned"
+    );
+    assert_eq!(
+        get_path(&ns, &["coderprovisioner", "loose"], "{.spec.controlPlaneRef}").await,
+        r#"{"name":""}"#
+    );
+}
+
+#[tokio::test]
+async fn invalid_quantities_are_rejected_at_admission() {
+    for (field, manifest) in [
+        (
+            "spec.resources.requests.cpu",
+            "spec: {resources: {requests: {cpu: lots}}}",
+        ),
+        (
+            "spec.extraEnv[0].valueFrom.resourceFieldRef.divisor",
+            "spec: {extraEnv: [{name: X, valueFrom: {resourceFieldRef: {resource: limits.cpu, divisor: one}}}]}",
+        ),
+        (
+            "spec.volumes[0].emptyDir.sizeLimit",
+            "spec: {volumes: [{name: v, emptyDir: {sizeLimit: 1GB}}]}",
+        ),
+    ] {
+        let message = rejected(&format!(
+            "apiVersion: coder.com/v1alpha1\nkind: CoderControlPlane\nmetadata: {{name: quantity}}\n{manifest}\n"
+        ))
+        .await;
+        assert!(
+            message.contains(field) && message.contains("should match"),
+            "{field}: {message}"
+        );
+    }
+}
+
+/// Each way to point the pods at another Coder URL than the operator's is refused with its message.
+#[tokio::test]
+async fn extra_env_and_args_cannot_override_the_coder_url() {
+    use coder_k8s_api::{provisioner, workspace_proxy};
+    let provisioner_spec = "controlPlaneRef: {name: cp}";
+    let cases = [
+        (
+            "CoderProvisioner",
+            provisioner_spec,
+            "extraEnv: [{name: CODER_URL, value: \"https://evil.example\"}]",
+            provisioner::URL_ENV_MESSAGE,
+        ),
+        (
+            "CoderProvisioner",
+            provisioner_spec,
+            "extraEnv: [{name: CODER_URL, valueFrom: {configMapKeyRef: {name: c, key: k}}}]",
+            provisioner::URL_ENV_MESSAGE,
+        ),
+        (
+            "CoderProvisioner",
+            provisioner_spec,
+            "extraArgs: [\"--url=https://evil.example\"]",
+            provisioner::URL_ARG_MESSAGE,
+        ),
+        (
+            "CoderProvisioner",
+            provisioner_spec,
+            "extraArgs: [\"--verbose\", \"--url\", \"https://evil.example\"]",
+            provisioner::URL_ARG_MESSAGE,
+        ),
+        (
+            "CoderWorkspaceProxy",
+            "",
+            "extraEnv: [{name: CODER_PRIMARY_ACCESS_URL, value: \"https://evil.example\"}]",
+            workspace_proxy::PRIMARY_ACCESS_URL_ENV_MESSAGE,
+        ),
+        (
+            "CoderWorkspaceProxy",
+            "",
+            "extraArgs: [\"--primary-access-url=https://evil.example\"]",
+            workspace_proxy::PRIMARY_ACCESS_URL_ARG_MESSAGE,
+        ),
+        (
+            "CoderWorkspaceProxy",
+            "",
+            "extraArgs: [\"--primary-access-url\", \"https://evil.example\"]",
+            workspace_proxy::PRIMARY_ACCESS_URL_ARG_MESSAGE,
+        ),
+    ];
+    for (kind, base, field, expected) in cases {
+        let message = rejected(&format!(
+            "apiVersion: coder.com/v1alpha1\nkind: {kind}\nmetadata: {{name: override}}\nspec:\n  {base}\n  {field}\n"
+        ))
+        .await;
+        assert!(message.contains(expected), "{kind} {field}: {message}");
+    }
+}
