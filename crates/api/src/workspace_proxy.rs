@@ -7,6 +7,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::shared::{SecretKeySelector, ServiceSpec, WorkloadPhase, conditions_schema, default_coder_image};
 
+/// Annotation on the generated token Secret with the ID of the proxy the operator created in Coder for this object:
+/// the proof that lets it regenerate that proxy's token later.
+pub const PROXY_ID_ANNOTATION: &str = "coder.com/workspace-proxy-id";
+
 /// Condition types of a CoderWorkspaceProxy.
 pub mod conditions {
     /// The proxy is registered in Coder and its token Secret is ready (bootstrap mode).
@@ -15,6 +19,7 @@ pub mod conditions {
     pub const CREDENTIALS_READY: &str = "CredentialsReady";
     /// The Deployment has ready replicas.
     pub const DEPLOYMENT_READY: &str = "DeploymentReady";
+    pub use crate::shared::ownership::RESOURCES_OWNED;
 }
 
 /// Condition reasons of a CoderWorkspaceProxy. (A workspace proxy has no finalizer: deleting the object leaves the
@@ -22,6 +27,10 @@ pub mod conditions {
 pub mod reasons {
     pub use crate::shared::credential_reasons::*;
     pub use crate::shared::deployment_reasons::*;
+    pub use crate::shared::ownership::RESOURCE_NOT_OWNED;
+    /// `ProxyRegistered`: Coder holds a proxy under the bootstrap name that this object did not create (its ID is
+    /// not the one recorded on the owned token Secret); its token is not regenerated.
+    pub const PROXY_NOT_OWNED: &str = "ProxyNotOwned";
     /// `ProxyRegistered`: the spec names no usable primary URL or token.
     pub const INVALID_SPEC: &str = "InvalidSpec";
     /// `ProxyRegistered`: the generated token Secret exists and this proxy does not own it.

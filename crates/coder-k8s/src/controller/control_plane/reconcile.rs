@@ -26,7 +26,9 @@ use super::coder;
 use super::desired::{self, ACCESS_URL_ENV, DesiredState, Inputs};
 use super::names::{ControlPlaneId, WORKSPACE_RBAC_OWNER_UID_ANNOTATION};
 use super::status::{check_database_secret, transitions};
-use crate::controller::apply::{apply, controlled_by, delete, delete_owned, ready_replicas};
+use crate::controller::apply::{
+    NotOwned, apply, apply_owned, controlled_by, delete, delete_owned, ready_replicas, report_ownership,
+};
 use crate::controller::conditions::{ConditionStatus, Draft, remove_condition};
 use crate::controller::context::Context;
 use crate::controller::error::{Error, Result};
@@ -214,9 +216,10 @@ async fn apply_children(
         ingress,
         http_route,
     } = desired;
+    let mut not_owned = Vec::new();
     if let Some(service_account) = service_account {
         let cached = caches.service_accounts.meta(ns, &service_account.name_any());
-        apply(ctx, service_account, cached.as_ref()).await?;
+        not_owned.extend(apply_owned(ctx, service_account, cached.as_ref()).await?.err());
     }
     let mut kept_rbac = Vec::new();
     for (role, binding) in workspace_rbac {
@@ -232,12 +235,18 @@ async fn apply_children(
         detach_service_account(ctx, id, uid).await?;
     }
     let cached_service = caches.services.meta(ns, &service.name_any());
-    apply(ctx, service, cached_service.as_ref()).await?;
-    let ready = apply_deployment(ctx, id, deployment, desired::database_conflict(&cp.spec)).await?;
+    not_owned.extend(apply_owned(ctx, service, cached_service.as_ref()).await?.err());
+    let ready = match apply_deployment(ctx, id, deployment, desired::database_conflict(&cp.spec)).await? {
+        Ok(ready) => ready,
+        Err(foreign) => {
+            not_owned.push(foreign);
+            0
+        }
+    };
     match ingress {
         Some(ingress) => {
             let cached = caches.ingresses.meta(ns, &ingress.name_any());
-            apply(ctx, ingress, cached.as_ref()).await?;
+            not_owned.extend(apply_owned(ctx, ingress, cached.as_ref()).await?.err());
         }
         None => {
             let cached = caches.ingresses.meta(ns, &id.name);
@@ -246,19 +255,24 @@ async fn apply_children(
     }
     let spec_changed = cp.status.as_ref().and_then(|s| s.observed_generation) != cp.metadata.generation;
     apply_http_route(ctx, id, uid, http_route, spec_changed, progress).await?;
+    report_ownership(&mut progress.draft, &not_owned);
+    if !not_owned.is_empty() {
+        progress.soon(ctx.settings.retry_interval);
+    }
     Ok(ready)
 }
 
-/// Applies the Deployment (left exactly as it is under ConflictingConfiguration); returns its ready replicas.
+/// Applies the Deployment (left exactly as it is under ConflictingConfiguration); returns its ready replicas, or
+/// the Deployment of that name that the control plane does not control.
 async fn apply_deployment(
     ctx: &Context,
     id: &ControlPlaneId,
     deployment: Deployment,
     conflicting: bool,
-) -> Result<i32> {
+) -> Result<std::result::Result<i32, NotOwned>> {
     if conflicting {
         let cached = ctx.caches.deployments.get(&id.namespace, &id.name);
-        return Ok(cached.as_deref().map(ready_replicas).unwrap_or(0));
+        return Ok(Ok(cached.as_deref().map(ready_replicas).unwrap_or(0)));
     }
     Ok(crate::controller::apply::apply_deployment(ctx, deployment).await?)
 }
