@@ -5,8 +5,10 @@
 mod cli;
 mod control_plane;
 mod crds;
+mod ownership;
 mod provisioner;
 mod rbac;
+mod rbac_hardening;
 mod real_coder;
 mod support;
 mod workspace_proxy;

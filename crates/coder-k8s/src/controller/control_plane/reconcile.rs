@@ -26,6 +26,7 @@ use super::coder;
 use super::desired::{self, ACCESS_URL_ENV, DesiredState, Inputs};
 use super::names::{ControlPlaneId, WORKSPACE_RBAC_OWNER_UID_ANNOTATION};
 use super::status::{check_database_secret, transitions};
+use super::workspace_rbac;
 use crate::controller::apply::{
     NotOwned, apply, apply_owned, controlled_by, delete, delete_owned, ready_replicas, report_ownership,
 };
@@ -221,6 +222,11 @@ async fn apply_children(
         let cached = caches.service_accounts.meta(ns, &service_account.name_any());
         not_owned.extend(apply_owned(ctx, service_account, cached.as_ref()).await?.err());
     }
+    let workspace_rbac = match workspace_rbac_allowed(cp, ctx, id, progress).await? {
+        true => workspace_rbac,
+        // Refused as a whole: the loop below applies nothing and the clean-up removes what exists.
+        false => Vec::new(),
+    };
     let mut kept_rbac = Vec::new();
     for (role, binding) in workspace_rbac {
         let role_ns = role.metadata.namespace.clone().unwrap_or_default();
@@ -260,6 +266,41 @@ async fn apply_children(
         progress.soon(ctx.settings.retry_interval);
     }
     Ok(ready)
+}
+
+/// `--restrict-workspace-rbac`: whether the spec's workspace RBAC passes the hardening rules (sets
+/// `WorkspaceRBACAllowed`; without the flag the condition is absent and everything passes, as in v0.1.5). The
+/// workspace namespaces' opt-in labels are read only when every rule passed.
+async fn workspace_rbac_allowed(
+    cp: &CoderControlPlane,
+    ctx: &Context,
+    id: &ControlPlaneId,
+    progress: &mut Progress,
+) -> Result<bool> {
+    if !ctx.settings.restrict_workspace_rbac {
+        remove_condition(
+            &mut progress.status.conditions,
+            conditions::WORKSPACE_RBAC_ALLOWED,
+        );
+        return Ok(true);
+    }
+    let rbac = &cp.spec.rbac;
+    let mut opted_in = Vec::new();
+    if workspace_rbac::refusal(rbac, &id.namespace, |_| true).is_none() {
+        let namespaces: Api<Namespace> = Api::all(ctx.client.clone());
+        for name in workspace_rbac::namespaces_to_check(rbac, &id.namespace) {
+            let namespace = namespaces.get_metadata_opt(name).await?;
+            if workspace_rbac::labels_opt_in(namespace.and_then(|n| n.metadata.labels).as_ref()) {
+                opted_in.push(name);
+            }
+        }
+    }
+    let refusal = workspace_rbac::refusal(rbac, &id.namespace, |ns| opted_in.contains(&ns));
+    progress.set(workspace_rbac::condition(refusal.as_ref()));
+    if refusal.is_some() {
+        progress.soon(ctx.settings.retry_interval);
+    }
+    Ok(refusal.is_none())
 }
 
 /// Applies the Deployment (left exactly as it is under ConflictingConfiguration); returns its ready replicas, or

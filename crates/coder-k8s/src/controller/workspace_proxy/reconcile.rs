@@ -34,6 +34,9 @@ use crate::controller::status_writer::write_status;
 /// The status being built by one reconcile.
 type Run = Draft<WorkspaceProxyStatus>;
 
+/// The fact kept per proxy: the ID of the proxy in Coder that this object created or holds the token of.
+const PROXY_ID_FACT: &str = "proxy-id";
+
 /// One reconcile of a workspace proxy.
 pub async fn apply_spec(proxy: Arc<CoderWorkspaceProxy>, ctx: Arc<Context>) -> Result<Action> {
     let (proxy, ctx) = (proxy.as_ref(), ctx.as_ref());
@@ -138,11 +141,13 @@ async fn registered(
             return Ok(false);
         }
         RegistrationPlan::Register => {
+            // The record on the Secret, else what this operator saw earlier (the Secret may have been deleted).
             let recorded = live
                 .as_ref()
                 .and_then(|s| s.metadata.annotations.as_ref())
                 .and_then(|a| a.get(PROXY_ID_ANNOTATION))
-                .cloned();
+                .cloned()
+                .or_else(|| ctx.fact(&uid, PROXY_ID_FACT));
             let registration =
                 register_in_coder(ctx, &namespace, name, bootstrap, recorded.as_deref()).await?;
             let refusal = match registration {
@@ -154,7 +159,10 @@ async fn registered(
                         origin: primary_origin,
                     };
                     match write_token_secret(proxy, ctx, written, live.as_deref()).await? {
-                        true => None,
+                        true => {
+                            ctx.set_fact(&uid, PROXY_ID_FACT, Some(proxy_id));
+                            None
+                        }
                         false => Some(decide::token_secret_not_owned(&generated)),
                     }
                 }
@@ -167,7 +175,13 @@ async fn registered(
                 return Ok(false);
             }
         }
-        RegistrationPlan::Keep => {}
+        RegistrationPlan::Keep => {
+            // A proxy token is `<proxy ID>:<secret>`: the owned Secret proves which proxy is this object's.
+            let token = secrets::value(live.as_deref(), DEFAULT_TOKEN_SECRET_KEY).unwrap_or_default();
+            if let Some((proxy_id, _)) = token.split_once(':') {
+                ctx.set_fact(&uid, PROXY_ID_FACT, Some(proxy_id.to_owned()));
+            }
+        }
     }
     run.status.registered = Some(true);
     run.set(decide::registered());
