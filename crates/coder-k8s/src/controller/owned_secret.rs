@@ -75,7 +75,7 @@ pub fn write_plan(live: Option<&ObjectMeta>, owner_uid: &str) -> WritePlan {
 #[derive(Debug)]
 pub enum Written {
     /// The Secret as the API server stored it.
-    Stored(Secret),
+    Stored(Box<Secret>),
     /// The name belongs to a Secret this owner does not control; nothing was written.
     Foreign,
 }
@@ -115,7 +115,7 @@ pub async fn write(
         }
     };
     match result {
-        Ok(stored) => Ok(Written::Stored(stored)),
+        Ok(stored) => Ok(Written::Stored(Box::new(stored))),
         Err(kube::Error::Api(status)) if status.code == 409 && status.reason == "AlreadyExists" => {
             Ok(Written::Foreign)
         }

@@ -75,9 +75,13 @@ async fn an_owned_secret_is_replaced_only_at_the_version_that_was_checked() {
     api.replace("versioned-token", &PostParams::default(), &handed_over)
         .await
         .unwrap();
-    let error = owned_secret::write(&h.ctx, owned(&cp, "versioned-token", b"two"), Some(&first))
-        .await
-        .unwrap_err();
+    let error = owned_secret::write(
+        &h.ctx,
+        owned(&cp, "versioned-token", b"two"),
+        Some(first.as_ref()),
+    )
+    .await
+    .unwrap_err();
     assert!(
         matches!(&error, kube::Error::Api(status) if status.code == 409),
         "{error:?}"

@@ -240,7 +240,7 @@ async fn write_token_secret(
     .ok_or(Error::MissingMetadata)?;
     match owned_secret::write(ctx, secret, live).await? {
         Written::Stored(stored) => {
-            ctx.caches.secrets.wrote(stored);
+            ctx.caches.secrets.wrote(*stored);
             Ok(true)
         }
         Written::Foreign => Ok(false),

@@ -494,7 +494,7 @@ async fn write_key_secret(
     .ok_or(Error::MissingMetadata)?;
     match owned_secret::write(ctx, secret, live).await? {
         Written::Stored(stored) => {
-            ctx.caches.secrets.wrote(stored);
+            ctx.caches.secrets.wrote(*stored);
             Ok(true)
         }
         Written::Foreign => Ok(false),
