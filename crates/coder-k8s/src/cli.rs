@@ -293,4 +293,14 @@ mod tests {
         let help = Args::command().render_long_help().to_string();
         assert!(!help.contains("requeue-interval") && !help.contains("entitlements-interval"));
     }
+
+    #[test]
+    fn workspace_rbac_hardening_is_opt_in() {
+        let settings = Args::parse_from(["coder-k8s"]).validate().unwrap();
+        assert!(!settings.restrict_workspace_rbac, "v0.1.5 behaviour by default");
+        let settings = Args::parse_from(["coder-k8s", "--restrict-workspace-rbac"])
+            .validate()
+            .unwrap();
+        assert!(settings.restrict_workspace_rbac);
+    }
 }

@@ -152,6 +152,8 @@ async fn registered(
                 register_in_coder(ctx, &namespace, name, bootstrap, recorded.as_deref()).await?;
             let refusal = match registration {
                 Ok(Registration::Token { token, proxy_id }) => {
+                    // Created or regenerated for this object: its own, even if the Secret write below fails.
+                    ctx.set_fact(&uid, PROXY_ID_FACT, Some(proxy_id.clone()));
                     let written = TokenSecret {
                         name: &generated,
                         token: &token,
@@ -159,10 +161,7 @@ async fn registered(
                         origin: primary_origin,
                     };
                     match write_token_secret(proxy, ctx, written, live.as_deref()).await? {
-                        true => {
-                            ctx.set_fact(&uid, PROXY_ID_FACT, Some(proxy_id));
-                            None
-                        }
+                        true => None,
                         false => Some(decide::token_secret_not_owned(&generated)),
                     }
                 }
