@@ -344,3 +344,35 @@ async fn the_provisioner_reads_the_operator_token_only_from_a_secret_its_control
     );
     assert!(h.server.provisioner_keys().is_empty());
 }
+
+#[tokio::test]
+async fn a_provisioner_reports_a_deployment_it_does_not_control_and_leaves_it_alone() {
+    let h = harness("own-prov-deploy").await;
+    ready_control_plane(&h).await;
+    let labels = json!({"app": "theirs"});
+    let deployment: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": "provisioner-p"},
+        "spec": {
+            "selector": {"matchLabels": labels},
+            "template": {"metadata": {"labels": labels}, "spec": {"containers": [{"name": "theirs", "image": "busybox"}]}},
+        },
+    }))
+    .unwrap();
+    let before = h
+        .api::<Deployment>()
+        .create(&PostParams::default(), &deployment)
+        .await
+        .unwrap();
+    create_provisioner(&h, "p", sample_spec()).await;
+    crate::provisioner::wait_reason(&h, "p", "ResourcesOwned", "ResourceNotOwned").await;
+    several_requeues().await;
+    let after = h.api::<Deployment>().get("provisioner-p").await.unwrap();
+    assert_eq!(after.metadata.resource_version, before.metadata.resource_version);
+    assert!(after.metadata.owner_references.is_none());
+    // The objects that were free are the provisioner's.
+    let account = h.api::<ServiceAccount>().get("p-provisioner").await.unwrap();
+    assert_eq!(
+        account.metadata.owner_references.unwrap()[0].kind,
+        "CoderProvisioner"
+    );
+}
