@@ -27,12 +27,24 @@ pub mod conditions {
     pub const OPERATOR_TOKEN_SECRET_OWNED: &str = "OperatorTokenSecretOwned";
     /// The licence in `spec.licenseSecretRef` is applied in Coder.
     pub const LICENSE_APPLIED: &str = "LicenseApplied";
+    /// Only with `--restrict-workspace-rbac`: the workspace RBAC the spec asks for passed the hardening rules.
+    pub const WORKSPACE_RBAC_ALLOWED: &str = "WorkspaceRBACAllowed";
+    pub use crate::shared::ownership::RESOURCES_OWNED;
 }
 
 /// Condition reasons of a CoderControlPlane.
 pub mod reasons {
     /// `DatabaseSecretResolved`: the Secret key holds a PostgreSQL URL.
     pub const RESOLVED: &str = "Resolved";
+    pub use crate::shared::ownership::RESOURCE_NOT_OWNED;
+    /// `WorkspaceRBACAllowed`: every rule and namespace passed the hardening rules; the Roles are applied.
+    pub const WORKSPACE_RBAC_ACCEPTED: &str = "WorkspaceRBACAccepted";
+    /// `WorkspaceRBACAllowed`: a rule grants Secrets, RBAC objects, `escalate`/`bind`/`impersonate` or a wildcard;
+    /// no workspace Role or RoleBinding of the control plane exists.
+    pub const WORKSPACE_RBAC_RULE_REFUSED: &str = "WorkspaceRBACRuleRefused";
+    /// `WorkspaceRBACAllowed`: a workspace namespace lacks the opt-in label; no workspace Role or RoleBinding of the
+    /// control plane exists.
+    pub const WORKSPACE_NAMESPACE_NOT_OPTED_IN: &str = "WorkspaceNamespaceNotOptedIn";
     /// `DatabaseSecretResolved`: the Secret does not exist.
     pub const SECRET_NOT_FOUND: &str = "SecretNotFound";
     /// `DatabaseSecretResolved`: the Secret has no such key.

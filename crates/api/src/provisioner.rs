@@ -39,12 +39,20 @@ pub mod conditions {
     pub const DEPLOYMENT_READY: &str = "DeploymentReady";
     /// Every Secret the pods receive is a marked credential Secret for the control plane's origin.
     pub const CREDENTIALS_READY: &str = "CredentialsReady";
+    pub use crate::shared::ownership::RESOURCES_OWNED;
 }
 
 /// Condition reasons of a CoderProvisioner.
 pub mod reasons {
     pub use crate::shared::credential_reasons::*;
     pub use crate::shared::deployment_reasons::*;
+    pub use crate::shared::ownership::RESOURCE_NOT_OWNED;
+    /// `OperatorAccessReady`: the Secret the control plane names as its operator token is not controlled by that
+    /// control plane; it is not read.
+    pub const OPERATOR_TOKEN_SECRET_NOT_OWNED: &str = "OperatorTokenSecretNotOwned";
+    /// `ProvisionerKeyReady`: Coder holds a key under the spec's name that this provisioner did not create (its ID
+    /// is not the one recorded in `status.provisionerKeyID`); it is neither used nor deleted.
+    pub const PROVISIONER_KEY_NOT_OWNED: &str = "ProvisionerKeyNotOwned";
     /// `ControlPlaneReady`: the control plane exists and has a URL.
     pub const CONTROL_PLANE_AVAILABLE: &str = "ControlPlaneAvailable";
     /// `ControlPlaneReady`: the control plane does not exist or has no `status.url` yet.

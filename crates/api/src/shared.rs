@@ -221,6 +221,17 @@ pub mod deployment_reasons {
     pub const NO_REPLICAS_READY: &str = "NoReplicasReady";
 }
 
+/// `ResourcesOwned`, shared by every kind that runs workloads: present (False) only while an object the kind would
+/// write (Deployment, Service, ServiceAccount) exists under its name and is not controlled by the custom resource.
+/// The operator never writes or adopts such an object. Each kind re-exports these in its own `conditions` and
+/// `reasons`.
+pub mod ownership {
+    /// Condition type.
+    pub const RESOURCES_OWNED: &str = "ResourcesOwned";
+    /// `ResourcesOwned`: an object under a name the kind uses exists and this custom resource does not control it.
+    pub const RESOURCE_NOT_OWNED: &str = "ResourceNotOwned";
+}
+
 /// Reasons of `CredentialsReady`, shared by the kinds whose pods or Coder calls use credential Secrets
 /// (CoderProvisioner, CoderWorkspaceProxy). Each kind re-exports them in its own `reasons`.
 pub mod credential_reasons {

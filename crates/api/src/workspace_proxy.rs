@@ -11,6 +11,9 @@ use crate::shared::{SecretKeySelector, ServiceSpec, WorkloadPhase, conditions_sc
 pub const PRIMARY_ACCESS_URL_ENV_MESSAGE: &str = "spec.extraEnv must not set CODER_PRIMARY_ACCESS_URL: the operator sets it from spec.primaryAccessURL or spec.bootstrap.coderURL";
 /// Admission message when `spec.extraArgs` sets the primary URL the operator sets.
 pub const PRIMARY_ACCESS_URL_ARG_MESSAGE: &str = "spec.extraArgs must not set --primary-access-url: the operator sets the primary URL from spec.primaryAccessURL or spec.bootstrap.coderURL";
+/// Annotation on the generated token Secret with the ID of the proxy the operator created in Coder for this object:
+/// the proof that lets it regenerate that proxy's token later.
+pub const PROXY_ID_ANNOTATION: &str = "coder.com/workspace-proxy-id";
 
 /// Condition types of a CoderWorkspaceProxy.
 pub mod conditions {
@@ -20,6 +23,7 @@ pub mod conditions {
     pub const CREDENTIALS_READY: &str = "CredentialsReady";
     /// The Deployment has ready replicas.
     pub const DEPLOYMENT_READY: &str = "DeploymentReady";
+    pub use crate::shared::ownership::RESOURCES_OWNED;
 }
 
 /// Condition reasons of a CoderWorkspaceProxy. (A workspace proxy has no finalizer: deleting the object leaves the
@@ -27,6 +31,10 @@ pub mod conditions {
 pub mod reasons {
     pub use crate::shared::credential_reasons::*;
     pub use crate::shared::deployment_reasons::*;
+    pub use crate::shared::ownership::RESOURCE_NOT_OWNED;
+    /// `ProxyRegistered`: Coder holds a proxy under the bootstrap name that this object did not create (its ID is
+    /// not the one recorded on the owned token Secret); its token is not regenerated.
+    pub const PROXY_NOT_OWNED: &str = "ProxyNotOwned";
     /// `ProxyRegistered`: the spec names no usable primary URL or token.
     pub const INVALID_SPEC: &str = "InvalidSpec";
     /// `ProxyRegistered`: the generated token Secret exists and this proxy does not own it.

@@ -140,6 +140,7 @@ async fn run_components(
                 service_address_override: settings.service_address_override,
                 coder_request_timeout: settings.coder_request_timeout,
                 max_concurrent_reconciles: settings.max_concurrent_reconciles,
+                restrict_workspace_rbac: settings.restrict_workspace_rbac,
                 retry_interval: settings.requeue_interval,
                 entitlements_interval: settings.entitlements_interval,
                 ..ControllerSettings::default()

@@ -98,6 +98,11 @@ pub struct Args {
     /// Reconciles of one kind that run at the same time (at least 1).
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..))]
     pub max_concurrent_reconciles: u16,
+    /// Refuse control planes whose workspace RBAC (`spec.rbac.extraRules`, `spec.rbac.workspaceNamespaces`) grants
+    /// Secrets, RBAC objects, the verbs escalate/bind/impersonate or wildcards, or reaches a namespace without the
+    /// label `coder.com/workspace-namespace=true`. Off by default (v0.1.5 behaviour).
+    #[arg(long, default_value_t = false)]
+    pub restrict_workspace_rbac: bool,
     /// Requeue interval of the controllers (Go duration). Hidden: for tests and benchmarks.
     #[arg(long, default_value = "30s", hide = true)]
     pub requeue_interval: String,
@@ -122,6 +127,7 @@ pub struct Settings {
     pub leader_elect: bool,
     pub service_address_override: Option<std::net::IpAddr>,
     pub max_concurrent_reconciles: u16,
+    pub restrict_workspace_rbac: bool,
     pub requeue_interval: Duration,
     pub entitlements_interval: Duration,
 }
@@ -147,6 +153,7 @@ impl Args {
             leader_elect: self.leader_elect,
             service_address_override: self.service_address_override,
             max_concurrent_reconciles: self.max_concurrent_reconciles,
+            restrict_workspace_rbac: self.restrict_workspace_rbac,
             requeue_interval: validate_interval("--requeue-interval", &self.requeue_interval)?,
             entitlements_interval: validate_interval("--entitlements-interval", &self.entitlements_interval)?,
         })
@@ -285,5 +292,15 @@ mod tests {
         use clap::CommandFactory as _;
         let help = Args::command().render_long_help().to_string();
         assert!(!help.contains("requeue-interval") && !help.contains("entitlements-interval"));
+    }
+
+    #[test]
+    fn workspace_rbac_hardening_is_opt_in() {
+        let settings = Args::parse_from(["coder-k8s"]).validate().unwrap();
+        assert!(!settings.restrict_workspace_rbac, "v0.1.5 behaviour by default");
+        let settings = Args::parse_from(["coder-k8s", "--restrict-workspace-rbac"])
+            .validate()
+            .unwrap();
+        assert!(settings.restrict_workspace_rbac);
     }
 }

@@ -1,7 +1,8 @@
 //! Server-side apply under one field manager, skipped when the cached object already carries the hash of the
 //! desired state: a reconcile that finds nothing to change sends no request at all. An existing object without that
-//! hash is first taken over from the Go operator's update manager (see `takeover`). Also the one ownership check and
-//! the one owned-object delete.
+//! hash is first taken over from the Go operator's update manager (see `takeover`). Also the one ownership check (an
+//! object under a name the operator writes that its custom resource does not control is reported, never written or
+//! adopted) and the one owned-object delete.
 
 use std::fmt::Debug;
 
@@ -93,19 +94,128 @@ where
     .await
 }
 
-/// Applies a Deployment (skipped when unchanged) and returns its ready replicas: from the server's answer when it
-/// was applied, else from the watch cache.
-pub async fn apply_deployment(ctx: &Context, desired: Deployment) -> Result<i32, kube::Error> {
+/// An object under a name the operator writes that the custom resource does not control: it is never written.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NotOwned {
+    pub kind: String,
+    pub name: String,
+}
+
+/// Who holds the name of an object the operator is about to write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Holder {
+    /// No such object: it is created.
+    Nobody,
+    /// The custom resource is its controller owner: it is applied.
+    Owner,
+    /// Someone else's object (another owner, or none): left alone and reported.
+    Other,
+}
+
+/// Decides who holds an object whose live metadata is `live` (`None`: it does not exist), for the owner `owner_uid`.
+pub fn holder(live: Option<&ObjectMeta>, owner_uid: &str) -> Holder {
+    match live {
+        None => Holder::Nobody,
+        Some(meta) if controlled_by(meta, owner_uid) => Holder::Owner,
+        Some(_) => Holder::Other,
+    }
+}
+
+/// The UID of the controller owner `desired` names.
+fn controller_uid(meta: &ObjectMeta) -> Option<&str> {
+    meta.owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.controller == Some(true))
+        .map(|o| o.uid.as_str())
+}
+
+/// [`apply`] for an object its custom resource controls (`desired` carries the controller owner reference): when
+/// the watch cache (which sees only objects with the operator's label) does not show it, its metadata is read once,
+/// so an existing object of that name that is not controlled by the custom resource is reported instead of
+/// overwritten or adopted. Objects are read this way only until they exist as the operator's.
+pub async fn apply_owned<K>(
+    ctx: &Context,
+    desired: K,
+    cached: Option<&ObjectMeta>,
+) -> Result<Result<Applied<K>, NotOwned>, kube::Error>
+where
+    K: Namespaced + Serialize,
+{
+    let owner_uid = controller_uid(desired.meta()).unwrap_or_default().to_owned();
+    let live = match cached {
+        Some(meta) => Some(meta.clone()),
+        None => {
+            let api: Api<K> = Api::namespaced(ctx.client.clone(), &desired.namespace().unwrap_or_default());
+            api.get_metadata_opt(&desired.name_any())
+                .await?
+                .map(|object| object.metadata)
+        }
+    };
+    match holder(live.as_ref(), &owner_uid) {
+        Holder::Other => Ok(Err(NotOwned {
+            kind: K::kind(&()).into_owned(),
+            name: desired.name_any(),
+        })),
+        // The live metadata, so an existing object without our hash (the Go operator's) is taken over first.
+        Holder::Nobody | Holder::Owner => apply(ctx, desired, live.as_ref()).await.map(Ok),
+    }
+}
+
+/// Applies a Deployment its custom resource controls (skipped when unchanged) and returns its ready replicas: from
+/// the server's answer when it was applied, else from the watch cache. A Deployment of that name that the custom
+/// resource does not control is not written ([`apply_owned`]).
+pub async fn apply_deployment(
+    ctx: &Context,
+    desired: Deployment,
+) -> Result<Result<i32, NotOwned>, kube::Error> {
     let cached = ctx
         .caches
         .deployments
         .get(&desired.namespace().unwrap_or_default(), &desired.name_any());
     Ok(
-        match apply(ctx, desired, cached.as_deref().map(|d| &d.metadata)).await? {
-            Applied::Changed(live) => ready_replicas(&live),
-            Applied::Unchanged => cached.as_deref().map(ready_replicas).unwrap_or(0),
+        match apply_owned(ctx, desired, cached.as_deref().map(|d| &d.metadata)).await? {
+            Ok(Applied::Changed(live)) => Ok(ready_replicas(&live)),
+            Ok(Applied::Unchanged) => Ok(cached.as_deref().map(ready_replicas).unwrap_or(0)),
+            Err(not_owned) => Err(not_owned),
         },
     )
+}
+
+/// `ResourcesOwned=False/ResourceNotOwned` naming every object that is not the custom resource's, or `None` (the
+/// condition is then removed: it is shown only while there is a conflict).
+pub fn ownership_condition(not_owned: &[NotOwned]) -> Option<super::conditions::Decided> {
+    use coder_k8s_api::shared::ownership::{RESOURCE_NOT_OWNED, RESOURCES_OWNED};
+    if not_owned.is_empty() {
+        return None;
+    }
+    let listed: Vec<String> = not_owned
+        .iter()
+        .map(|o| format!("{} {:?}", o.kind, o.name))
+        .collect();
+    Some(super::conditions::Decided::new(
+        RESOURCES_OWNED,
+        super::conditions::ConditionStatus::False,
+        RESOURCE_NOT_OWNED,
+        format!(
+            "{} already exist(s) and this object is not the controller owner; the operator does not change or adopt them. Delete them, or give them an owner reference to this object with controller=true.",
+            listed.join(", ")
+        ),
+    ))
+}
+
+/// Sets or removes `ResourcesOwned` on a status being built.
+pub fn report_ownership<S: super::conditions::WithConditions>(
+    draft: &mut super::conditions::Draft<S>,
+    not_owned: &[NotOwned],
+) {
+    match ownership_condition(not_owned) {
+        Some(condition) => draft.set(condition),
+        None => super::conditions::remove_condition(
+            draft.status.conditions_mut(),
+            coder_k8s_api::shared::ownership::RESOURCES_OWNED,
+        ),
+    }
 }
 
 /// The ready replicas a Deployment reports.
@@ -174,6 +284,51 @@ mod tests {
         b.data = Some(BTreeMap::from([("k".to_owned(), "w".to_owned())]));
         assert_ne!(desired_hash(&a), desired_hash(&b));
         assert_eq!(desired_hash(&a).len(), 16);
+    }
+
+    #[test]
+    fn an_object_held_by_someone_else_is_never_written() {
+        let owned_by = |uid: &str, controller| ObjectMeta {
+            owner_references: Some(vec![OwnerReference {
+                uid: uid.to_owned(),
+                controller: Some(controller),
+                ..OwnerReference::default()
+            }]),
+            ..ObjectMeta::default()
+        };
+        assert_eq!(holder(None, "u1"), Holder::Nobody);
+        assert_eq!(holder(Some(&owned_by("u1", true)), "u1"), Holder::Owner);
+        assert_eq!(holder(Some(&owned_by("u2", true)), "u1"), Holder::Other);
+        assert_eq!(holder(Some(&owned_by("u1", false)), "u1"), Holder::Other);
+        assert_eq!(holder(Some(&ObjectMeta::default()), "u1"), Holder::Other);
+        assert_eq!(controller_uid(&owned_by("u1", true)), Some("u1"));
+        assert_eq!(controller_uid(&owned_by("u1", false)), None);
+    }
+
+    #[test]
+    fn foreign_objects_are_named_in_the_condition() {
+        assert!(ownership_condition(&[]).is_none());
+        let condition = ownership_condition(&[
+            NotOwned {
+                kind: "Deployment".to_owned(),
+                name: "coder".to_owned(),
+            },
+            NotOwned {
+                kind: "Service".to_owned(),
+                name: "coder".to_owned(),
+            },
+        ])
+        .unwrap();
+        assert_eq!(
+            (condition.type_, condition.reason),
+            ("ResourcesOwned", "ResourceNotOwned")
+        );
+        assert!(
+            condition.message.contains("Deployment \"coder\"")
+                && condition.message.contains("Service \"coder\""),
+            "{}",
+            condition.message
+        );
     }
 
     #[test]

@@ -51,6 +51,9 @@ pub struct ControllerSettings {
     pub cleanup_retry_window: Duration,
     /// Reconciles of one kind that run at the same time.
     pub max_concurrent_reconciles: u16,
+    /// `--restrict-workspace-rbac`: refuse workspace RBAC that grants Secrets, RBAC objects, escalating verbs or
+    /// wildcards, or reaches namespaces that did not opt in (control_plane::workspace_rbac).
+    pub restrict_workspace_rbac: bool,
 }
 
 impl Default for ControllerSettings {
@@ -66,6 +69,7 @@ impl Default for ControllerSettings {
             referrer_hold: Duration::from_secs(30),
             cleanup_retry_window: Duration::from_secs(120),
             max_concurrent_reconciles: 16,
+            restrict_workspace_rbac: false,
         }
     }
 }

@@ -1,12 +1,18 @@
-//! The one builder of a Secret that an object owns (operator token, provisioner key, proxy token): Opaque, one
-//! key, the owner's labels and a controller owner reference, so it goes with its owner.
+//! The one builder and the one writer of a Secret that an object owns (operator token, provisioner key, proxy
+//! token): Opaque, one key, the owner's labels and a controller owner reference, so it goes with its owner. The
+//! ownership check and the write cannot race: a Secret the operator has not seen is created (POST, which fails when
+//! anyone created it in between), and an owned one is replaced only at the resourceVersion that was checked.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{Api, PostParams};
 use kube::{Resource, ResourceExt};
+
+use super::apply::{FIELD_MANAGER, controlled_by};
+use super::context::Context;
 
 /// What goes into an owned Secret besides the owner.
 pub struct OwnedSecret<'a> {
@@ -40,6 +46,105 @@ impl OwnedSecret<'_> {
     }
 }
 
+/// How an owned Secret is written, decided from what the operator last saw of it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WritePlan {
+    /// Not seen: create it; if it exists by then, it is someone else's.
+    Create,
+    /// Controlled by the owner: replace it, but only while it is still at this resourceVersion.
+    Replace { resource_version: String },
+    /// Someone else's (or nothing tells which version was checked): leave it alone.
+    Refuse,
+}
+
+/// Decides how to write the Secret whose live metadata is `live` (`None`: not seen) for the owner with `owner_uid`.
+pub fn write_plan(live: Option<&ObjectMeta>, owner_uid: &str) -> WritePlan {
+    match live {
+        None => WritePlan::Create,
+        Some(meta) if controlled_by(meta, owner_uid) => match &meta.resource_version {
+            Some(version) => WritePlan::Replace {
+                resource_version: version.clone(),
+            },
+            None => WritePlan::Refuse,
+        },
+        Some(_) => WritePlan::Refuse,
+    }
+}
+
+/// What writing an owned Secret did.
+#[derive(Debug)]
+pub enum Written {
+    /// The Secret as the API server stored it.
+    Stored(Box<Secret>),
+    /// The name belongs to a Secret this owner does not control; nothing was written.
+    Foreign,
+}
+
+/// Writes `desired` (from [`OwnedSecret::build`]) over `live`, the Secret as last read: created when absent,
+/// replaced at the read resourceVersion when owned (labels and annotations others added are kept), never written
+/// when foreign. A Secret created by someone else between the read and the write is reported as foreign, and a
+/// change between them fails with 409 Conflict (the next reconcile reads it again).
+pub async fn write(
+    ctx: &Context,
+    mut desired: Secret,
+    live: Option<&Secret>,
+) -> Result<Written, kube::Error> {
+    let owner_uid = desired
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.controller == Some(true))
+        .map(|o| o.uid.clone())
+        .unwrap_or_default();
+    let namespace = desired.namespace().unwrap_or_default();
+    let api: Api<Secret> = Api::namespaced(ctx.client.clone(), &namespace);
+    let params = PostParams {
+        dry_run: false,
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+    };
+    let result = match write_plan(live.map(|s| &s.metadata), &owner_uid) {
+        WritePlan::Refuse => return Ok(Written::Foreign),
+        WritePlan::Create => api.create(&params, &desired).await,
+        WritePlan::Replace { resource_version } => {
+            if let Some(live) = live {
+                keep_others_metadata(&mut desired.metadata, &live.metadata);
+            }
+            desired.metadata.resource_version = Some(resource_version);
+            api.replace(&desired.name_any(), &params, &desired).await
+        }
+    };
+    match result {
+        Ok(stored) => Ok(Written::Stored(Box::new(stored))),
+        Err(kube::Error::Api(status)) if status.code == 409 && status.reason == "AlreadyExists" => {
+            Ok(Written::Foreign)
+        }
+        Err(error) => Err(error),
+    }
+}
+
+/// Labels, annotations and further owner references that others put on an owned Secret survive its replacement.
+fn keep_others_metadata(desired: &mut ObjectMeta, live: &ObjectMeta) {
+    for (field, live_values) in [
+        (&mut desired.labels, &live.labels),
+        (&mut desired.annotations, &live.annotations),
+    ] {
+        let mut merged = live_values.clone().unwrap_or_default();
+        merged.extend(field.take().unwrap_or_default());
+        *field = (!merged.is_empty()).then_some(merged);
+    }
+    let ours = desired.owner_references.take().unwrap_or_default();
+    let mut owners: Vec<_> = live
+        .owner_references
+        .iter()
+        .flatten()
+        .filter(|o| !ours.iter().any(|our| our.uid == o.uid))
+        .cloned()
+        .collect();
+    owners.extend(ours);
+    desired.owner_references = Some(owners);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -71,5 +176,80 @@ mod tests {
         );
         assert_eq!(built.data.unwrap()["token"].0, b"s3cret");
         assert!(built.metadata.annotations.is_none());
+    }
+
+    fn meta(owner: Option<(&str, bool)>, version: Option<&str>) -> ObjectMeta {
+        ObjectMeta {
+            resource_version: version.map(str::to_owned),
+            owner_references: owner.map(|(uid, controller)| {
+                vec![k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+                    uid: uid.to_owned(),
+                    controller: Some(controller),
+                    ..Default::default()
+                }]
+            }),
+            ..ObjectMeta::default()
+        }
+    }
+
+    #[test]
+    fn an_unseen_secret_is_created_and_an_owned_one_replaced_at_its_version() {
+        assert_eq!(write_plan(None, "u1"), WritePlan::Create);
+        assert_eq!(
+            write_plan(Some(&meta(Some(("u1", true)), Some("7"))), "u1"),
+            WritePlan::Replace {
+                resource_version: "7".to_owned()
+            }
+        );
+    }
+
+    #[test]
+    fn a_foreign_secret_is_never_written() {
+        assert_eq!(write_plan(Some(&meta(None, Some("7"))), "u1"), WritePlan::Refuse);
+        assert_eq!(
+            write_plan(Some(&meta(Some(("u2", true)), Some("7"))), "u1"),
+            WritePlan::Refuse
+        );
+        assert_eq!(
+            write_plan(Some(&meta(Some(("u1", false)), Some("7"))), "u1"),
+            WritePlan::Refuse,
+            "an owner that is not the controller"
+        );
+        assert_eq!(
+            write_plan(Some(&meta(Some(("u1", true)), None)), "u1"),
+            WritePlan::Refuse,
+            "no version to hold the replacement to"
+        );
+    }
+
+    #[test]
+    fn a_replacement_keeps_what_others_added() {
+        let mut desired = ObjectMeta {
+            labels: Some(BTreeMap::from([("ours".to_owned(), "1".to_owned())])),
+            owner_references: meta(Some(("u1", true)), None).owner_references,
+            ..ObjectMeta::default()
+        };
+        let mut live = meta(Some(("u1", true)), Some("7"));
+        live.labels = Some(BTreeMap::from([
+            ("ours".to_owned(), "0".to_owned()),
+            ("theirs".to_owned(), "x".to_owned()),
+        ]));
+        live.owner_references.get_or_insert_default().push(
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+                uid: "other".to_owned(),
+                ..Default::default()
+            },
+        );
+        keep_others_metadata(&mut desired, &live);
+        let labels = desired.labels.unwrap();
+        assert_eq!((labels["ours"].as_str(), labels["theirs"].as_str()), ("1", "x"));
+        let owners: Vec<&str> = desired
+            .owner_references
+            .iter()
+            .flatten()
+            .map(|o| o.uid.as_str())
+            .collect();
+        assert_eq!(owners, ["other", "u1"]);
+        assert!(desired.annotations.is_none());
     }
 }

@@ -60,6 +60,7 @@ pub(crate) fn settings(ns: &str) -> ControllerSettings {
         referrer_hold: Duration::from_secs(2),
         cleanup_retry_window: Duration::from_secs(10),
         max_concurrent_reconciles: 4,
+        restrict_workspace_rbac: false,
     }
 }
 

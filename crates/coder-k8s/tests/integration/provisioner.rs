@@ -14,7 +14,7 @@ use serde_json::json;
 use crate::control_plane::{Harness, harness, wait_for};
 
 /// A ready control plane with operator access; returns its operator token.
-async fn ready_control_plane(h: &Harness) -> String {
+pub(crate) async fn ready_control_plane(h: &Harness) -> String {
     h.put_secret("coder-db-app", &[("uri", &h.db_url)]).await;
     h.create(
         "codercontrolplane-sample",
@@ -26,7 +26,7 @@ async fn ready_control_plane(h: &Harness) -> String {
     h.token_of("codercontrolplane-sample-operator-token").await
 }
 
-async fn create_provisioner(h: &Harness, name: &str, spec: serde_json::Value) {
+pub(crate) async fn create_provisioner(h: &Harness, name: &str, spec: serde_json::Value) {
     let object = CoderProvisioner::new(name, serde_json::from_value(spec).unwrap());
     h.api::<CoderProvisioner>()
         .create(&PostParams::default(), &object)
@@ -34,7 +34,7 @@ async fn create_provisioner(h: &Harness, name: &str, spec: serde_json::Value) {
         .unwrap();
 }
 
-fn sample_spec() -> serde_json::Value {
+pub(crate) fn sample_spec() -> serde_json::Value {
     json!({"controlPlaneRef": {"name": "codercontrolplane-sample"}, "replicas": 1, "tags": {"scope": "organization"}})
 }
 
@@ -47,7 +47,7 @@ async fn reason(h: &Harness, name: &str, type_: &str) -> Option<(String, String)
         .map(|c| (c.status, c.reason))
 }
 
-async fn wait_reason(h: &Harness, name: &str, type_: &str, expected: &str) {
+pub(crate) async fn wait_reason(h: &Harness, name: &str, type_: &str, expected: &str) {
     let mut last = None;
     for _ in 0..150 {
         last = reason(h, name, type_).await;
@@ -409,27 +409,6 @@ async fn delete_is_best_effort_and_retries_only_coder_unavailability() {
     )
     .await;
     assert!(h.server.requests().iter().all(|r| r.method != "DELETE"));
-}
-
-#[tokio::test]
-async fn a_key_left_by_an_interrupted_create_is_replaced_not_duplicated() {
-    let h = harness("prov-restart").await;
-    let token = ready_control_plane(&h).await;
-    // An operator that died between the create in Coder and writing the Secret left this key behind.
-    let coder = h.coder(&token);
-    let org = coder.default_organization().await.unwrap();
-    coder
-        .create_provisioner_key(&org.name, "p", &std::collections::BTreeMap::new())
-        .await
-        .unwrap();
-    create_provisioner(&h, "p", sample_spec()).await;
-    wait_reason(&h, "p", "ProvisionerKeyReady", "ProvisionerKeyReady").await;
-    let all = h.server.provisioner_keys();
-    assert_eq!(all.len(), 1, "{all:?}");
-    assert_eq!(
-        all[0]["tags"]["scope"], "organization",
-        "the replacement carries the spec's tags"
-    );
 }
 
 /// A second operator process on the harness's cluster and Coder (a restart or an upgrade): its own context, caches

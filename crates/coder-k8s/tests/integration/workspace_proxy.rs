@@ -10,7 +10,7 @@ use serde_json::json;
 
 use crate::control_plane::{Harness, harness, wait_for};
 
-async fn create_proxy(h: &Harness, name: &str, spec: serde_json::Value) {
+pub(crate) async fn create_proxy(h: &Harness, name: &str, spec: serde_json::Value) {
     let object = CoderWorkspaceProxy::new(name, serde_json::from_value(spec).unwrap());
     h.api::<CoderWorkspaceProxy>()
         .create(&PostParams::default(), &object)
@@ -18,7 +18,7 @@ async fn create_proxy(h: &Harness, name: &str, spec: serde_json::Value) {
         .unwrap();
 }
 
-async fn wait_reason(h: &Harness, name: &str, type_: &str, expected: &str) {
+pub(crate) async fn wait_reason(h: &Harness, name: &str, type_: &str, expected: &str) {
     let api = h.api::<CoderWorkspaceProxy>();
     let mut last = None;
     for _ in 0..150 {
@@ -35,7 +35,7 @@ async fn wait_reason(h: &Harness, name: &str, type_: &str, expected: &str) {
     panic!("{name}: {type_} never became {expected}; last {last:?}");
 }
 
-async fn mark(h: &Harness, secret: &str, origin: &str) {
+pub(crate) async fn mark(h: &Harness, secret: &str, origin: &str) {
     let patch = json!({"metadata": {
         "labels": {"coder.com/credential": "true"},
         "annotations": {"coder.com/credential-destinations": origin},

@@ -24,12 +24,12 @@ use super::desired;
 use super::names::ControlPlaneId;
 use super::reconcile::Progress;
 use super::status::{TokenSecretOwnership, token_secret_condition, token_secret_ownership};
-use crate::controller::apply::{Applied, apply, controlled_by, delete_owned};
+use crate::controller::apply::{controlled_by, delete_owned};
 use crate::controller::conditions::{ConditionStatus, Decided, remove_condition};
 use crate::controller::context::Context;
 use crate::controller::digest::sha256_hex;
 use crate::controller::error::{Error, Result};
-use crate::controller::owned_secret::OwnedSecret;
+use crate::controller::owned_secret::{self, OwnedSecret, Written};
 use crate::controller::secrets;
 
 /// Facts kept per control plane between reconciles.
@@ -128,8 +128,16 @@ async fn operator_access(
         not_ready(ctx, progress);
         return Ok(None);
     };
-    if existing.as_ref() != Some(&token) || live.is_none() {
-        write_token_secret(cp, ctx, id, &secret_name, &token).await?;
+    if (existing.as_ref() != Some(&token) || live.is_none())
+        && !write_token_secret(cp, ctx, id, &secret_name, &token, live.as_deref()).await?
+    {
+        // Someone created the Secret between the check and the write: it is theirs, and stays untouched.
+        progress.set(token_secret_condition(
+            TokenSecretOwnership::NotOwned,
+            &secret_name,
+        ));
+        not_ready(ctx, progress);
+        return Ok(None);
     }
     progress.status.operator_access_ready = Some(true);
     progress.status.operator_token_secret_ref = Some(SecretKeySelector {
@@ -253,13 +261,16 @@ async fn bootstrap(
     }
 }
 
+/// Writes the token into the owned Secret (never over someone else's); `false` when the name turned out to be
+/// taken by a Secret the control plane does not control.
 async fn write_token_secret(
     cp: &CoderControlPlane,
     ctx: &Context,
     id: &ControlPlaneId,
     secret_name: &str,
     token: &OperatorToken,
-) -> Result<()> {
+    live: Option<&Secret>,
+) -> Result<bool> {
     let exposed = token.expose();
     let secret = OwnedSecret {
         name: secret_name,
@@ -270,10 +281,13 @@ async fn write_token_secret(
     }
     .build(cp)
     .ok_or(Error::MissingMetadata)?;
-    if let Applied::Changed(written) = apply(ctx, secret, None).await? {
-        ctx.caches.secrets.wrote(written);
+    match owned_secret::write(ctx, secret, live).await? {
+        Written::Stored(stored) => {
+            ctx.caches.secrets.wrote(*stored);
+            Ok(true)
+        }
+        Written::Foreign => Ok(false),
     }
-    Ok(())
 }
 
 /// `spec.operatorAccess.disabled`: the token is revoked in Coder's database, then the owned token Secret is deleted.

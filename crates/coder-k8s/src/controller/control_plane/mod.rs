@@ -7,6 +7,7 @@ pub mod desired;
 pub mod names;
 pub mod reconcile;
 pub mod status;
+pub mod workspace_rbac;
 
 use std::future::Future;
 use std::sync::Arc;

@@ -26,7 +26,10 @@ use super::coder;
 use super::desired::{self, ACCESS_URL_ENV, DesiredState, Inputs};
 use super::names::{ControlPlaneId, WORKSPACE_RBAC_OWNER_UID_ANNOTATION};
 use super::status::{check_database_secret, entitlements_unknown_until_read, transitions};
-use crate::controller::apply::{apply, controlled_by, delete, delete_owned, ready_replicas};
+use super::workspace_rbac;
+use crate::controller::apply::{
+    NotOwned, apply, apply_owned, controlled_by, delete, delete_owned, ready_replicas, report_ownership,
+};
 use crate::controller::conditions::{ConditionStatus, Draft, remove_condition};
 use crate::controller::context::Context;
 use crate::controller::error::{Error, Result};
@@ -215,10 +218,16 @@ async fn apply_children(
         ingress,
         http_route,
     } = desired;
+    let mut not_owned = Vec::new();
     if let Some(service_account) = service_account {
         let cached = caches.service_accounts.meta(ns, &service_account.name_any());
-        apply(ctx, service_account, cached.as_ref()).await?;
+        not_owned.extend(apply_owned(ctx, service_account, cached.as_ref()).await?.err());
     }
+    let workspace_rbac = match workspace_rbac_allowed(cp, ctx, id, progress).await? {
+        true => workspace_rbac,
+        // Refused as a whole: the loop below applies nothing and the clean-up removes what exists.
+        false => Vec::new(),
+    };
     let mut kept_rbac = Vec::new();
     for (role, binding) in workspace_rbac {
         let role_ns = role.metadata.namespace.clone().unwrap_or_default();
@@ -233,12 +242,18 @@ async fn apply_children(
         detach_service_account(ctx, id, uid).await?;
     }
     let cached_service = caches.services.meta(ns, &service.name_any());
-    apply(ctx, service, cached_service.as_ref()).await?;
-    let ready = apply_deployment(ctx, id, deployment, desired::database_conflict(&cp.spec)).await?;
+    not_owned.extend(apply_owned(ctx, service, cached_service.as_ref()).await?.err());
+    let ready = match apply_deployment(ctx, id, deployment, desired::database_conflict(&cp.spec)).await? {
+        Ok(ready) => ready,
+        Err(foreign) => {
+            not_owned.push(foreign);
+            0
+        }
+    };
     match ingress {
         Some(ingress) => {
             let cached = caches.ingresses.meta(ns, &ingress.name_any());
-            apply(ctx, ingress, cached.as_ref()).await?;
+            not_owned.extend(apply_owned(ctx, ingress, cached.as_ref()).await?.err());
         }
         None => {
             let cached = caches.ingresses.meta(ns, &id.name);
@@ -247,19 +262,59 @@ async fn apply_children(
     }
     let spec_changed = cp.status.as_ref().and_then(|s| s.observed_generation) != cp.metadata.generation;
     apply_http_route(ctx, id, uid, http_route, spec_changed, progress).await?;
+    report_ownership(&mut progress.draft, &not_owned);
+    if !not_owned.is_empty() {
+        progress.soon(ctx.settings.retry_interval);
+    }
     Ok(ready)
 }
 
-/// Applies the Deployment (left exactly as it is under ConflictingConfiguration); returns its ready replicas.
+/// `--restrict-workspace-rbac`: whether the spec's workspace RBAC passes the hardening rules (sets
+/// `WorkspaceRBACAllowed`; without the flag the condition is absent and everything passes, as in v0.1.5). The
+/// workspace namespaces' opt-in labels are read only when every rule passed.
+async fn workspace_rbac_allowed(
+    cp: &CoderControlPlane,
+    ctx: &Context,
+    id: &ControlPlaneId,
+    progress: &mut Progress,
+) -> Result<bool> {
+    if !ctx.settings.restrict_workspace_rbac {
+        remove_condition(
+            &mut progress.status.conditions,
+            conditions::WORKSPACE_RBAC_ALLOWED,
+        );
+        return Ok(true);
+    }
+    let rbac = &cp.spec.rbac;
+    let mut opted_in = Vec::new();
+    if workspace_rbac::refusal(rbac, &id.namespace, |_| true).is_none() {
+        let namespaces: Api<Namespace> = Api::all(ctx.client.clone());
+        for name in workspace_rbac::namespaces_to_check(rbac, &id.namespace) {
+            let namespace = namespaces.get_metadata_opt(name).await?;
+            if workspace_rbac::labels_opt_in(namespace.and_then(|n| n.metadata.labels).as_ref()) {
+                opted_in.push(name);
+            }
+        }
+    }
+    let refusal = workspace_rbac::refusal(rbac, &id.namespace, |ns| opted_in.contains(&ns));
+    progress.set(workspace_rbac::condition(refusal.as_ref()));
+    if refusal.is_some() {
+        progress.soon(ctx.settings.retry_interval);
+    }
+    Ok(refusal.is_none())
+}
+
+/// Applies the Deployment (left exactly as it is under ConflictingConfiguration); returns its ready replicas, or
+/// the Deployment of that name that the control plane does not control.
 async fn apply_deployment(
     ctx: &Context,
     id: &ControlPlaneId,
     deployment: Deployment,
     conflicting: bool,
-) -> Result<i32> {
+) -> Result<std::result::Result<i32, NotOwned>> {
     if conflicting {
         let cached = ctx.caches.deployments.get(&id.namespace, &id.name);
-        return Ok(cached.as_deref().map(ready_replicas).unwrap_or(0));
+        return Ok(Ok(cached.as_deref().map(ready_replicas).unwrap_or(0)));
     }
     Ok(crate::controller::apply::apply_deployment(ctx, deployment).await?)
 }

@@ -20,12 +20,12 @@ use kube::runtime::controller::Action;
 use super::desired::{self, Inputs};
 use super::names::{self, ProvisionerNames, tags_hash};
 use super::status::{self as decide, KeyInputs, KeyPlan};
-use crate::controller::apply::{Applied, apply, apply_deployment, controlled_by};
+use crate::controller::apply::{apply_deployment, apply_owned, controlled_by, report_ownership};
 use crate::controller::conditions::Draft;
 use crate::controller::context::Context;
 use crate::controller::credentials;
 use crate::controller::error::{Error, Result};
-use crate::controller::owned_secret::OwnedSecret;
+use crate::controller::owned_secret::{self, OwnedSecret, Written};
 use crate::controller::runner::Cleanup;
 use crate::controller::secrets;
 use crate::controller::status_writer::write_status;
@@ -42,6 +42,8 @@ type Run = Draft<CoderProvisionerStatus>;
 mod facts {
     /// The spec's organization and the organization ID Coder resolved it to (`default` is an alias).
     pub const RESOLVED_ORGANIZATION: &str = "resolved-organization";
+    /// `<organization ID> <key name>` of a key this operator created whose ID it could not learn yet.
+    pub const CREATED_KEY: &str = "created-key";
 }
 
 /// The control plane, where it is reached, and the Coder client with the operator token.
@@ -81,7 +83,7 @@ pub async fn apply_spec(provisioner: Arc<CoderProvisioner>, ctx: Arc<Context>) -
         Ok(key) => key,
         Err(requeue) => return finish(p, ctx, run, requeue).await,
     };
-    let ready = apply_objects(p, ctx, &upstream, &key).await?;
+    let ready = apply_objects(p, ctx, &upstream, &key, &mut run).await?;
     run.status.ready_replicas = Some(ready);
     run.set(crate::controller::conditions::deployment_ready(
         ready,
@@ -112,6 +114,13 @@ async fn upstream(p: &CoderProvisioner, ctx: &Context, run: &mut Run) -> Result<
                 .secrets
                 .get(&ctx.client, &namespace, &source.secret)
                 .await?;
+            if let (Some(secret), Some(cp)) = (secret.as_deref(), control_plane.as_deref())
+                && !controlled_by(&secret.metadata, cp.metadata.uid.as_deref().unwrap_or_default())
+            {
+                // Only a Secret the control plane controls holds its operator token; any other is not read.
+                run.set_all(decide::token_secret_not_owned(cp_name, &source.secret));
+                return Ok(None);
+            }
             let token = secrets::value(secret.as_deref(), &source.key);
             resolve_client(ctx, control_plane.as_deref(), &source, token)
         }
@@ -258,7 +267,18 @@ async fn provisioner_key(
         {
             key
         }
-        stored => match key_in_coder(p, ctx, uid, upstream, names, &inputs, stored, run).await? {
+        stored => match key_in_coder(
+            p,
+            ctx,
+            uid,
+            upstream,
+            names,
+            &inputs,
+            (stored, secret.as_deref()),
+            run,
+        )
+        .await?
+        {
             Ok(key) => key,
             Err(requeue) => return Ok(Err(requeue)),
         },
@@ -272,9 +292,11 @@ async fn provisioner_key(
     Ok(Ok(key))
 }
 
-/// Why the Coder half of the key stopped: a Coder answer (a condition and a requeue) or a Kubernetes error.
+/// Why the Coder half of the key stopped: a Coder answer (a condition and a requeue), a key or key Secret of this
+/// name that is someone else's (a condition), or a Kubernetes error.
 enum KeyError {
     Coder(CoderError),
+    NotOwned(crate::controller::conditions::Decided),
     Kube(Error),
 }
 
@@ -300,12 +322,16 @@ async fn key_in_coder(
     upstream: &Upstream,
     names: &ProvisionerNames,
     inputs: &KeyInputs,
-    stored: Option<String>,
+    stored: (Option<String>, Option<&Secret>),
     run: &mut Run,
 ) -> Result<std::result::Result<String, Duration>> {
     match plan_and_apply_key(p, ctx, &upstream.coder, names, inputs, stored, run).await {
         Ok(key) => Ok(Ok(key)),
         Err(KeyError::Kube(error)) => Err(error),
+        Err(KeyError::NotOwned(condition)) => {
+            run.set(condition);
+            Ok(Err(ctx.settings.retry_interval))
+        }
         Err(KeyError::Coder(error)) => {
             run.set(decide::key_failed(&error));
             Ok(Err(backoff_for(ctx, uid, &error, ctx.settings.retry_interval)))
@@ -319,12 +345,16 @@ async fn plan_and_apply_key(
     coder: &CoderClient,
     names: &ProvisionerNames,
     inputs: &KeyInputs,
-    stored: Option<String>,
+    (stored, live_secret): (Option<String>, Option<&Secret>),
     run: &mut Run,
 ) -> std::result::Result<String, KeyError> {
     let organization = coder.organization(&inputs.organization_name).await?;
     let org = organization.id.to_string();
     let drifted = decide::drifted(&run.status, &org, inputs);
+    // The key this provisioner created, as recorded before a rotation forgets it.
+    let recorded_id = run.status.provisioner_key_id.clone();
+    let uid = p.metadata.uid.clone().unwrap_or_default();
+    let created_here = ctx.fact(&uid, facts::CREATED_KEY) == Some(created_fact(&org, &names.key_name));
     if drifted {
         rotate_out(p, coder, run).await;
     }
@@ -337,21 +367,34 @@ async fn plan_and_apply_key(
     run.status.organization_name = Some(organization.name.clone());
     let listed_id = listed.as_ref().map(|k| k.id.to_string());
     let plan = decide::key_plan(
-        listed_id.as_deref().zip(listed.as_ref().map(|k| k.name.as_str())),
+        listed_id
+            .as_deref()
+            .zip(listed.as_ref())
+            .map(|(id, k)| decide::ListedKey { id, name: &k.name }),
+        recorded_id.as_deref(),
+        created_here,
         stored.is_some(),
         drifted,
     );
     match (plan, stored) {
+        (KeyPlan::NotOwned { name }, _) => Err(KeyError::NotOwned(decide::key_not_owned(&name))),
         (KeyPlan::Reuse { key_id }, Some(stored)) => {
             run.status.provisioner_key_id = Some(key_id);
             Ok(stored)
         }
         (KeyPlan::Replace { old_name }, _) => {
             coder.delete_provisioner_key(&org, &old_name).await?;
-            create_key(p, ctx, coder, &org, names, run).await
+            create_key(p, ctx, coder, &org, names, live_secret, run).await
         }
-        (KeyPlan::Create | KeyPlan::Reuse { .. }, _) => create_key(p, ctx, coder, &org, names, run).await,
+        (KeyPlan::Create | KeyPlan::Reuse { .. }, _) => {
+            create_key(p, ctx, coder, &org, names, live_secret, run).await
+        }
     }
+}
+
+/// The fact kept when a key was created but its ID is not known yet.
+fn created_fact(org: &str, key_name: &str) -> String {
+    format!("{org} {key_name}")
 }
 
 /// Spec drift: the recorded key is deleted (best effort: a failure leaves it valid in Coder, and says so).
@@ -364,24 +407,38 @@ async fn rotate_out(p: &CoderProvisioner, coder: &CoderClient, run: &mut Run) {
 }
 
 /// Creates the key, writes its Secret first (a key in Coder without its Secret is replaced on the next pass), then
-/// records its ID.
+/// records its ID, the proof that the key is this provisioner's. Until the ID is known, the operator remembers that
+/// it created the key. A key Secret someone created in the meantime is left alone and the new key deleted again.
+#[allow(clippy::too_many_arguments)]
 async fn create_key(
     p: &CoderProvisioner,
     ctx: &Context,
     coder: &CoderClient,
     org: &str,
     names: &ProvisionerNames,
+    live_secret: Option<&Secret>,
     run: &mut Run,
 ) -> std::result::Result<String, KeyError> {
     let created = coder
         .create_provisioner_key(org, &names.key_name, &p.spec.tags)
         .await?;
-    write_key_secret(p, ctx, names, created.expose()).await?;
-    let listed = coder.provisioner_keys(org).await.ok().and_then(|keys| {
-        keys.into_iter()
-            .find(|k| k.name.eq_ignore_ascii_case(&names.key_name))
-    });
+    let uid = p.metadata.uid.clone().unwrap_or_default();
+    ctx.set_fact(&uid, facts::CREATED_KEY, Some(created_fact(org, &names.key_name)));
+    if !write_key_secret(p, ctx, names, created.expose(), live_secret).await? {
+        if let Err(error) = coder.delete_provisioner_key(org, &names.key_name).await {
+            tracing::warn!(name = %p.name_any(), %error, "deleting the provisioner key just created failed; it stays valid in Coder");
+        }
+        ctx.set_fact(&uid, facts::CREATED_KEY, None);
+        return Err(KeyError::NotOwned(decide::key_secret_taken(&names.key_secret)));
+    }
+    let listed = coder.provisioner_keys(org).await?;
+    let listed = listed
+        .into_iter()
+        .find(|k| k.name.eq_ignore_ascii_case(&names.key_name));
     run.status.provisioner_key_id = listed.map(|k| k.id.to_string());
+    if run.status.provisioner_key_id.is_some() {
+        ctx.set_fact(&uid, facts::CREATED_KEY, None);
+    }
     Ok(created.expose().to_owned())
 }
 
@@ -416,12 +473,15 @@ async fn delete_recorded_key(
     }
 }
 
+/// Writes the key into the owned key Secret; `false` when the name is taken by a Secret this provisioner does not
+/// control (nothing is written).
 async fn write_key_secret(
     p: &CoderProvisioner,
     ctx: &Context,
     names: &ProvisionerNames,
     key: &str,
-) -> Result<()> {
+    live: Option<&Secret>,
+) -> Result<bool> {
     let secret = OwnedSecret {
         name: &names.key_secret,
         labels: names::labels(&p.name_any()),
@@ -431,14 +491,24 @@ async fn write_key_secret(
     }
     .build(p)
     .ok_or(Error::MissingMetadata)?;
-    if let Applied::Changed(written) = apply::<Secret>(ctx, secret, None).await? {
-        ctx.caches.secrets.wrote(written);
+    match owned_secret::write(ctx, secret, live).await? {
+        Written::Stored(stored) => {
+            ctx.caches.secrets.wrote(*stored);
+            Ok(true)
+        }
+        Written::Foreign => Ok(false),
     }
-    Ok(())
 }
 
-/// Applies the ServiceAccount, Role, RoleBinding and Deployment; returns the Deployment's ready replicas.
-async fn apply_objects(p: &CoderProvisioner, ctx: &Context, upstream: &Upstream, key: &str) -> Result<i32> {
+/// Applies the ServiceAccount, Role, RoleBinding and Deployment, except those of the same names the provisioner
+/// does not control (`ResourcesOwned`); returns the Deployment's ready replicas.
+async fn apply_objects(
+    p: &CoderProvisioner,
+    ctx: &Context,
+    upstream: &Upstream,
+    key: &str,
+    run: &mut Run,
+) -> Result<i32> {
     let namespace = p.namespace().unwrap_or_default();
     let inputs = Inputs {
         control_plane_url: upstream.target.pod_url.clone(),
@@ -450,14 +520,31 @@ async fn apply_objects(p: &CoderProvisioner, ctx: &Context, upstream: &Upstream,
     let sa = caches
         .service_accounts
         .meta(&namespace, &desired.service_account.name_any());
-    apply(ctx, desired.service_account, sa.as_ref()).await?;
+    let mut not_owned = Vec::new();
+    not_owned.extend(
+        apply_owned(ctx, desired.service_account, sa.as_ref())
+            .await?
+            .err(),
+    );
     let role = caches.roles.meta(&namespace, &desired.role.name_any());
-    apply(ctx, desired.role, role.as_ref()).await?;
+    not_owned.extend(apply_owned(ctx, desired.role, role.as_ref()).await?.err());
     let binding = caches
         .role_bindings
         .meta(&namespace, &desired.role_binding.name_any());
-    apply(ctx, desired.role_binding, binding.as_ref()).await?;
-    Ok(apply_deployment(ctx, desired.deployment).await?)
+    not_owned.extend(
+        apply_owned(ctx, desired.role_binding, binding.as_ref())
+            .await?
+            .err(),
+    );
+    let ready = match apply_deployment(ctx, desired.deployment).await? {
+        Ok(ready) => ready,
+        Err(foreign) => {
+            not_owned.push(foreign);
+            0
+        }
+    };
+    report_ownership(run, &not_owned);
+    Ok(ready)
 }
 
 /// The requeue after a failed Coder call: the per-object rate-limit backoff after a 429, else `retry`.

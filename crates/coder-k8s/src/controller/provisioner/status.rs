@@ -166,22 +166,85 @@ pub enum KeyPlan {
     Reuse { key_id: String },
     /// No key of this name: create one.
     Create,
-    /// A key of this name that cannot be used (no Secret, or drift): delete it, then create one, so there is never
-    /// more than one.
+    /// A key of this name that this provisioner created but cannot use (no Secret, or drift): delete it, then
+    /// create one, so there is never more than one.
     Replace { old_name: String },
+    /// A key of this name that this provisioner did not create: neither used nor deleted.
+    NotOwned { name: String },
 }
 
-/// Decides from Coder's key of this name (if any), whether the owned Secret holds a key, and drift.
-pub fn key_plan(listed: Option<(&str, &str)>, secret_holds_key: bool, drifted: bool) -> KeyPlan {
-    match listed {
-        Some((id, _)) if secret_holds_key && !drifted => KeyPlan::Reuse {
-            key_id: id.to_owned(),
-        },
-        Some((_, name)) => KeyPlan::Replace {
-            old_name: name.to_owned(),
-        },
-        None => KeyPlan::Create,
+/// A key Coder lists under the spec's name.
+#[derive(Clone, Copy, Debug)]
+pub struct ListedKey<'a> {
+    pub id: &'a str,
+    pub name: &'a str,
+}
+
+/// Decides from Coder's key of this name (if any), the key ID this provisioner recorded when it created its key,
+/// whether this operator created a key of this name but could not learn its ID (`created_here`), whether the owned
+/// Secret holds a key, and drift. A listed key is this provisioner's only when its ID is the recorded one (or it
+/// was just created here): a key of the same name made by anyone else is never taken over or deleted.
+pub fn key_plan(
+    listed: Option<ListedKey<'_>>,
+    recorded_id: Option<&str>,
+    created_here: bool,
+    secret_holds_key: bool,
+    drifted: bool,
+) -> KeyPlan {
+    let Some(listed) = listed else {
+        return KeyPlan::Create;
+    };
+    if recorded_id != Some(listed.id) && !created_here {
+        return KeyPlan::NotOwned {
+            name: listed.name.to_owned(),
+        };
     }
+    if secret_holds_key && !drifted {
+        KeyPlan::Reuse {
+            key_id: listed.id.to_owned(),
+        }
+    } else {
+        KeyPlan::Replace {
+            old_name: listed.name.to_owned(),
+        }
+    }
+}
+
+/// `ProvisionerKeyReady` when Coder holds a key of this name that this provisioner did not create.
+pub fn key_not_owned(name: &str) -> Decided {
+    Decided::new(
+        conditions::PROVISIONER_KEY_READY,
+        ConditionStatus::False,
+        reasons::PROVISIONER_KEY_NOT_OWNED,
+        format!(
+            "Coder already has a provisioner key named {name:?} that this provisioner did not create (its ID is not status.provisionerKeyID); it is neither used nor deleted. Delete it in Coder (`coder provisioner keys delete`) or set spec.key.name to another name."
+        ),
+    )
+}
+
+/// `CredentialsReady` when the key Secret was created by someone else while the key was being made.
+pub fn key_secret_taken(secret: &str) -> Decided {
+    credentials_condition(Some((
+        reasons::KEY_SECRET_NOT_OWNED,
+        format!(
+            "Secret {secret:?} appeared while the provisioner key was created and this provisioner does not own it; it was not changed, and the new key was deleted again"
+        ),
+    )))
+}
+
+/// `OperatorAccessReady` when the operator token Secret is not controlled by the control plane.
+pub fn token_secret_not_owned(control_plane: &str, secret: &str) -> Vec<Decided> {
+    vec![
+        control_plane_available(control_plane),
+        Decided::new(
+            conditions::OPERATOR_ACCESS_READY,
+            ConditionStatus::False,
+            reasons::OPERATOR_TOKEN_SECRET_NOT_OWNED,
+            format!(
+                "Secret {secret:?} named as the operator token of CoderControlPlane {control_plane:?} is not controlled by that control plane; it is not read"
+            ),
+        ),
+    ]
 }
 
 /// `ProvisionerKeyReady` after a failed Coder call.
@@ -278,25 +341,59 @@ mod tests {
 
     #[test]
     fn key_plans() {
+        let k1 = Some(ListedKey { id: "k1", name: "p" });
         assert_eq!(
-            key_plan(Some(("k1", "p")), true, false),
+            key_plan(k1, Some("k1"), false, true, false),
             KeyPlan::Reuse {
                 key_id: "k1".to_owned()
             }
         );
         assert_eq!(
-            key_plan(Some(("k1", "p")), false, false),
+            key_plan(k1, Some("k1"), false, false, false),
             KeyPlan::Replace {
                 old_name: "p".to_owned()
             }
         );
         assert_eq!(
-            key_plan(Some(("k1", "p")), true, true),
+            key_plan(k1, Some("k1"), false, true, true),
             KeyPlan::Replace {
                 old_name: "p".to_owned()
             }
         );
-        assert_eq!(key_plan(None, true, false), KeyPlan::Create);
+        assert_eq!(key_plan(None, Some("k1"), false, true, false), KeyPlan::Create);
+        assert_eq!(key_plan(None, None, false, false, false), KeyPlan::Create);
+    }
+
+    #[test]
+    fn a_key_this_provisioner_did_not_create_is_never_used_or_replaced() {
+        let k1 = Some(ListedKey { id: "k1", name: "p" });
+        let not_owned = KeyPlan::NotOwned { name: "p".to_owned() };
+        for (recorded, secret_holds_key, drifted) in [
+            (None, false, false),
+            (None, true, false),
+            (None, false, true),
+            (Some("k0"), true, false),
+            (Some("k0"), false, false),
+            (Some("k0"), true, true),
+        ] {
+            assert_eq!(
+                key_plan(k1, recorded, false, secret_holds_key, drifted),
+                not_owned,
+                "recorded {recorded:?}, secret holds a key {secret_holds_key}, drifted {drifted}"
+            );
+        }
+        assert_eq!(
+            key_plan(k1, None, true, false, false),
+            KeyPlan::Replace {
+                old_name: "p".to_owned()
+            },
+            "created by this operator, ID not learnt yet"
+        );
+        let condition = key_not_owned("p");
+        assert_eq!(
+            (condition.reason, condition.status),
+            (reasons::PROVISIONER_KEY_NOT_OWNED, ConditionStatus::False)
+        );
     }
 
     #[test]

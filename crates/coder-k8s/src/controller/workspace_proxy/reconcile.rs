@@ -11,7 +11,9 @@ use coder_k8s_api::shared::{
     CREDENTIAL_DESTINATIONS_ANNOTATION, CREDENTIAL_LABEL, DEFAULT_TOKEN_SECRET_KEY, SecretKeySelector,
     WorkloadPhase,
 };
-use coder_k8s_api::workspace_proxy::{CoderWorkspaceProxy, ProxyBootstrapSpec, WorkspaceProxyStatus};
+use coder_k8s_api::workspace_proxy::{
+    CoderWorkspaceProxy, PROXY_ID_ANNOTATION, ProxyBootstrapSpec, WorkspaceProxyStatus,
+};
 use coder_k8s_coder_client::types::{CreateWorkspaceProxyRequest, PatchWorkspaceProxy};
 use coder_k8s_coder_client::{CoderClient, Error as CoderError};
 use k8s_openapi::api::core::v1::Secret;
@@ -20,17 +22,20 @@ use kube::runtime::controller::Action;
 
 use super::status::{self as decide, RegistrationPlan};
 use super::{desired, names};
-use crate::controller::apply::{Applied, apply, apply_deployment, controlled_by};
+use crate::controller::apply::{apply_deployment, apply_owned, controlled_by, report_ownership};
 use crate::controller::conditions::{Draft, deployment_ready};
 use crate::controller::context::Context;
 use crate::controller::credentials;
 use crate::controller::error::{Error, Result};
-use crate::controller::owned_secret::OwnedSecret;
+use crate::controller::owned_secret::{self, OwnedSecret, Written};
 use crate::controller::secrets;
 use crate::controller::status_writer::write_status;
 
 /// The status being built by one reconcile.
 type Run = Draft<WorkspaceProxyStatus>;
+
+/// The fact kept per proxy: the ID of the proxy in Coder that this object created or holds the token of.
+const PROXY_ID_FACT: &str = "proxy-id";
 
 /// One reconcile of a workspace proxy.
 pub async fn apply_spec(proxy: Arc<CoderWorkspaceProxy>, ctx: Arc<Context>) -> Result<Action> {
@@ -63,7 +68,7 @@ pub async fn apply_spec(proxy: Arc<CoderWorkspaceProxy>, ctx: Arc<Context>) -> R
         name: token_ref.name.clone(),
         key: Some(token_ref.key_or(DEFAULT_TOKEN_SECRET_KEY).to_owned()),
     });
-    let ready = apply_objects(proxy, ctx, &primary_url, &token_ref).await?;
+    let ready = apply_objects(proxy, ctx, &primary_url, &token_ref, &mut run).await?;
     run.status.ready_replicas = Some(ready);
     run.set(deployment_ready(ready, "the proxy Deployment"));
     if ready > 0 {
@@ -135,28 +140,70 @@ async fn registered(
             run.set(decide::token_secret_not_owned(&generated));
             return Ok(false);
         }
-        RegistrationPlan::Register => match register_in_coder(ctx, &namespace, name, bootstrap).await? {
-            Ok(token) => write_token_secret(proxy, ctx, &generated, &token, primary_origin).await?,
-            Err(message) => {
+        RegistrationPlan::Register => {
+            // The record on the Secret, else what this operator saw earlier (the Secret may have been deleted).
+            let recorded = live
+                .as_ref()
+                .and_then(|s| s.metadata.annotations.as_ref())
+                .and_then(|a| a.get(PROXY_ID_ANNOTATION))
+                .cloned()
+                .or_else(|| ctx.fact(&uid, PROXY_ID_FACT));
+            let registration =
+                register_in_coder(ctx, &namespace, name, bootstrap, recorded.as_deref()).await?;
+            let refusal = match registration {
+                Ok(Registration::Token { token, proxy_id }) => {
+                    // Created or regenerated for this object: its own, even if the Secret write below fails.
+                    ctx.set_fact(&uid, PROXY_ID_FACT, Some(proxy_id.clone()));
+                    let written = TokenSecret {
+                        name: &generated,
+                        token: &token,
+                        proxy_id: &proxy_id,
+                        origin: primary_origin,
+                    };
+                    match write_token_secret(proxy, ctx, written, live.as_deref()).await? {
+                        true => None,
+                        false => Some(decide::token_secret_not_owned(&generated)),
+                    }
+                }
+                Ok(Registration::NotOwned { proxy_name }) => Some(decide::proxy_not_owned(&proxy_name)),
+                Err(message) => Some(decide::registration_failed(message)),
+            };
+            if let Some(refusal) = refusal {
                 run.status.registered = Some(false);
-                run.set(decide::registration_failed(message));
+                run.set(refusal);
                 return Ok(false);
             }
-        },
-        RegistrationPlan::Keep => {}
+        }
+        RegistrationPlan::Keep => {
+            // A proxy token is `<proxy ID>:<secret>`: the owned Secret proves which proxy is this object's.
+            let token = secrets::value(live.as_deref(), DEFAULT_TOKEN_SECRET_KEY).unwrap_or_default();
+            if let Some((proxy_id, _)) = token.split_once(':') {
+                ctx.set_fact(&uid, PROXY_ID_FACT, Some(proxy_id.to_owned()));
+            }
+        }
     }
     run.status.registered = Some(true);
     run.set(decide::registered());
     Ok(true)
 }
 
+/// What registering the proxy gave.
+enum Registration {
+    /// The proxy (created, or this object's own) and its new token.
+    Token { token: String, proxy_id: String },
+    /// Coder holds a proxy of this name that this object did not create: nothing was changed.
+    NotOwned { proxy_name: String },
+}
+
 /// Reads the bootstrap credential and registers the proxy; `Err(message)` when that fails (never a credential).
+/// `recorded` is the ID of the proxy this object created, as recorded on its token Secret.
 async fn register_in_coder(
     ctx: &Context,
     namespace: &str,
     name: &str,
     bootstrap: &ProxyBootstrapSpec,
-) -> Result<std::result::Result<String, String>> {
+    recorded: Option<&str>,
+) -> Result<std::result::Result<Registration, String>> {
     let reference = &bootstrap.credentials_secret_ref;
     let secret = ctx
         .caches
@@ -172,17 +219,21 @@ async fn register_in_coder(
         return Ok(Err("bootstrap.coderURL is not a URL".to_owned()));
     };
     Ok(match ctx.uncached_coder_client(&url, &credential) {
-        Ok(coder) => register(&coder, name, bootstrap).await.map_err(|e| e.to_string()),
+        Ok(coder) => register(&coder, name, bootstrap, recorded)
+            .await
+            .map_err(|e| e.to_string()),
         Err(error) => Err(error.to_string()),
     })
 }
 
-/// Get the proxy; create it on Coder's own 404, else regenerate its token. Returns the proxy token.
+/// Get the proxy; create it on Coder's own 404, else regenerate its token when this object created it (its ID is
+/// `recorded`), else change nothing.
 async fn register(
     coder: &CoderClient,
     name: &str,
     bootstrap: &ProxyBootstrapSpec,
-) -> std::result::Result<String, CoderError> {
+    recorded: Option<&str>,
+) -> std::result::Result<Registration, CoderError> {
     let (proxy_name, display_name, icon) = decide::proxy_names(name, bootstrap);
     let response = match coder.workspace_proxy(&proxy_name).await {
         Err(CoderError::NotFound { .. }) => {
@@ -194,6 +245,9 @@ async fn register(
             coder.create_workspace_proxy(&request).await?
         }
         Err(error) => return Err(error),
+        Ok(existing) if !decide::proxy_owned(&existing.id.to_string(), recorded) => {
+            return Ok(Registration::NotOwned { proxy_name });
+        }
         Ok(existing) => {
             let (display_name, icon) =
                 decide::kept_display(name, bootstrap, &existing.display_name, &existing.icon_url);
@@ -207,40 +261,63 @@ async fn register(
             coder.patch_workspace_proxy(&request).await?
         }
     };
-    Ok(response.proxy_token.expose().to_owned())
+    Ok(Registration::Token {
+        token: response.proxy_token.expose().to_owned(),
+        proxy_id: response.proxy.id.to_string(),
+    })
 }
 
-/// The generated token Secret: owned, and itself a credential Secret for the primary access URL's origin.
+/// What goes into the generated token Secret.
+struct TokenSecret<'a> {
+    name: &'a str,
+    token: &'a str,
+    proxy_id: &'a str,
+    origin: &'a str,
+}
+
+/// The generated token Secret: owned, itself a credential Secret for the primary access URL's origin, and the
+/// record of which proxy in Coder this object created. `false` when the name is taken by a Secret this proxy does
+/// not control (nothing is written).
 async fn write_token_secret(
     proxy: &CoderWorkspaceProxy,
     ctx: &Context,
-    name: &str,
-    token: &str,
-    origin: &str,
-) -> Result<()> {
+    written: TokenSecret<'_>,
+    live: Option<&Secret>,
+) -> Result<bool> {
     let mut labels = names::labels(&proxy.name_any());
     labels.insert(CREDENTIAL_LABEL.to_owned(), "true".to_owned());
     let secret = OwnedSecret {
-        name,
+        name: written.name,
         labels,
-        annotations: BTreeMap::from([(CREDENTIAL_DESTINATIONS_ANNOTATION.to_owned(), origin.to_owned())]),
+        annotations: BTreeMap::from([
+            (
+                CREDENTIAL_DESTINATIONS_ANNOTATION.to_owned(),
+                written.origin.to_owned(),
+            ),
+            (PROXY_ID_ANNOTATION.to_owned(), written.proxy_id.to_owned()),
+        ]),
         key: DEFAULT_TOKEN_SECRET_KEY,
-        value: token.as_bytes(),
+        value: written.token.as_bytes(),
     }
     .build(proxy)
     .ok_or(Error::MissingMetadata)?;
-    if let Applied::Changed(written) = apply::<Secret>(ctx, secret, None).await? {
-        ctx.caches.secrets.wrote(written);
+    match owned_secret::write(ctx, secret, live).await? {
+        Written::Stored(stored) => {
+            ctx.caches.secrets.wrote(*stored);
+            Ok(true)
+        }
+        Written::Foreign => Ok(false),
     }
-    Ok(())
 }
 
-/// Applies the Service and the Deployment; returns the Deployment's ready replicas.
+/// Applies the Service and the Deployment, except those of the same names the proxy does not control
+/// (`ResourcesOwned`); returns the Deployment's ready replicas.
 async fn apply_objects(
     proxy: &CoderWorkspaceProxy,
     ctx: &Context,
     primary_url: &str,
     token_ref: &SecretKeySelector,
+    run: &mut Run,
 ) -> Result<i32> {
     let (deployment, service) =
         desired::desired_state(proxy, primary_url, token_ref).ok_or(Error::MissingMetadata)?;
@@ -248,8 +325,20 @@ async fn apply_objects(
         .caches
         .services
         .meta(&proxy.namespace().unwrap_or_default(), &service.name_any());
-    apply(ctx, service, cached.as_ref()).await?;
-    Ok(apply_deployment(ctx, deployment).await?)
+    let mut not_owned: Vec<_> = apply_owned(ctx, service, cached.as_ref())
+        .await?
+        .err()
+        .into_iter()
+        .collect();
+    let ready = match apply_deployment(ctx, deployment).await? {
+        Ok(ready) => ready,
+        Err(foreign) => {
+            not_owned.push(foreign);
+            0
+        }
+    };
+    report_ownership(run, &not_owned);
+    Ok(ready)
 }
 
 async fn finish(

@@ -50,6 +50,24 @@ pub fn registration_plan(secret: Option<(bool, bool)>) -> RegistrationPlan {
     }
 }
 
+/// Whether the proxy Coder holds under the bootstrap name, with `existing_id`, is the one this object created: its
+/// ID is the one recorded on the owned token Secret. Anyone else's proxy is never taken over.
+pub fn proxy_owned(existing_id: &str, recorded_id: Option<&str>) -> bool {
+    recorded_id == Some(existing_id)
+}
+
+/// `ProxyRegistered` when Coder holds a proxy of this name that this object did not create.
+pub fn proxy_not_owned(proxy_name: &str) -> Decided {
+    Decided::new(
+        conditions::PROXY_REGISTERED,
+        ConditionStatus::False,
+        reasons::PROXY_NOT_OWNED,
+        format!(
+            "Coder already has a workspace proxy named {proxy_name:?} that this object did not create; its token is not regenerated. Delete it in Coder or set bootstrap.proxyName to another name."
+        ),
+    )
+}
+
 /// The proxy name, display name and icon sent to Coder when it creates the proxy (each defaulted when empty).
 pub fn proxy_names(name: &str, bootstrap: &ProxyBootstrapSpec) -> (String, String, String) {
     let proxy_name = given(&bootstrap.proxy_name).unwrap_or_else(|| name.to_owned());
@@ -131,6 +149,14 @@ pub fn registered() -> Decided {
 mod tests {
     use super::*;
     use coder_k8s_api::shared::SecretKeySelector;
+
+    #[test]
+    fn only_the_recorded_proxy_is_taken_over() {
+        assert!(proxy_owned("p1", Some("p1")));
+        assert!(!proxy_owned("p1", Some("p2")));
+        assert!(!proxy_owned("p1", None), "nothing recorded: someone else's proxy");
+        assert_eq!(proxy_not_owned("eu").reason, reasons::PROXY_NOT_OWNED);
+    }
 
     #[test]
     fn registration_plans() {
