@@ -14,6 +14,7 @@ pub mod ai;
 pub mod backoff;
 mod client;
 pub mod error;
+pub mod redact;
 pub mod redirect;
 mod secret;
 pub mod types;
