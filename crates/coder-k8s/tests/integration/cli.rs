@@ -464,7 +464,7 @@ async fn sigterm_lets_the_reconcile_in_flight_write_its_status_starts_nothing_ne
             .then_some(())
     })
     .await;
-    let tier = |object: &CoderControlPlane| object.status.as_ref().and_then(|s| s.license_tier.clone());
+    let tier = |object: &CoderControlPlane| object.status.as_ref().and_then(|s| s.license_tier);
     assert_eq!(
         tier(&control_planes.get("coder").await.unwrap()),
         None,

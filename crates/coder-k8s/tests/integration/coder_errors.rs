@@ -1,0 +1,99 @@
+//! Coder's error texts on their way into conditions and Events: cut short and without anything that looks like a
+//! credential, on the real kube-apiserver, PostgreSQL and the Coder API test server.
+
+use coder_k8s_coder_testserver::{Fault, FaultRule};
+use k8s_openapi::api::core::v1::Event;
+use serde_json::json;
+
+use crate::control_plane::harness;
+
+/// A Coder API token, as Coder formats them.
+const ECHOED_TOKEN: &str = "AbCdEf1234-0123456789abcdefGHIJKL";
+/// Pieces that must never reach a condition or an Event.
+const LEAKS: [&str; 5] = [
+    ECHOED_TOKEN,
+    "0123456789abcdefGHIJKL",
+    "hunter2",
+    "admin:",
+    "s3cr3t-bearer",
+];
+
+/// A hostile error body: a token, a URL with user information, a bearer value and a long tail.
+fn hostile_answer() -> Fault {
+    Fault::Answer {
+        status: 400,
+        headers: vec![],
+        body: json!({
+            "message": format!("licence key {ECHOED_TOKEN} rejected by https://admin:hunter2@coder.internal/api"),
+            "detail": format!("Bearer s3cr3t-bearer {}", "tail ".repeat(400)),
+        }),
+    }
+}
+
+fn assert_clean(text: &str) {
+    for leak in LEAKS {
+        assert!(!text.contains(leak), "{leak:?} leaked into {text:?}");
+    }
+    // Coder's text is there, redacted: the message still tells what happened.
+    assert!(
+        text.contains("licence key [redacted] rejected by https://[redacted]@coder.internal/api"),
+        "{text}"
+    );
+    assert!(
+        text.chars().count() < 400,
+        "not cut short: {} characters",
+        text.chars().count()
+    );
+}
+
+#[tokio::test]
+async fn a_coder_error_body_reaches_the_condition_and_the_event_redacted_and_cut_short() {
+    let h = harness("coder-errors").await;
+    h.put_secret("coder-db-app", &[("uri", &h.db_url)]).await;
+    h.put_secret(
+        "coder-license",
+        &[("license", "eyJhbGciOiJFZERTQSJ9.license-one.sig")],
+    )
+    .await;
+    h.server.add_fault(FaultRule {
+        method: Some("POST".to_owned()),
+        path_prefix: "/api/v2/licenses".to_owned(),
+        fault: hostile_answer(),
+        times: None,
+    });
+    h.create(
+        "coder",
+        json!({
+            "database": {"connectionSecretRef": {"name": "coder-db-app", "key": "uri"}},
+            "licenseSecretRef": {"name": "coder-license"},
+        }),
+    )
+    .await;
+    h.deployment_ready("coder").await;
+    let message = h.wait_reason("coder", "LicenseApplied", "Error").await;
+    assert_clean(&message);
+
+    let events = h.api::<Event>();
+    let mut notes = Vec::new();
+    for _ in 0..100 {
+        notes = events
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|e| {
+                e.involved_object.name.as_deref() == Some("coder") && e.reason.as_deref() == Some("Error")
+            })
+            .filter_map(|e| e.message)
+            .collect();
+        if !notes.is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    assert!(!notes.is_empty(), "no Warning Event for the failed upload");
+    for note in &notes {
+        assert_clean(note);
+    }
+}
