@@ -284,7 +284,8 @@ async fn run_controllers(
             tokio::spawn(controller::workspace_proxy::run(ctx, wait_for(shutdown.clone()))),
         ),
     ];
-    let aborts: Vec<_> = loops.iter().map(|(_, task)| task.abort_handle()).collect();
+    // Also when this future is dropped (a lost Lease): a replica that is not the leader must not keep writing.
+    let _abort_on_drop = AbortOnDrop(loops.iter().map(|(_, task)| task.abort_handle()).collect());
     let supervised = futures::future::join_all(
         loops
             .into_iter()
@@ -298,8 +299,16 @@ async fn run_controllers(
         _ = supervised => {}
         () = grace_over => {
             tracing::warn!(grace = ?SHUTDOWN_GRACE, "reconciles still running after the grace period; stopping them");
-            aborts.iter().for_each(tokio::task::AbortHandle::abort);
         }
+    }
+}
+
+/// Aborts the tasks when dropped.
+struct AbortOnDrop(Vec<tokio::task::AbortHandle>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.iter().for_each(tokio::task::AbortHandle::abort);
     }
 }
 
