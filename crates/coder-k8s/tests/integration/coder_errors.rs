@@ -1,11 +1,14 @@
-//! Coder's error texts on their way into conditions and Events: cut short and without anything that looks like a
-//! credential, on the real kube-apiserver, PostgreSQL and the Coder API test server.
+//! Hostile Coder answers on the real kube-apiserver, PostgreSQL and the Coder API test server: error texts reach
+//! conditions and Events cut short and without anything that looks like a credential, and a huge `Retry-After`
+//! neither panics nor stops a controller.
 
+use coder_k8s_api::provisioner::CoderProvisioner;
 use coder_k8s_coder_testserver::{Fault, FaultRule};
 use k8s_openapi::api::core::v1::Event;
+use kube::api::PostParams;
 use serde_json::json;
 
-use crate::control_plane::harness;
+use crate::control_plane::{Harness, harness};
 
 /// A Coder API token, as Coder formats them.
 const ECHOED_TOKEN: &str = "AbCdEf1234-0123456789abcdefGHIJKL";
@@ -96,4 +99,73 @@ async fn a_coder_error_body_reaches_the_condition_and_the_event_redacted_and_cut
     for note in &notes {
         assert_clean(note);
     }
+}
+
+async fn provisioner_reason(h: &Harness, name: &str, type_: &str) -> Option<String> {
+    let object = h.api::<CoderProvisioner>().get(name).await.unwrap();
+    object
+        .status?
+        .conditions
+        .into_iter()
+        .find(|c| c.type_ == type_)
+        .map(|c| c.reason)
+}
+
+async fn wait_provisioner_reason(h: &Harness, name: &str, type_: &str, expected: &str) {
+    let mut last = None;
+    for _ in 0..150 {
+        last = provisioner_reason(h, name, type_).await;
+        if last.as_deref() == Some(expected) {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    panic!("{name}: {type_} never became {expected}; last {last:?}");
+}
+
+#[tokio::test]
+async fn a_huge_retry_after_neither_panics_nor_stops_the_controller() {
+    let h = harness("retry-after").await;
+    h.put_secret("coder-db-app", &[("uri", &h.db_url)]).await;
+    h.create(
+        "coder",
+        json!({"database": {"connectionSecretRef": {"name": "coder-db-app", "key": "uri"}}}),
+    )
+    .await;
+    h.deployment_ready("coder").await;
+    h.wait_operator_access("coder", true).await;
+    h.server.add_fault(FaultRule {
+        method: Some("POST".to_owned()),
+        path_prefix: "/api/v2/organizations/".to_owned(),
+        fault: Fault::Answer {
+            status: 429,
+            headers: vec![("Retry-After".to_owned(), u64::MAX.to_string())],
+            body: json!({"message": "You've been rate limited."}),
+        },
+        times: Some(1),
+    });
+    let create = |name: &str| {
+        let spec =
+            json!({"controlPlaneRef": {"name": "coder"}, "replicas": 1, "tags": {"scope": "organization"}});
+        CoderProvisioner::new(name, serde_json::from_value(spec).unwrap())
+    };
+    let provisioners = h.api::<CoderProvisioner>();
+    provisioners
+        .create(&PostParams::default(), &create("first"))
+        .await
+        .unwrap();
+    wait_provisioner_reason(&h, "first", "ProvisionerKeyReady", "RateLimited").await;
+    // The controller survived the answer: the next object is reconciled to the end.
+    provisioners
+        .create(&PostParams::default(), &create("second"))
+        .await
+        .unwrap();
+    wait_provisioner_reason(&h, "second", "ProvisionerKeyReady", "ProvisionerKeyReady").await;
+    assert_eq!(
+        provisioner_reason(&h, "first", "ProvisionerKeyReady")
+            .await
+            .as_deref(),
+        Some("RateLimited"),
+        "the first waits out the capped Retry-After"
+    );
 }
