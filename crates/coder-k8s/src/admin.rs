@@ -138,11 +138,19 @@ pub fn bind_plan(address: &str) -> Result<BindPlan, String> {
 
 /// Listens as `address` asks; see [`BindPlan`].
 pub async fn bind(address: &str) -> std::io::Result<TcpListener> {
+    bind_with(address, bind_dual_stack).await
+}
+
+/// [`bind`] with the dual-stack step given, so the IPv4 fallback can be tested on a host that has IPv6.
+async fn bind_with(
+    address: &str,
+    dual_stack: impl FnOnce(u16) -> std::io::Result<TcpListener>,
+) -> std::io::Result<TcpListener> {
     let plan =
         bind_plan(address).map_err(|reason| std::io::Error::new(std::io::ErrorKind::InvalidInput, reason))?;
     match plan {
         BindPlan::Exactly(address) => TcpListener::bind(address).await,
-        BindPlan::AllInterfaces(port) => match bind_dual_stack(port) {
+        BindPlan::AllInterfaces(port) => match dual_stack(port) {
             Ok(listener) => Ok(listener),
             Err(error) => {
                 tracing::info!(%error, port, "IPv6 is unavailable; listening on IPv4 only");
@@ -270,6 +278,17 @@ mod tests {
         let mut response = String::new();
         stream.read_to_string(&mut response).await.unwrap();
         response
+    }
+
+    #[tokio::test]
+    async fn without_ipv6_a_bare_port_listens_on_ipv4() {
+        let no_ipv6 = |_| Err(std::io::Error::from(std::io::ErrorKind::AddrNotAvailable));
+        let listener = bind_with(":0", no_ipv6).await.unwrap();
+        let address = listener.local_addr().unwrap();
+        assert!(address.is_ipv4() && address.ip().is_unspecified(), "{address}");
+        tokio::spawn(axum::serve(listener, router(AdminState::new(Registry::default()))).into_future());
+        let response = healthz_at(SocketAddr::from((Ipv4Addr::LOCALHOST, address.port()))).await;
+        assert!(response.starts_with("HTTP/1.1 200"), "{response}");
     }
 
     #[tokio::test]
