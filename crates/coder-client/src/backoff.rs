@@ -54,7 +54,7 @@ pub fn delay(attempt: u32, unit: f64) -> Duration {
     let capped = base.min(MAX.as_secs_f64());
     let factor = 1.0 + JITTER * (2.0 * unit - 1.0);
     let secs = (capped * factor).max(FLOOR.as_secs_f64());
-    Duration::from_secs_f64(secs)
+    Duration::try_from_secs_f64(secs).unwrap_or(MAX)
 }
 
 /// Per-object backoff state: the number of consecutive failures.

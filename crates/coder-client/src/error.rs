@@ -9,26 +9,28 @@
 //!   as the entitlements check read it as "not supported", see [`Error::is_route_not_found`]). Any
 //!   other 404 (HTML page of a proxy, missing header, non-JSON) → [`Error::Unavailable`] with
 //!   [`UnavailableReason::NotCoder404`]. Both are retryable.
-//! * 429 → [`Error::RateLimited`] with `Retry-After` (seconds) when present.
+//! * 429 → [`Error::RateLimited`] with `Retry-After` (seconds or an HTTP date) when present, capped at
+//!   [`MAX_RETRY_AFTER`] (see [`retry_after_from`]).
 //! * 5xx → [`Error::Unavailable`] ([`UnavailableReason::ServerError`]).
 //! * Other statuses (other 4xx, unexpected 1xx/3xx) → [`Error::Rejected`].
 //!
 //! Messages carry Coder's `message` and `detail` text, never headers or the token: every text taken
-//! from a response is scrubbed of the session token before it is stored.
+//! from a response is scrubbed of the session token and of anything that looks like a credential, and cut
+//! short, before it is stored ([`crate::redact`]), because these texts end up in conditions and Events.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use reqwest::header::{CONTENT_TYPE, HeaderMap, RETRY_AFTER};
 use serde::Deserialize;
 
-use crate::secret::scrub;
+use crate::redact::sanitize;
 
 /// Header Coder sets on every response.
 pub const BUILD_VERSION_HEADER: &str = "X-Coder-Build-Version";
 /// The message of Coder's 404 for an unknown route under `/api/v2`.
 pub const ROUTE_NOT_FOUND_MESSAGE: &str = "Route not found.";
-/// Longest piece of server text kept in an error message.
-const MAX_TEXT: usize = 512;
+/// The longest wait a `Retry-After` can ask for; a larger (or hostile) value is cut to this.
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(600);
 
 /// Why Coder is considered unavailable. Every reason is retryable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -242,23 +244,25 @@ impl Error {
         }
     }
 
+    // The constructors below take text from transports and decoders, which may quote a URL or a value: it is
+    // sanitized like an answer's text.
     pub(crate) fn unavailable(reason: UnavailableReason, message: impl Into<String>) -> Self {
         Self::Unavailable {
             reason,
             status: None,
-            message: message.into(),
+            message: sanitize(&message.into(), &[]),
         }
     }
 
     pub(crate) fn invalid(message: impl Into<String>) -> Self {
         Self::Invalid {
-            message: message.into(),
+            message: sanitize(&message.into(), &[]),
         }
     }
 
     pub(crate) fn decode(message: impl Into<String>) -> Self {
         Self::Decode {
-            message: message.into(),
+            message: sanitize(&message.into(), &[]),
         }
     }
 }
@@ -307,18 +311,6 @@ fn parse_coder_body(headers: &HeaderMap, body: &[u8]) -> Option<CoderResponse> {
     serde_json::from_slice::<CoderResponse>(body).ok()
 }
 
-fn truncate(text: &str) -> String {
-    let text = text.trim();
-    if text.len() <= MAX_TEXT {
-        return text.to_owned();
-    }
-    let mut end = MAX_TEXT;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &text[..end])
-}
-
 fn describe(parsed: Option<&CoderResponse>, body: &[u8], sensitive: &[&str]) -> String {
     let text = match parsed {
         Some(r) => {
@@ -343,19 +335,26 @@ fn describe(parsed: Option<&CoderResponse>, body: &[u8], sensitive: &[&str]) -> 
             }
         }
     };
-    truncate(&scrub(&text, sensitive))
+    sanitize(&text, sensitive)
 }
 
-/// Parses `Retry-After` as a number of seconds (HTTP dates are not interpreted).
+/// The `Retry-After` of an answer received now; see [`retry_after_from`].
 pub fn parse_retry_after(headers: &HeaderMap) -> Option<Duration> {
-    headers
-        .get(RETRY_AFTER)?
-        .to_str()
-        .ok()?
-        .trim()
-        .parse::<u64>()
-        .ok()
-        .map(Duration::from_secs)
+    retry_after_from(headers.get(RETRY_AFTER)?.to_str().ok()?, SystemTime::now())
+}
+
+/// Reads a `Retry-After` value received at `now`: a number of seconds or an HTTP date, never more than
+/// [`MAX_RETRY_AFTER`]. A date in the past means "now" (zero). Anything else (negative or fractional numbers,
+/// garbage) is `None`, as if the header were absent. Pure, and no value can overflow: a number too large for
+/// `u64` is simply "very long" and capped.
+pub fn retry_after_from(value: &str, now: SystemTime) -> Option<Duration> {
+    let value = value.trim();
+    if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) {
+        let seconds = value.parse::<u64>().unwrap_or(u64::MAX);
+        return Some(Duration::from_secs(seconds).min(MAX_RETRY_AFTER));
+    }
+    let at = httpdate::parse_http_date(value).ok()?;
+    Some(at.duration_since(now).unwrap_or_default().min(MAX_RETRY_AFTER))
 }
 
 /// Maps a non-success answer to an [`Error`]. Pure: no I/O.
@@ -542,10 +541,85 @@ mod tests {
     }
 
     #[test]
-    fn long_bodies_are_truncated() {
+    fn long_bodies_are_cut_to_the_message_limit() {
         let body = "x".repeat(10_000);
         let e = error_from_response(502, &HeaderMap::new(), body.as_bytes(), &[]);
-        assert!(e.message().len() < 600);
+        assert_eq!(e.message().chars().count(), crate::redact::MAX_MESSAGE_CHARS + 1);
+        assert!(e.message().ends_with('…'));
+    }
+
+    #[test]
+    fn credentials_in_a_body_never_reach_the_message() {
+        let body = r#"{"message":"upstream https://ops:hunter2@coder.internal/api refused","detail":"key AbCdEf1234-0123456789abcdefGHIJKL, Bearer abc.def"}"#;
+        let e = error_from_response(400, &coder_headers(), body.as_bytes(), &[]);
+        let shown = format!("{e} {e:?}");
+        for leaked in ["hunter2", "ops:", "0123456789abcdefGHIJKL", "abc.def"] {
+            assert!(!shown.contains(leaked), "{leaked} in {shown}");
+        }
+        assert!(
+            e.message().contains("https://[redacted]@coder.internal/api"),
+            "{}",
+            e.message()
+        );
+    }
+
+    fn at(seconds: u64) -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_secs(seconds)
+    }
+
+    #[test]
+    fn retry_after_seconds_are_capped() {
+        let now = at(1_700_000_000);
+        assert_eq!(retry_after_from("60", now), Some(Duration::from_secs(60)));
+        assert_eq!(retry_after_from(" 0 ", now), Some(Duration::ZERO));
+        assert_eq!(retry_after_from("601", now), Some(MAX_RETRY_AFTER));
+        assert_eq!(
+            retry_after_from("18446744073709551615", now),
+            Some(MAX_RETRY_AFTER)
+        );
+        assert_eq!(
+            retry_after_from("99999999999999999999999999999", now),
+            Some(MAX_RETRY_AFTER)
+        );
+    }
+
+    #[test]
+    fn retry_after_dates_are_relative_to_now_and_capped() {
+        let now = httpdate::parse_http_date("Sun, 06 Nov 1994 08:49:37 GMT").unwrap();
+        assert_eq!(
+            retry_after_from("Sun, 06 Nov 1994 08:50:07 GMT", now),
+            Some(Duration::from_secs(30))
+        );
+        assert_eq!(
+            retry_after_from("Sun, 06 Nov 1994 08:00:00 GMT", now),
+            Some(Duration::ZERO)
+        );
+        assert_eq!(
+            retry_after_from("Fri, 31 Dec 9999 23:59:59 GMT", now),
+            Some(MAX_RETRY_AFTER)
+        );
+        // "now" at the far end of time: a past date still cannot underflow.
+        assert_eq!(
+            retry_after_from("Thu, 01 Jan 1970 00:00:00 GMT", at(u64::MAX / 4)),
+            Some(Duration::ZERO)
+        );
+    }
+
+    #[test]
+    fn hostile_retry_after_values_are_ignored() {
+        let now = at(1_700_000_000);
+        for value in [
+            "-5",
+            "-18446744073709551615",
+            "1.5",
+            "1e9",
+            "",
+            "soon",
+            "Fri, 31 Dec 99999 23:59:59 GMT",
+            "\u{0}",
+        ] {
+            assert_eq!(retry_after_from(value, now), None, "{value:?}");
+        }
     }
 
     #[test]

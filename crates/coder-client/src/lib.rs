@@ -5,7 +5,9 @@
 //!   `Debug`/`Display`), follows redirects only within the origin of the Coder URL ([`redirect`]),
 //!   applies a timeout (30 s) and a body-size cap (4 MiB), and sends `X-Coder-Bypass-Ratelimit: true`
 //!   on mutating calls, retrying once without it on 428.
-//! * Errors are typed ([`Error`]); only Coder's own 404 is [`Error::NotFound`] (see [`error`]).
+//! * Errors are typed ([`Error`]); only Coder's own 404 is [`Error::NotFound`] (see [`error`]). Their
+//!   texts are cleaned of credential-like text and cut short ([`redact`]), because they reach conditions and
+//!   Events; a `Retry-After` is capped at [`error::MAX_RETRY_AFTER`].
 //! * [`backoff`] computes requeue delays for rate-limited calls.
 //! * [`ai`] holds the unstable AI routes in one place.
 //! * The crate installs rustls' ring provider ([`install_ring_provider`]); aws-lc-rs is not used.
@@ -14,6 +16,7 @@ pub mod ai;
 pub mod backoff;
 mod client;
 pub mod error;
+pub mod redact;
 pub mod redirect;
 mod secret;
 pub mod types;

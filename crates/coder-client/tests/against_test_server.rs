@@ -225,6 +225,92 @@ async fn rate_limit_carries_retry_after() {
 }
 
 #[tokio::test]
+async fn hostile_retry_after_is_capped_or_ignored_without_a_panic() {
+    let env = env("hostile_retry").await;
+    let cases = [
+        (
+            "18446744073709551615",
+            Some(coder_k8s_coder_client::error::MAX_RETRY_AFTER),
+        ),
+        (
+            "99999999999999999999999999",
+            Some(coder_k8s_coder_client::error::MAX_RETRY_AFTER),
+        ),
+        (
+            "Fri, 31 Dec 9999 23:59:59 GMT",
+            Some(coder_k8s_coder_client::error::MAX_RETRY_AFTER),
+        ),
+        ("Thu, 01 Jan 1970 00:00:00 GMT", Some(Duration::ZERO)),
+        ("-1", None),
+        ("soon, maybe", None),
+    ];
+    for (value, expected) in cases {
+        env.fault(
+            None,
+            "/api/v2/organizations",
+            Fault::Answer {
+                status: 429,
+                headers: vec![("Retry-After".to_owned(), value.to_owned())],
+                body: serde_json::json!({"message": "You've been rate limited."}),
+            },
+            Some(1),
+        );
+        let err = env.client().organizations().await.unwrap_err();
+        assert_eq!(err.category(), "rate_limited", "{value}: {err:?}");
+        assert_eq!(err.retry_after(), expected, "{value}");
+    }
+    // The server's own fault with the largest number of seconds.
+    env.fault(
+        None,
+        "/api/v2/organizations",
+        Fault::RateLimited {
+            retry_after_secs: u64::MAX,
+        },
+        Some(1),
+    );
+    let err = env.client().organizations().await.unwrap_err();
+    assert_eq!(
+        err.retry_after(),
+        Some(coder_k8s_coder_client::error::MAX_RETRY_AFTER)
+    );
+}
+
+#[tokio::test]
+async fn credentials_in_an_error_body_are_redacted_and_the_message_bounded() {
+    let env = env("error_body").await;
+    let echoed = "AbCdEf1234-0123456789abcdefGHIJKL";
+    env.fault(
+        None,
+        "/api/v2/organizations",
+        Fault::Answer {
+            status: 400,
+            headers: vec![],
+            body: serde_json::json!({
+                "message": format!("cannot reach https://admin:hunter2@db.internal:5432/coder with key {echoed}"),
+                "detail": format!("Bearer s3cr3t-bearer {}", "padding ".repeat(100)),
+            }),
+        },
+        Some(1),
+    );
+    let err = env.client().organizations().await.unwrap_err();
+    let shown = format!("{err} {err:?}");
+    for leaked in [
+        "hunter2",
+        "admin:",
+        echoed,
+        "0123456789abcdefGHIJKL",
+        "s3cr3t-bearer",
+    ] {
+        assert!(!shown.contains(leaked), "{leaked} leaked: {shown}");
+    }
+    assert!(
+        err.message()
+            .starts_with("cannot reach https://[redacted]@db.internal:5432/coder with key [redacted]")
+    );
+    assert!(err.message().chars().count() <= coder_k8s_coder_client::redact::MAX_MESSAGE_CHARS + 1);
+}
+
+#[tokio::test]
 async fn non_owner_bypass_gets_428_and_is_retried_without_the_header() {
     let env = env("bypass").await;
     let member_token = env.server.mint_token("alice", &[]).await.unwrap();

@@ -1,4 +1,4 @@
-//! Runs the components of the selected `--app` mode until SIGTERM or SIGINT.
+//! Runs the components of the selected `--app` mode until SIGTERM or SIGINT, then shuts down gracefully.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -6,7 +6,6 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
-use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::admin::{self, AdminState};
@@ -46,7 +45,13 @@ pub fn startup_checks(args: &Args) -> Result<Startup, StartupError> {
     })
 }
 
-/// Runs the process after [`startup_checks`] passed.
+/// How long the reconciles in flight at SIGTERM get to finish: below Kubernetes' default
+/// `terminationGracePeriodSeconds` (30 s), leaving time to release the leader Lease before the kubelet kills.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(25);
+
+/// Runs the process after [`startup_checks`] passed, until SIGTERM or SIGINT. On the signal: `/readyz` turns 503, no
+/// new reconcile starts, the reconciles in flight get [`SHUTDOWN_GRACE`] to finish, the leader Lease is released,
+/// and the process exits 0.
 pub async fn run(startup: Startup) -> Result<()> {
     let settings = &startup.settings;
     let mut registry = Registry::default();
@@ -59,7 +64,7 @@ pub async fn run(startup: Startup) -> Result<()> {
     let reconcile_metrics = controller::metrics::ReconcileMetrics::register(&mut registry);
     let kube_requests = controller::kube_requests::KubeRequests::register(&mut registry);
     let admin_state = AdminState::new(registry);
-    let listener = TcpListener::bind(&settings.health_probe_bind_address)
+    let listener = admin::bind(&settings.health_probe_bind_address)
         .await
         .with_context(|| {
             format!(
@@ -67,37 +72,41 @@ pub async fn run(startup: Startup) -> Result<()> {
                 settings.health_probe_bind_address
             )
         })?;
-    tracing::info!(address = %settings.health_probe_bind_address, mode = settings.mode.as_str(), "serving /healthz, /readyz and /metrics");
+    tracing::info!(address = ?listener.local_addr().ok(), mode = settings.mode.as_str(), "serving /healthz, /readyz and /metrics");
 
-    let (shutdown_tx, shutdown_rx) = watch::channel(false);
-    let admin_shutdown = wait_for(shutdown_rx.clone());
+    // Health stays served through the grace period; the admin server stops last.
+    let (admin_stop_tx, admin_stop_rx) = watch::channel(false);
     let admin = tokio::spawn(
         axum::serve(listener, admin::router(admin_state.clone()))
-            .with_graceful_shutdown(admin_shutdown)
+            .with_graceful_shutdown(wait_for(admin_stop_rx))
             .into_future(),
     );
+    let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    let signal_state = admin_state.clone();
+    let signal = tokio::spawn(async move {
+        shutdown_signal().await;
+        tracing::info!(grace = ?SHUTDOWN_GRACE, "shutdown signal received; finishing the reconciles in flight");
+        signal_state.set_ready(false);
+        let _ = shutdown_tx.send(true);
+    });
 
-    let components = run_components(
+    let result = run_components(
         &startup,
         admin_state,
         leader_gauge,
         reconcile_metrics,
         kube_requests,
         shutdown_rx,
-    );
-    let result = tokio::select! {
-        result = components => result,
-        () = shutdown_signal() => {
-            tracing::info!("shutdown signal received; stopping");
-            Ok(())
-        }
-    };
-    let _ = shutdown_tx.send(true);
-    match tokio::time::timeout(Duration::from_secs(10), admin).await {
+    )
+    .await;
+    signal.abort();
+    let _ = admin_stop_tx.send(true);
+    match tokio::time::timeout(Duration::from_secs(5), admin).await {
         Ok(Ok(Ok(()))) | Err(_) => {}
         Ok(Ok(Err(error))) => tracing::warn!(%error, "admin server stopped with an error"),
         Ok(Err(error)) => tracing::warn!(%error, "admin server task failed"),
     }
+    tracing::info!("stopped");
     result
 }
 
@@ -143,6 +152,7 @@ async fn run_components(
                 restrict_workspace_rbac: settings.restrict_workspace_rbac,
                 retry_interval: settings.requeue_interval,
                 entitlements_interval: settings.entitlements_interval,
+                watch_namespace: settings.watch_namespace.clone(),
                 ..ControllerSettings::default()
             };
             let ctx = Arc::new(ControllerContext::new(
@@ -162,15 +172,19 @@ async fn run_controller(
     leader_gauge: Gauge<i64>,
     shutdown: watch::Receiver<bool>,
 ) -> Result<()> {
-    admin_state.set_ready(true);
+    tokio::spawn(ready_once_cached(
+        ctx.clone(),
+        admin_state.clone(),
+        shutdown.clone(),
+    ));
     tracing::info!(built = ?controller::BUILT, not_built = ?controller::NOT_BUILT, "controllers");
     if !leader_elect {
         leader_gauge.set(1);
-        run_controllers(ctx, shutdown).await;
+        run_controllers(ctx, admin_state, shutdown).await;
         return Ok(());
     }
     let namespace = leader::current_lease_namespace();
-    let mut leading = leader::elect(ctx.client.clone(), &namespace)
+    let leadership = leader::elect(ctx.client.clone(), &namespace)
         .await
         .with_context(|| {
             format!(
@@ -178,6 +192,30 @@ async fn run_controller(
                 leader::LEASE_NAME
             )
         })?;
+    let result = lead(
+        ctx,
+        &namespace,
+        &leadership.leading,
+        admin_state,
+        &leader_gauge,
+        shutdown,
+    )
+    .await;
+    leadership.release().await;
+    leader_gauge.set(0);
+    result
+}
+
+/// Waits for the Lease, then runs the controllers until shutdown; losing the Lease is an error.
+async fn lead(
+    ctx: Arc<ControllerContext>,
+    namespace: &str,
+    leading: &watch::Receiver<bool>,
+    admin_state: AdminState,
+    leader_gauge: &Gauge<i64>,
+    shutdown: watch::Receiver<bool>,
+) -> Result<()> {
+    let mut leading = leading.clone();
     let mut shutdown_watch = shutdown.clone();
     // Only the Lease holder runs the controllers (the writers).
     loop {
@@ -192,7 +230,7 @@ async fn run_controller(
             _ = shutdown_watch.changed() => return Ok(()),
         }
     }
-    let controllers = run_controllers(ctx, shutdown.clone());
+    let controllers = run_controllers(ctx, admin_state, shutdown.clone());
     tokio::pin!(controllers);
     loop {
         tokio::select! {
@@ -200,7 +238,6 @@ async fn run_controller(
             changed = leading.changed() => {
                 if changed.is_err() || !*leading.borrow() {
                     // Another replica took over: exit so a restart starts from a clean state.
-                    leader_gauge.set(0);
                     anyhow::bail!("lost the leader Lease {namespace}/{}", leader::LEASE_NAME);
                 }
             }
@@ -208,13 +245,72 @@ async fn run_controller(
     }
 }
 
-/// Every built controller, until `shutdown`.
-async fn run_controllers(ctx: Arc<ControllerContext>, shutdown: watch::Receiver<bool>) {
-    futures::join!(
-        controller::control_plane::run(ctx.clone(), wait_for(shutdown.clone())),
-        controller::provisioner::run(ctx.clone(), wait_for(shutdown.clone())),
-        controller::workspace_proxy::run(ctx, wait_for(shutdown)),
+/// `/readyz` turns ready once every watch cache holds its first list (unless shutdown began first).
+async fn ready_once_cached(
+    ctx: Arc<ControllerContext>,
+    admin_state: AdminState,
+    shutdown: watch::Receiver<bool>,
+) {
+    ctx.caches.ready().await;
+    if !*shutdown.borrow() {
+        tracing::info!("watch caches synced; ready");
+        admin_state.set_ready(true);
+    }
+}
+
+/// Every built controller as its own task, until shutdown plus at most [`SHUTDOWN_GRACE`] for the reconciles in
+/// flight. A controller that stops before shutdown makes `/healthz` fail.
+async fn run_controllers(
+    ctx: Arc<ControllerContext>,
+    admin_state: AdminState,
+    shutdown: watch::Receiver<bool>,
+) {
+    let loops = [
+        (
+            "CoderControlPlane controller",
+            tokio::spawn(controller::control_plane::run(
+                ctx.clone(),
+                wait_for(shutdown.clone()),
+            )),
+        ),
+        (
+            "CoderProvisioner controller",
+            tokio::spawn(controller::provisioner::run(
+                ctx.clone(),
+                wait_for(shutdown.clone()),
+            )),
+        ),
+        (
+            "CoderWorkspaceProxy controller",
+            tokio::spawn(controller::workspace_proxy::run(ctx, wait_for(shutdown.clone()))),
+        ),
+    ];
+    // Also when this future is dropped (a lost Lease): a replica that is not the leader must not keep writing.
+    let _abort_on_drop = AbortOnDrop(loops.iter().map(|(_, task)| task.abort_handle()).collect());
+    let supervised = futures::future::join_all(
+        loops
+            .into_iter()
+            .map(|(name, task)| admin::supervise(name, task, admin_state.clone(), shutdown.clone())),
     );
+    let grace_over = async {
+        wait_for(shutdown.clone()).await;
+        tokio::time::sleep(SHUTDOWN_GRACE).await;
+    };
+    tokio::select! {
+        _ = supervised => {}
+        () = grace_over => {
+            tracing::warn!(grace = ?SHUTDOWN_GRACE, "reconciles still running after the grace period; stopping them");
+        }
+    }
+}
+
+/// Aborts the tasks when dropped.
+struct AbortOnDrop(Vec<tokio::task::AbortHandle>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.iter().for_each(tokio::task::AbortHandle::abort);
+    }
 }
 
 async fn wait_for(mut shutdown: watch::Receiver<bool>) {

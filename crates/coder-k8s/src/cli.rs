@@ -82,8 +82,9 @@ pub struct Args {
     /// File with the MCP bearer token (required for --app=mcp-http).
     #[arg(long)]
     pub mcp_token_file: Option<PathBuf>,
-    /// Address of the health, readiness and metrics server.
-    #[arg(long, default_value = "0.0.0.0:8081")]
+    /// Address of the health, readiness and metrics server. Without a host (`:8081`) it listens on every IPv6 and
+    /// IPv4 address (IPv4 only where IPv6 is unavailable).
+    #[arg(long, default_value = ":8081")]
     pub health_probe_bind_address: String,
     /// Log format.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
@@ -93,7 +94,7 @@ pub struct Args {
     #[arg(long)]
     pub service_address_override: Option<std::net::IpAddr>,
     /// Leader election on the Lease `coder-k8s-controller.coder.com`. Only the holder runs the controllers.
-    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
     pub leader_elect: bool,
     /// Reconciles of one kind that run at the same time (at least 1).
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..))]
@@ -109,6 +110,9 @@ pub struct Args {
     /// Requeue interval of the entitlement checks (Go duration). Hidden: for tests and benchmarks.
     #[arg(long, default_value = "2m", hide = true)]
     pub entitlements_interval: String,
+    /// Reconcile only this namespace (default: every namespace). Hidden: for tests.
+    #[arg(long, hide = true)]
+    pub watch_namespace: Option<String>,
 }
 
 /// A startup error: printed as is, exit code 1.
@@ -130,6 +134,7 @@ pub struct Settings {
     pub restrict_workspace_rbac: bool,
     pub requeue_interval: Duration,
     pub entitlements_interval: Duration,
+    pub watch_namespace: Option<String>,
 }
 
 /// Default Coder request timeout.
@@ -156,6 +161,7 @@ impl Args {
             restrict_workspace_rbac: self.restrict_workspace_rbac,
             requeue_interval: validate_interval("--requeue-interval", &self.requeue_interval)?,
             entitlements_interval: validate_interval("--entitlements-interval", &self.entitlements_interval)?,
+            watch_namespace: self.watch_namespace.clone().filter(|ns| !ns.is_empty()),
         })
     }
 }
@@ -172,11 +178,13 @@ fn validate_interval(flag: &str, value: &str) -> Result<Duration, StartupError> 
     Ok(parsed.duration)
 }
 
-/// `--coder-url` must parse, have a scheme and a host, and use http or https (case-insensitive).
+/// `--coder-url` must parse, have a scheme and a host, and use http or https (case-insensitive). The error quotes
+/// the value without its user information, which may hold a password or token.
 pub fn validate_coder_url(value: &str) -> Result<url::Url, StartupError> {
     let invalid = |reason: &str| {
         StartupError(format!(
-            "assertion failed: invalid --coder-url {value:?}: {reason}"
+            "assertion failed: invalid --coder-url {:?}: {reason}",
+            without_userinfo(value)
         ))
     };
     const NEEDS: &str = "must include scheme and host (for example, https://coder.example.com)";
@@ -196,6 +204,73 @@ pub fn validate_coder_url(value: &str) -> Result<url::Url, StartupError> {
         return Err(invalid("scheme must be http or https"));
     }
     Ok(parsed)
+}
+
+/// `value` with the user information of its authority (`user:password@`, also without a scheme) replaced.
+fn without_userinfo(value: &str) -> String {
+    let (scheme, rest) = match value.find("://") {
+        Some(at) => value.split_at(at + 3),
+        None => ("", value),
+    };
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    match rest[..authority_end].rfind('@') {
+        Some(at) => format!("{scheme}{}{}", coder_k8s_coder_client::REDACTED, &rest[at..]),
+        None => value.to_owned(),
+    }
+}
+
+/// What the command line asks for.
+#[derive(Debug)]
+pub enum CommandLine {
+    /// Run with these flags; `ignored` are the arguments after the flags (Go's `flag` package ignores them too).
+    Run { args: Box<Args>, ignored: Vec<String> },
+    /// Print this text (help or version) on stdout and exit 0.
+    Print(String),
+}
+
+/// A refused command line: the message (Go's text where the v0.1.5 binary refused it) and the usage to print after.
+#[derive(Debug)]
+pub struct CommandLineError {
+    pub message: String,
+    pub usage: String,
+}
+
+/// Parses the command line (program name first) with Go's flag syntax ([`crate::go_flags`]), then clap's types.
+pub fn parse_command_line(raw: &[String]) -> Result<CommandLine, CommandLineError> {
+    use clap::CommandFactory as _;
+    let mut command = Args::command();
+    let usage = command.render_help().to_string();
+    let refused = |message: String| CommandLineError {
+        message,
+        usage: usage.clone(),
+    };
+    let (args, ignored) = match crate::go_flags::normalize(&command, raw) {
+        Ok(crate::go_flags::Request::Help) => return Ok(CommandLine::Print(usage.clone())),
+        Ok(crate::go_flags::Request::Run { args, ignored }) => (args, ignored),
+        Err(error) => return Err(refused(error.0)),
+    };
+    match Args::try_parse_from(args) {
+        Ok(args) => Ok(CommandLine::Run {
+            args: Box::new(args),
+            ignored,
+        }),
+        Err(error)
+            if matches!(
+                error.kind(),
+                clap::error::ErrorKind::DisplayVersion | clap::error::ErrorKind::DisplayHelp
+            ) =>
+        {
+            Ok(CommandLine::Print(error.to_string()))
+        }
+        Err(error) => Err(refused(clap_message(&error))),
+    }
+}
+
+/// The first line of a clap error without clap's `error: ` prefix.
+fn clap_message(error: &clap::Error) -> String {
+    let text = error.to_string();
+    let first = text.lines().next().unwrap_or_default();
+    first.strip_prefix("error: ").unwrap_or(first).to_owned()
 }
 
 /// `--coder-request-timeout`: a Go duration; 0 means the 30 s default; negative is an error.
@@ -254,6 +329,22 @@ mod tests {
             validate_coder_url("ftp://coder.example.com").unwrap_err().0,
             r#"assertion failed: invalid --coder-url "ftp://coder.example.com": scheme must be http or https"#
         );
+        assert_eq!(
+            validate_coder_url("ftp://admin:hunter2@coder.example.com")
+                .unwrap_err()
+                .0,
+            r#"assertion failed: invalid --coder-url "ftp://[redacted]@coder.example.com": scheme must be http or https"#
+        );
+        assert_eq!(
+            validate_coder_url("admin:hunter2@coder.example.com/x")
+                .unwrap_err()
+                .0,
+            r#"assertion failed: invalid --coder-url "[redacted]@coder.example.com/x": must include scheme and host (for example, https://coder.example.com)"#
+        );
+        let error = validate_coder_url("http://user:s3cret@exa mple.com")
+            .unwrap_err()
+            .0;
+        assert!(!error.contains("s3cret") && !error.contains("user"), "{error}");
         let parse_error = validate_coder_url("http://exa mple.com").unwrap_err().0;
         assert!(parse_error.starts_with(r#"assertion failed: invalid --coder-url "http://exa mple.com": "#));
     }
@@ -270,6 +361,55 @@ mod tests {
                 .starts_with("assertion failed: coder request timeout must not be negative")
         );
         assert!(validate_request_timeout("soon").is_err());
+    }
+
+    fn command_line(args: &[&str]) -> Result<CommandLine, CommandLineError> {
+        let raw: Vec<String> = std::iter::once("coder-k8s")
+            .chain(args.iter().copied())
+            .map(str::to_owned)
+            .collect();
+        parse_command_line(&raw)
+    }
+
+    fn parsed(args: &[&str]) -> Args {
+        match command_line(args) {
+            Ok(CommandLine::Run { args, .. }) => *args,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn go_flag_forms_reach_the_typed_flags() {
+        let args = parsed(&[
+            "-app=controller",
+            "-coder-url",
+            "https://coder.example.com",
+            "--max-concurrent-reconciles",
+            "3",
+            "-leader-elect=false",
+        ]);
+        assert_eq!(args.app, "controller");
+        assert_eq!(args.coder_url, "https://coder.example.com");
+        assert_eq!(args.max_concurrent_reconciles, 3);
+        assert!(!args.leader_elect);
+        assert!(parsed(&["-leader-elect"]).leader_elect);
+        assert!(parsed(&[]).leader_elect);
+        assert_eq!(parsed(&[]).health_probe_bind_address, ":8081");
+    }
+
+    #[test]
+    fn refused_command_lines_carry_a_message_and_the_usage() {
+        let error = command_line(&["-bogus"]).unwrap_err();
+        assert_eq!(error.message, "flag provided but not defined: -bogus");
+        assert!(error.usage.contains("--app"), "{}", error.usage);
+        let error = command_line(&["-max-concurrent-reconciles=0"]).unwrap_err();
+        assert!(
+            error.message.contains("max-concurrent-reconciles"),
+            "{}",
+            error.message
+        );
+        assert!(matches!(command_line(&["-h"]), Ok(CommandLine::Print(text)) if text.contains("--app")));
+        assert!(matches!(command_line(&["-version"]), Ok(CommandLine::Print(_))));
     }
 
     #[test]

@@ -53,7 +53,8 @@ pub fn parse_go_duration(input: &str) -> Result<SignedDuration, String> {
         };
         total_nanos += number * scale;
     }
-    if !total_nanos.is_finite() || total_nanos > u64::MAX as f64 {
+    // Go keeps a duration in an i64 of nanoseconds (about 292 years); a longer one is an error there too.
+    if !total_nanos.is_finite() || total_nanos > i64::MAX as f64 {
         return Err("invalid duration: overflow".to_owned());
     }
     Ok(SignedDuration {
@@ -79,5 +80,8 @@ mod tests {
         assert!(d("5").is_err());
         assert!(d("5d").is_err());
         assert!(d("s").is_err());
+        assert_eq!(d("2562047h"), Ok((false, Duration::from_secs(2_562_047 * 3600))));
+        assert!(d("2562048h").is_err(), "beyond Go's range");
+        assert!(d("99999999999999999999999h").is_err());
     }
 }

@@ -1,10 +1,13 @@
 //! Leader election on the Lease `coder-k8s-controller.coder.com`: only the holder runs the controllers (the
-//! writers); every replica keeps serving health and, in `all` mode, the aggregated API.
+//! writers); every replica keeps serving health and, in `all` mode, the aggregated API. A shutdown releases the
+//! Lease, so the next replica takes over at once.
 
 use std::path::Path;
+use std::time::Duration;
 
-use kube_lease_manager::{LeaseManagerBuilder, LeaseManagerError};
+use kube_lease_manager::{LeaseManager, LeaseManagerBuilder, LeaseManagerError};
 use tokio::sync::watch;
+use tokio::task::JoinHandle;
 
 /// Name of the leader-election Lease (the v0.1.5 ID).
 pub const LEASE_NAME: &str = "coder-k8s-controller.coder.com";
@@ -44,12 +47,33 @@ pub fn identity() -> String {
         })
 }
 
-/// Starts the election; the receiver turns `true` while this replica holds the Lease. Dropping every receiver
-/// releases the Lease.
-pub async fn elect(
-    client: kube::Client,
-    namespace: &str,
-) -> Result<watch::Receiver<bool>, LeaseManagerError> {
+/// How long a shutdown waits for the Lease to be released.
+const RELEASE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A running election: `leading` turns `true` while this replica holds the Lease.
+pub struct Leadership {
+    pub leading: watch::Receiver<bool>,
+    task: JoinHandle<Result<LeaseManager, LeaseManagerError>>,
+}
+
+impl Leadership {
+    /// Gives the Lease up (when held) and waits until that is written, so a successor need not wait for the Lease to
+    /// expire. Bounded by [`RELEASE_TIMEOUT`].
+    pub async fn release(self) {
+        let Self { leading, task } = self;
+        // The election task releases the Lease once every receiver is gone.
+        drop(leading);
+        match tokio::time::timeout(RELEASE_TIMEOUT, task).await {
+            Ok(Ok(Ok(_))) => tracing::info!(lease = LEASE_NAME, "leader Lease released"),
+            Ok(Ok(Err(error))) => tracing::warn!(%error, "releasing the leader Lease failed"),
+            Ok(Err(error)) => tracing::warn!(%error, "the leader election task failed"),
+            Err(_) => tracing::warn!("releasing the leader Lease timed out"),
+        }
+    }
+}
+
+/// Starts the election.
+pub async fn elect(client: kube::Client, namespace: &str) -> Result<Leadership, LeaseManagerError> {
     let manager = LeaseManagerBuilder::new(client, LEASE_NAME)
         .with_namespace(namespace)
         .with_identity(identity())
@@ -58,8 +82,8 @@ pub async fn elect(
         .with_field_manager(LEASE_FIELD_MANAGER)
         .build()
         .await?;
-    let (receiver, _task) = manager.watch().await;
-    Ok(receiver)
+    let (leading, task) = manager.watch().await;
+    Ok(Leadership { leading, task })
 }
 
 #[cfg(test)]

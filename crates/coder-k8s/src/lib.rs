@@ -6,6 +6,7 @@ pub mod app;
 pub mod cli;
 pub mod controller;
 pub mod duration;
+pub mod go_flags;
 pub mod leader;
 pub mod mcp;
 pub mod telemetry;

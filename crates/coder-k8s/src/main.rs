@@ -2,12 +2,33 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
-use coder_k8s::{app, cli::Args, telemetry};
+use coder_k8s::cli::{CommandLine, LogFormat, parse_command_line};
+use coder_k8s::{app, telemetry};
 
 fn main() -> ExitCode {
-    let args = Args::parse();
+    // Arguments that are not UTF-8 are read lossily rather than panicking.
+    let raw: Vec<String> = std::env::args_os()
+        .map(|arg| arg.to_string_lossy().into_owned())
+        .collect();
+    let (args, ignored) = match parse_command_line(&raw) {
+        Ok(CommandLine::Run { args, ignored }) => (args, ignored),
+        Ok(CommandLine::Print(text)) => {
+            print!("{text}");
+            return ExitCode::SUCCESS;
+        }
+        Err(error) => {
+            // As Go's flag package: the error, then the usage, on stderr; then the v0.1.5 exit.
+            telemetry::init(LogFormat::default());
+            eprintln!("{}", error.message);
+            eprint!("{}", error.usage);
+            log_failure(&error.message);
+            return ExitCode::from(1);
+        }
+    };
     telemetry::init(args.log_format);
+    if !ignored.is_empty() {
+        tracing::warn!(?ignored, "ignoring the arguments after the flags");
+    }
     let startup = match app::startup_checks(&args) {
         Ok(startup) => startup,
         Err(error) => return fail(&error),
@@ -24,7 +45,11 @@ fn main() -> ExitCode {
 
 /// Logs `application failed` and prints the error alone on stderr, then exits 1 (the v0.1.5 behaviour).
 fn fail(error: &dyn std::fmt::Display) -> ExitCode {
-    tracing::error!(logger = "setup", error = %error, "application failed");
+    log_failure(error);
     eprintln!("{error}");
     ExitCode::from(1)
+}
+
+fn log_failure(error: &dyn std::fmt::Display) {
+    tracing::error!(logger = "setup", error = %error, "application failed");
 }

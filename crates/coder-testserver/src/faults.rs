@@ -45,6 +45,13 @@ pub enum Fault {
     RedirectTo(url::Url),
     /// Close the connection without a response.
     DropConnection,
+    /// Exactly this answer: status, extra headers (sent as given, also hostile values) and a JSON body, with
+    /// Coder's standard headers.
+    Answer {
+        status: u16,
+        headers: Vec<(String, String)>,
+        body: serde_json::Value,
+    },
 }
 
 impl FaultRule {
@@ -107,7 +114,7 @@ pub(crate) async fn apply_faults(State(app): State<App>, request: Request, next:
                 .duration_since(std::time::UNIX_EPOCH)
                 .unwrap_or_default()
                 .as_secs()
-                + retry_after_secs;
+                .saturating_add(retry_after_secs);
             let headers = response.headers_mut();
             headers.insert(header::RETRY_AFTER, HeaderValue::from(retry_after_secs));
             headers.insert("X-RateLimit-Limit", HeaderValue::from_static("512"));
@@ -132,6 +139,23 @@ pub(crate) async fn apply_faults(State(app): State<App>, request: Request, next:
             let mut response = StatusCode::TEMPORARY_REDIRECT.into_response();
             if let Ok(value) = HeaderValue::from_str(&location) {
                 response.headers_mut().insert(header::LOCATION, value);
+            }
+            response
+        }
+        Some(Fault::Answer {
+            status,
+            headers,
+            body,
+        }) => {
+            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            let mut response = json_response(status, &body);
+            for (name, value) in headers {
+                if let (Ok(name), Ok(value)) = (
+                    header::HeaderName::from_bytes(name.as_bytes()),
+                    HeaderValue::from_str(&value),
+                ) {
+                    response.headers_mut().append(name, value);
+                }
             }
             response
         }

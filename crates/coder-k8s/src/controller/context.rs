@@ -244,6 +244,21 @@ where
     }
 }
 
+/// The wait after a 429: the backoff, but never before Coder's `Retry-After`, and never longer than the client's
+/// cap on `Retry-After` (the client caps it already; this keeps the bound if another caller builds the error).
+fn rate_limit_delay(backoff: Duration, retry_after: Option<Duration>) -> Duration {
+    backoff
+        .max(retry_after.unwrap_or_default())
+        .min(coder_k8s_coder_client::error::MAX_RETRY_AFTER)
+}
+
+/// `now + delay`, or the latest instant the platform can represent near it: adding to an `Instant` must not panic.
+fn deadline_after(now: Instant, delay: Duration) -> Instant {
+    now.checked_add(delay)
+        .or_else(|| now.checked_add(coder_k8s_coder_client::error::MAX_RETRY_AFTER))
+        .unwrap_or(now)
+}
+
 /// Backoff state of one object after Coder's 429.
 #[derive(Default)]
 struct RateLimit {
@@ -341,11 +356,11 @@ impl Context {
     pub fn rate_limited(&self, uid: &str, retry_after: Option<Duration>) -> Duration {
         let mut limits = self.lock_rate_limits();
         let limit = limits.entry(uid.to_owned()).or_default();
-        let delay = limit
+        let backoff = limit
             .backoff
-            .next_delay(&mut coder_k8s_coder_client::backoff::OsRandom)
-            .max(retry_after.unwrap_or_default());
-        limit.until = Some(Instant::now() + delay);
+            .next_delay(&mut coder_k8s_coder_client::backoff::OsRandom);
+        let delay = rate_limit_delay(backoff, retry_after);
+        limit.until = Some(deadline_after(Instant::now(), delay));
         delay
     }
 
@@ -369,5 +384,32 @@ impl Context {
         token: &str,
     ) -> Result<coder_k8s_coder_client::CoderClient, coder_k8s_coder_client::Error> {
         self.clients.settings().build(url, token)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rate_limit_waits_for_retry_after_but_never_past_the_cap() {
+        let second = Duration::from_secs(1);
+        assert_eq!(rate_limit_delay(2 * second, None), 2 * second);
+        assert_eq!(rate_limit_delay(2 * second, Some(60 * second)), 60 * second);
+        assert_eq!(rate_limit_delay(90 * second, Some(60 * second)), 90 * second);
+        assert_eq!(
+            rate_limit_delay(2 * second, Some(Duration::MAX)),
+            coder_k8s_coder_client::error::MAX_RETRY_AFTER
+        );
+    }
+
+    #[test]
+    fn a_deadline_never_overflows() {
+        let now = Instant::now();
+        assert_eq!(
+            deadline_after(now, Duration::from_secs(5)),
+            now + Duration::from_secs(5)
+        );
+        assert!(deadline_after(now, Duration::MAX) >= now);
     }
 }

@@ -102,7 +102,8 @@ fn main_triggers<K: Kind>(
     futures::stream::iter(initial).chain(later)
 }
 
-/// Runs the controller of `K` until `shutdown` completes.
+/// Runs the controller of `K` until `shutdown` completes. From then on no new reconcile starts; the call returns
+/// once the reconciles in flight have finished (the caller bounds that wait).
 pub async fn run<K: Kind>(
     ctx: Arc<Context>,
     informer: Arc<Informer<K>>,
@@ -110,8 +111,14 @@ pub async fn run<K: Kind>(
     steps: Steps<K>,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
+    use futures::FutureExt as _;
+    // A shutdown while the caches are still filling ends the controller before it starts.
+    let shutdown = shutdown.shared();
     tracing::debug!(kind = K::KIND, "waiting for the watch caches");
-    ctx.caches.ready().await;
+    tokio::select! {
+        () = ctx.caches.ready() => {}
+        () = shutdown.clone() => return,
+    }
     tracing::debug!(kind = K::KIND, "watch caches ready; starting the controller");
     let main = main_triggers(&ctx, &informer);
     let config = Config::default().concurrency(ctx.settings.max_concurrent_reconciles);

@@ -3,6 +3,7 @@
 // Test helpers outside #[test] functions may panic too.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 mod cli;
+mod coder_errors;
 mod compat;
 mod control_plane;
 mod crds;

@@ -240,7 +240,9 @@ fn still_verified(
     let Ok(seconds) = seconds.parse::<u64>() else {
         return false;
     };
-    let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(seconds);
+    let Some(at) = std::time::UNIX_EPOCH.checked_add(std::time::Duration::from_secs(seconds)) else {
+        return false;
+    };
     remembered_version == version && now.duration_since(at).is_ok_and(|age| age < interval)
 }
 
@@ -578,6 +580,11 @@ mod tests {
         );
         assert!(!still_verified(None, "42/abcd", at, minute));
         assert!(!still_verified(Some("garbage"), "42/abcd", at, minute));
+        let far = format!("42/abcd {}", u64::MAX);
+        assert!(
+            !still_verified(Some(&far), "42/abcd", at, minute),
+            "a remembered time past the clock cannot panic"
+        );
     }
 
     #[test]

@@ -258,7 +258,9 @@ pub fn referrer_wait(
     elapsed: std::time::Duration,
     settings: &crate::controller::context::ControllerSettings,
 ) -> Option<std::time::Duration> {
-    let limit = settings.deletion_wait + settings.deletion_last_attempt;
+    let limit = settings
+        .deletion_wait
+        .saturating_add(settings.deletion_last_attempt);
     if referrers.iter().any(|r| r.deleting) && elapsed < limit {
         Some(limit - elapsed)
     } else if referrers.iter().any(|r| !r.deleting) && elapsed < settings.referrer_hold {
