@@ -190,14 +190,6 @@ async fn registering_an_existing_proxy_keeps_its_display_name_and_icon() {
     h.server.set_entitlement("workspace_proxy", Entitlement::Entitled);
     let admin_token = h.server.mint_token("proxy-admin", &["owner"]).await.unwrap();
     let coder_url = h.server.url().as_str().trim_end_matches('/').to_owned();
-    // An admin set the display name and icon in Coder (as after an upgrade from the Go operator).
-    let coder = h.coder(&admin_token);
-    let request = coder_k8s_coder_client::types::CreateWorkspaceProxyRequest {
-        name: "west".to_owned(),
-        display_name: "West Europe".to_owned(),
-        icon: "/emojis/1f1ea-1f1fa.png".to_owned(),
-    };
-    coder.create_workspace_proxy(&request).await.unwrap();
     h.put_secret("coder-admin", &[("token", &admin_token)]).await;
     mark(&h, "coder-admin", &coder_url).await;
     create_proxy(
@@ -207,6 +199,39 @@ async fn registering_an_existing_proxy_keeps_its_display_name_and_icon() {
     )
     .await;
     wait_reason(&h, "west", "ProxyRegistered", "Registered").await;
+    // An admin sets the display name and icon in Coder; then the token Secret is lost, so the operator registers
+    // the proxy again (a PATCH with a new token).
+    let coder = h.coder(&admin_token);
+    let registered = coder.workspace_proxy("west").await.unwrap();
+    let renamed = coder_k8s_coder_client::types::PatchWorkspaceProxy {
+        id: registered.id,
+        name: "west".to_owned(),
+        display_name: "West Europe".to_owned(),
+        icon: "/emojis/1f1ea-1f1fa.png".to_owned(),
+        regenerate_token: false,
+    };
+    coder.patch_workspace_proxy(&renamed).await.unwrap();
+    let secrets = h.api::<Secret>();
+    let first = secrets.get("west-proxy-token").await.unwrap().data.unwrap()["token"]
+        .0
+        .clone();
+    h.server.clear_requests();
+    secrets
+        .delete("west-proxy-token", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_for(
+        || async {
+            secrets
+                .get_opt("west-proxy-token")
+                .await
+                .unwrap()
+                .and_then(|s| s.data)
+                .is_some_and(|d| d["token"].0 != first)
+        },
+        "a regenerated token",
+    )
+    .await;
     let patches: Vec<_> = h
         .server
         .requests()
