@@ -41,7 +41,13 @@ fn ends_authority(c: char) -> bool {
     matches!(c, '/' | '?' | '#' | '"' | '\'' | '<' | '>' | '`') || c.is_whitespace()
 }
 
-/// `scheme://user:password@host` → `scheme://[redacted]@host`.
+fn ends_word(c: char) -> bool {
+    matches!(c, '"' | '\'' | '<' | '>' | '`') || c.is_whitespace()
+}
+
+/// `scheme://user:password@host` → `scheme://[redacted]@host`. A password may contain `/`, `?` or `#`, which end
+/// a well-formed authority: an `@` further on in the same word still ends the user information when a `:` comes
+/// before it (over-redacting a port and path is the safe side).
 fn redact_userinfo(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
@@ -50,7 +56,11 @@ fn redact_userinfo(text: &str) -> String {
         out.push_str(&rest[..authority_start]);
         rest = &rest[authority_start..];
         let authority_len = rest.find(ends_authority).unwrap_or(rest.len());
-        if let Some(last_at) = rest[..authority_len].rfind('@') {
+        let word_len = rest.find(ends_word).unwrap_or(rest.len());
+        let userinfo_end = rest[..authority_len]
+            .rfind('@')
+            .or_else(|| rest[..word_len].rfind('@').filter(|&at| rest[..at].contains(':')));
+        if let Some(last_at) = userinfo_end {
             out.push_str(REDACTED);
             rest = &rest[last_at..];
         }
@@ -163,6 +173,15 @@ mod tests {
         // An @ after the authority (in a path or prose) is not user information.
         let text = "see https://coder.example.com/users/@me and mail admin@example.com";
         assert_eq!(redact_credentials(text), text);
+        // A password with `/`, `#` or `?` ends a well-formed authority early; it is still user information.
+        for url in [
+            "https://admin:pa/ss@host/x",
+            "https://u:p#w@host",
+            "https://u:p?w@host",
+        ] {
+            let out = redact_credentials(&format!("bad {url} here"));
+            assert!(out.starts_with("bad https://[redacted]@host"), "{out}");
+        }
     }
 
     #[test]

@@ -206,14 +206,15 @@ pub fn validate_coder_url(value: &str) -> Result<url::Url, StartupError> {
     Ok(parsed)
 }
 
-/// `value` with the user information of its authority (`user:password@`, also without a scheme) replaced.
+/// `value` with the user information of its authority (`user:password@`, also without a scheme) replaced: up to
+/// the last `@` of the whole value, since a password may contain `/`, `?` or `#` (over-redacting a path with an
+/// `@` in an error message is the safe side).
 fn without_userinfo(value: &str) -> String {
     let (scheme, rest) = match value.find("://") {
         Some(at) => value.split_at(at + 3),
         None => ("", value),
     };
-    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    match rest[..authority_end].rfind('@') {
+    match rest.rfind('@') {
         Some(at) => format!("{scheme}{}{}", coder_k8s_coder_client::REDACTED, &rest[at..]),
         None => value.to_owned(),
     }
@@ -345,6 +346,18 @@ mod tests {
             .unwrap_err()
             .0;
         assert!(!error.contains("s3cret") && !error.contains("user"), "{error}");
+        for url in [
+            "https://admin:pa/ss@host",
+            "https://u:p#w@host:x",
+            "https://u:p?w@host:99999",
+        ] {
+            let error = validate_coder_url(url).unwrap_err().0;
+            assert!(error.contains("https://[redacted]@host"), "{error}");
+            assert!(
+                !error.contains("pa/ss") && !error.contains("p#w") && !error.contains("p?w"),
+                "{error}"
+            );
+        }
         let parse_error = validate_coder_url("http://exa mple.com").unwrap_err().0;
         assert!(parse_error.starts_with(r#"assertion failed: invalid --coder-url "http://exa mple.com": "#));
     }

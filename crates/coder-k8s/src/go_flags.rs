@@ -57,6 +57,14 @@ fn shapes(command: &clap::Command) -> HashMap<String, Shape> {
     shapes
 }
 
+/// `arg` without what follows its first `=`: Go prints the whole argument, but its value can be a credential.
+fn without_value(arg: &str) -> String {
+    match arg.split_once('=') {
+        Some((flag, _)) => format!("{flag}={}", coder_k8s_coder_client::REDACTED),
+        None => arg.to_owned(),
+    }
+}
+
 /// Go's `strconv.ParseBool`.
 fn parse_bool(value: &str) -> Option<bool> {
     match value {
@@ -88,7 +96,7 @@ pub fn normalize(command: &clap::Command, args: &[String]) -> Result<Request, Fl
         };
         let flag = flag.strip_prefix('-').unwrap_or(flag);
         if flag.is_empty() || flag.starts_with('-') || flag.starts_with('=') {
-            return Err(FlagError(format!("bad flag syntax: {arg}")));
+            return Err(FlagError(format!("bad flag syntax: {}", without_value(arg))));
         }
         let (name, inline) = match flag.split_once('=') {
             Some((name, value)) => (name, Some(value)),
@@ -221,9 +229,14 @@ mod tests {
         assert_eq!(error(&["-bogus"]), "flag provided but not defined: -bogus");
         assert_eq!(error(&["--bogus=1"]), "flag provided but not defined: -bogus");
         assert_eq!(error(&["-app"]), "flag needs an argument: -app");
-        assert_eq!(error(&["---app=x"]), "bad flag syntax: ---app=x");
-        assert_eq!(error(&["-=x"]), "bad flag syntax: -=x");
-        assert_eq!(error(&["--="]), "bad flag syntax: --=");
+        assert_eq!(error(&["---app=x"]), "bad flag syntax: ---app=[redacted]");
+        assert_eq!(error(&["-=x"]), "bad flag syntax: -=[redacted]");
+        assert_eq!(error(&["--="]), "bad flag syntax: --=[redacted]");
+        assert_eq!(
+            error(&["---coder-session-token=s3cret-value"]),
+            "bad flag syntax: ---coder-session-token=[redacted]",
+            "a mistyped flag never shows its value"
+        );
     }
 
     #[test]

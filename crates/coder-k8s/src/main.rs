@@ -27,7 +27,8 @@ fn main() -> ExitCode {
     };
     telemetry::init(args.log_format);
     if !ignored.is_empty() {
-        tracing::warn!(?ignored, "ignoring the arguments after the flags");
+        // Only how many: an argument can hold a credential (e.g. a mistyped flag after the first non-flag).
+        tracing::warn!(count = ignored.len(), "ignoring the arguments after the flags");
     }
     let startup = match app::startup_checks(&args) {
         Ok(startup) => startup,

@@ -22,6 +22,9 @@ pub enum UrlProblem {
     SslMode,
     /// `sslrootcert=system` with an `sslmode` weaker than `verify-full` (refused, as libpq does).
     WeakSslModeWithSystemRoots,
+    /// `sslmode=verify-ca` without a CA file: checking the chain against the system CAs but not the host name
+    /// would accept any publicly trusted certificate (libpq refuses it too: it needs a root certificate file).
+    VerifyCaWithoutCaFile,
     /// Not parseable as a PostgreSQL URL.
     Unparseable,
 }
@@ -40,6 +43,9 @@ impl fmt::Display for UrlProblem {
             Self::SslMode => "sslmode must be one of disable, allow, prefer, require, verify-ca, verify-full",
             Self::WeakSslModeWithSystemRoots => {
                 "sslrootcert=system needs sslmode=verify-full (a weaker sslmode would not check the host name)"
+            }
+            Self::VerifyCaWithoutCaFile => {
+                "sslmode=verify-ca needs sslrootcert=<path of a CA file> (against the system CAs, use sslmode=verify-full, which also checks the host name)"
             }
             Self::Unparseable => "it is not a valid PostgreSQL connection URL",
         })
@@ -131,6 +137,9 @@ pub fn parse_connection_settings(url: &str) -> Result<ConnectionSettings, UrlErr
             _ => kept.push(pair),
         }
     }
+    if mode == Some(SslMode::VerifyCa) && root_certs == RootCerts::Default {
+        return Err(fail(UrlProblem::VerifyCaWithoutCaFile));
+    }
     let tls = TlsSettings::new(mode, root_certs).map_err(|_| fail(UrlProblem::WeakSslModeWithSystemRoots))?;
     let remaining = if kept.is_empty() {
         rest.to_owned()
@@ -209,6 +218,10 @@ mod tests {
             (
                 format!("postgres://u:{SECRET}@h/d?sslmode=verify-ca&sslrootcert=system"),
                 UrlProblem::WeakSslModeWithSystemRoots,
+            ),
+            (
+                format!("postgres://u:{SECRET}@h/d?sslmode=verify-ca"),
+                UrlProblem::VerifyCaWithoutCaFile,
             ),
             (
                 format!("postgres://u:{SECRET}@h/d?sslrootcert=%zz"),

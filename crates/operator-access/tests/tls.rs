@@ -180,7 +180,7 @@ async fn verify_full_checks_the_chain_and_the_host_name() {
 async fn without_a_ca_file_verification_uses_the_system_store() {
     let (pg, db) = tls_db("system").await;
     // The self-signed test CA is not in the system store.
-    for query in ["sslmode=verify-full", "sslrootcert=system", "sslmode=verify-ca"] {
+    for query in ["sslmode=verify-full", "sslrootcert=system"] {
         let message = tls_failure(&url(pg, TLS_ONLY_ROLE, TLS_HOST_NAME, &db, query)).await;
         assert!(
             message.contains("the system CA certificates")
@@ -201,6 +201,15 @@ async fn without_a_ca_file_verification_uses_the_system_store() {
     assert!(
         err.to_string()
             .contains("sslrootcert=system needs sslmode=verify-full"),
+        "{err}"
+    );
+    // verify-ca checks no host name, so against the system CAs any public certificate would pass: refused.
+    let err = bootstrap(&url(pg, TLS_ONLY_ROLE, TLS_HOST_NAME, &db, "sslmode=verify-ca"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.category(), "invalid_url", "{err}");
+    assert!(
+        err.to_string().contains("sslmode=verify-ca needs sslrootcert="),
         "{err}"
     );
 }

@@ -116,7 +116,7 @@ fn bad_flags_exit_1_with_go_texts_and_the_usage() {
         (&["-bogus"][..], "flag provided but not defined: -bogus"),
         (&["--bogus=1"], "flag provided but not defined: -bogus"),
         (&["-app"], "flag needs an argument: -app"),
-        (&["---app=controller"], "bad flag syntax: ---app=controller"),
+        (&["---app=controller"], "bad flag syntax: ---app=[redacted]"),
         (
             &["-leader-elect=maybe"],
             r#"invalid boolean value "maybe" for -leader-elect: parse error"#,

@@ -435,10 +435,9 @@ async fn create_key(
     let listed = listed
         .into_iter()
         .find(|k| k.name.eq_ignore_ascii_case(&names.key_name));
+    // The in-memory note stays until the status holding this ID is written (`finish`): if this pass fails before
+    // that, the next one still knows the key is this provisioner's.
     run.status.provisioner_key_id = listed.map(|k| k.id.to_string());
-    if run.status.provisioner_key_id.is_some() {
-        ctx.set_fact(&uid, facts::CREATED_KEY, None);
-    }
     Ok(created.expose().to_owned())
 }
 
@@ -559,6 +558,11 @@ fn backoff_for(ctx: &Context, uid: &str, error: &CoderError, retry: Duration) ->
 async fn finish(p: &CoderProvisioner, ctx: &Context, mut run: Run, requeue: Duration) -> Result<Action> {
     run.status.observed_generation = p.metadata.generation;
     write_status(ctx, p, p.status.as_ref(), &run.status, Vec::new()).await?;
+    if run.status.provisioner_key_id.is_some() {
+        // The recorded ID is now the proof of ownership; the note of a key created here is no longer needed.
+        let uid = p.metadata.uid.clone().unwrap_or_default();
+        ctx.set_fact(&uid, facts::CREATED_KEY, None);
+    }
     Ok(Action::requeue(requeue))
 }
 
