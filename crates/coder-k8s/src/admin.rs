@@ -19,6 +19,8 @@ use tokio::net::TcpListener;
 #[derive(Clone)]
 pub struct AdminState {
     ready: Arc<AtomicBool>,
+    /// Set once on the shutdown signal; `/readyz` then stays 503 whatever a late `set_ready(true)` says.
+    shutting_down: Arc<AtomicBool>,
     /// The loops that stopped while they should have been running.
     dead: Arc<Mutex<Vec<String>>>,
     registry: Arc<Registry>,
@@ -28,6 +30,7 @@ impl AdminState {
     pub fn new(registry: Registry) -> Self {
         Self {
             ready: Arc::new(AtomicBool::new(false)),
+            shutting_down: Arc::new(AtomicBool::new(false)),
             dead: Arc::default(),
             registry: Arc::new(registry),
         }
@@ -36,6 +39,15 @@ impl AdminState {
     /// Marks the process ready (or not) for `/readyz`.
     pub fn set_ready(&self, ready: bool) {
         self.ready.store(ready, Ordering::Release);
+    }
+
+    /// The shutdown began: not ready from now on, even if a component that was still starting reports ready later.
+    pub fn begin_shutdown(&self) {
+        self.shutting_down.store(true, Ordering::Release);
+    }
+
+    fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Acquire) && !self.shutting_down.load(Ordering::Acquire)
     }
 
     /// Records that loop `name` stopped (returned or panicked) while it should run: `/healthz` fails from now on,
@@ -71,7 +83,7 @@ async fn healthz(State(state): State<AdminState>) -> impl IntoResponse {
 }
 
 async fn readyz(State(state): State<AdminState>) -> impl IntoResponse {
-    if state.ready.load(Ordering::Acquire) {
+    if state.is_ready() {
         (StatusCode::OK, "ok")
     } else {
         (StatusCode::SERVICE_UNAVAILABLE, "not ready")
@@ -215,6 +227,21 @@ mod tests {
         let (status, body) = get_path(app, "/metrics").await;
         assert_eq!(status, StatusCode::OK);
         assert!(body.contains("coder_k8s_test_gauge 3"), "{body}");
+    }
+
+    #[tokio::test]
+    async fn after_shutdown_began_a_late_ready_is_ignored() {
+        let state = AdminState::new(Registry::default());
+        let app = router(state.clone());
+        state.set_ready(true);
+        state.begin_shutdown();
+        assert_eq!(
+            get_path(app.clone(), "/readyz").await.0,
+            StatusCode::SERVICE_UNAVAILABLE
+        );
+        // A component that finished starting only now (the race with the signal) cannot turn it back.
+        state.set_ready(true);
+        assert_eq!(get_path(app, "/readyz").await.0, StatusCode::SERVICE_UNAVAILABLE);
     }
 
     #[tokio::test]

@@ -47,7 +47,7 @@ pub fn startup_checks(args: &Args) -> Result<Startup, StartupError> {
 
 /// How long the reconciles in flight at SIGTERM get to finish: below Kubernetes' default
 /// `terminationGracePeriodSeconds` (30 s), leaving time to release the leader Lease before the kubelet kills.
-pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(25);
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
 
 /// Runs the process after [`startup_checks`] passed, until SIGTERM or SIGINT. On the signal: `/readyz` turns 503, no
 /// new reconcile starts, the reconciles in flight get [`SHUTDOWN_GRACE`] to finish, the leader Lease is released,
@@ -86,7 +86,7 @@ pub async fn run(startup: Startup) -> Result<()> {
     let signal = tokio::spawn(async move {
         shutdown_signal().await;
         tracing::info!(grace = ?SHUTDOWN_GRACE, "shutdown signal received; finishing the reconciles in flight");
-        signal_state.set_ready(false);
+        signal_state.begin_shutdown();
         let _ = shutdown_tx.send(true);
     });
 

@@ -121,8 +121,8 @@ pub fn holder(live: Option<&ObjectMeta>, owner_uid: &str) -> Holder {
     }
 }
 
-/// The UID of the controller owner `desired` names.
-fn controller_uid(meta: &ObjectMeta) -> Option<&str> {
+/// The UID of the controller owner that `meta` names (the one owner reference with `controller: true`).
+pub fn controller_uid(meta: &ObjectMeta) -> Option<&str> {
     meta.owner_references
         .iter()
         .flatten()

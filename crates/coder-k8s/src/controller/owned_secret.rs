@@ -11,7 +11,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, PostParams};
 use kube::{Resource, ResourceExt};
 
-use super::apply::{FIELD_MANAGER, controlled_by};
+use super::apply::{FIELD_MANAGER, controlled_by, controller_uid};
 use super::context::Context;
 
 /// What goes into an owned Secret besides the owner.
@@ -89,14 +89,7 @@ pub async fn write(
     mut desired: Secret,
     live: Option<&Secret>,
 ) -> Result<Written, kube::Error> {
-    let owner_uid = desired
-        .metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .find(|o| o.controller == Some(true))
-        .map(|o| o.uid.clone())
-        .unwrap_or_default();
+    let owner_uid = controller_uid(&desired.metadata).unwrap_or_default().to_owned();
     let namespace = desired.namespace().unwrap_or_default();
     let api: Api<Secret> = Api::namespaced(ctx.client.clone(), &namespace);
     let params = PostParams {

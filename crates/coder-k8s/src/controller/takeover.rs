@@ -5,12 +5,12 @@
 //! with the old manager, so the takeover itself changes nothing in the object and rolls no pod.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry};
+use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
-use kube::{Resource, ResourceExt};
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
-use super::apply::{FIELD_MANAGER, Namespaced, controlled_by};
+use super::apply::{FIELD_MANAGER, Namespaced, controlled_by, controller_uid};
 use super::context::Context;
 
 /// Managers whose create/update entries are ours to take over: the Go operator's binary is `coder-k8s`, and the
@@ -181,17 +181,6 @@ fn union(into: &mut Value, other: &Value) {
     }
 }
 
-/// The UID of the object's controller owner as the desired state names it.
-pub fn desired_controller<K: Resource>(desired: &K) -> Option<String> {
-    desired
-        .meta()
-        .owner_references
-        .iter()
-        .flatten()
-        .find(|owner| owner.controller == Some(true))
-        .map(|owner| owner.uid.clone())
-}
-
 /// Reads the live object (managed fields are not cached), asks the API server with a dry-run apply which fields
 /// `desired` sets, and moves those from the legacy manager to ours, guarded by the resourceVersion. Only objects
 /// controlled by the desired owner are taken over. Returns whether it patched.
@@ -199,7 +188,7 @@ pub async fn take_over<K>(ctx: &Context, desired: &K) -> Result<bool, kube::Erro
 where
     K: Namespaced + Serialize,
 {
-    let Some(owner) = desired_controller(desired) else {
+    let Some(owner) = controller_uid(desired.meta()).map(str::to_owned) else {
         return Ok(false);
     };
     let name = desired.name_any();
@@ -351,25 +340,5 @@ mod tests {
         let mut set = json!({"f:spec": {"f:strategy": {}}});
         union(&mut set, &json!({"f:spec": {"f:strategy": {"f:type": {}}}}));
         assert_eq!(set, json!({"f:spec": {"f:strategy": {".": {}, "f:type": {}}}}));
-    }
-
-    #[test]
-    fn the_desired_controller_is_the_owner_with_controller_true() {
-        use k8s_openapi::api::core::v1::Service;
-        use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-        let mut service = Service::default();
-        assert_eq!(desired_controller(&service), None);
-        service.metadata.owner_references = Some(vec![
-            OwnerReference {
-                uid: "a".to_owned(),
-                ..OwnerReference::default()
-            },
-            OwnerReference {
-                uid: "b".to_owned(),
-                controller: Some(true),
-                ..OwnerReference::default()
-            },
-        ]);
-        assert_eq!(desired_controller(&service).as_deref(), Some("b"));
     }
 }

@@ -4,7 +4,6 @@
 //! Coder that were not created for an object are neither used, regenerated nor deleted.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use coder_k8s::controller::owned_secret::{self, OwnedSecret, Written};
 use coder_k8s_api::control_plane::CoderControlPlane;
@@ -17,6 +16,7 @@ use serde_json::json;
 
 use crate::control_plane::{Harness, harness, wait_for};
 use crate::provisioner::{create_provisioner, ready_control_plane, sample_spec};
+use crate::support::several_requeues;
 
 /// A Secret `name` owned by the control plane `owner` (as the operator builds it), holding `value`.
 fn owned(owner: &CoderControlPlane, name: &str, value: &[u8]) -> Secret {
@@ -29,11 +29,6 @@ fn owned(owner: &CoderControlPlane, name: &str, value: &[u8]) -> Secret {
     }
     .build(owner)
     .unwrap()
-}
-
-/// Longer than several requeue intervals of the harness (1 s), so a write the operator would make has happened.
-async fn several_requeues() {
-    tokio::time::sleep(Duration::from_secs(4)).await;
 }
 
 #[tokio::test]

@@ -2,7 +2,6 @@
 //! v0.1.5 applies it; with it, rules on Secrets or RBAC objects, escalating verbs, wildcards and namespaces without
 //! the opt-in label refuse the whole workspace RBAC of the control plane, shown in `WorkspaceRBACAllowed`.
 
-use std::time::Duration;
 
 use coder_k8s_api::control_plane::CoderControlPlane;
 use k8s_openapi::api::core::v1::Namespace;
@@ -11,6 +10,7 @@ use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::json;
 
 use crate::control_plane::{Harness, harness, harness_with, wait_for};
+use crate::support::several_requeues;
 
 const OWNER_UID: &str = "coder.com/workspace-rbac-owner-uid";
 
@@ -52,11 +52,6 @@ fn secrets_rule() -> serde_json::Value {
 
 async fn restricted(tag: &str) -> Harness {
     harness_with(tag, |settings| settings.restrict_workspace_rbac = true).await
-}
-
-/// Longer than several requeue intervals of the harness (1 s).
-async fn several_requeues() {
-    tokio::time::sleep(Duration::from_secs(4)).await;
 }
 
 #[tokio::test]

@@ -76,3 +76,9 @@ pub fn stdout(out: &Output) -> String {
 pub fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
+
+/// Longer than several requeue intervals of the controller test harness (its retry interval is 1 s), so a "nothing
+/// happened" check covers several reconciles.
+pub async fn several_requeues() {
+    tokio::time::sleep(std::time::Duration::from_secs(4)).await;
+}

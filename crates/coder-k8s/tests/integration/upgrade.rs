@@ -24,6 +24,7 @@ use serde_json::json;
 use tokio::sync::watch;
 
 use crate::control_plane::{Harness, harness, settings, spawn_controllers, wait_for};
+use crate::support::several_requeues;
 
 const CP: &str = "coder";
 
@@ -167,6 +168,9 @@ async fn go_written_objects_are_taken_over_without_a_rollout_and_dropped_fields_
     wait_taken_over(&services, CP).await;
 
     // Nothing moved: the pod template and the generation are the Go operator's, no Secret was written again.
+    // Nothing may happen on later passes either (a rotation judged from the status, a Secret rewrite).
+    several_requeues().await;
+    let deployment = deployments.get(&deployment.name_any()).await.unwrap();
     assert_eq!(
         deployment.metadata.generation, go_deployment.metadata.generation,
         "no pod rolled"
@@ -291,6 +295,9 @@ async fn upgraded_provisioner_keeps_its_key_and_pods() {
     wait_taken_over(&h.api::<Role>(), &names.role).await;
     wait_taken_over(&h.api::<RoleBinding>(), &names.role).await;
 
+    // Nothing may happen on later passes either (a rotation judged from the status, a Secret rewrite).
+    several_requeues().await;
+    let deployment = deployments.get(&deployment.name_any()).await.unwrap();
     assert_eq!(
         deployment.metadata.generation, go_deployment.metadata.generation,
         "no pod rolled"
@@ -352,6 +359,9 @@ async fn upgraded_workspace_proxy_keeps_its_registration_and_token() {
 
     let (_ctx, _stop) = start_new_operator(&h);
     let deployment = wait_taken_over(&deployments, "wsproxy-east").await;
+    // Nothing may happen on later passes either (a rotation judged from the status, a Secret rewrite).
+    several_requeues().await;
+    let deployment = deployments.get(&deployment.name_any()).await.unwrap();
     assert_eq!(
         deployment.metadata.generation, go_deployment.metadata.generation,
         "no pod rolled"

@@ -57,6 +57,10 @@ pub fn rule_refusal(rule: &PolicyRule) -> Option<&'static str> {
     if resources.iter().map(base).any(|r| r == "secrets") {
         return Some("Secrets");
     }
+    // Minting a token for any ServiceAccount of the namespace is as strong as impersonating it.
+    if resources.iter().any(|r| r == "serviceaccounts/token") {
+        return Some("ServiceAccount tokens (serviceaccounts/token)");
+    }
     None
 }
 
@@ -157,6 +161,10 @@ mod tests {
             (
                 rule(&["example.com"], &["widgets"], &["bind"]),
                 "the verbs escalate, bind or impersonate",
+            ),
+            (
+                rule(&[""], &["serviceaccounts/token"], &["create"]),
+                "ServiceAccount tokens (serviceaccounts/token)",
             ),
             (rule(&["*"], &["pods"], &["get"]), "a wildcard (*)"),
             (rule(&[""], &["*"], &["get"]), "a wildcard (*)"),
