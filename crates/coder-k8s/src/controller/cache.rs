@@ -198,7 +198,7 @@ impl DecodeFailures {
             watcher::Event::InitApply(object) => watcher::Event::InitApply(self.decode(&object)?),
             watcher::Event::Apply(object) => match self.decode(&object) {
                 Some(typed) => watcher::Event::Apply(typed),
-                None => watcher::Event::Delete(placeholder(object)),
+                None => watcher::Event::Delete(unreadable(object)),
             },
             watcher::Event::Delete(object) => {
                 self.reported
@@ -264,6 +264,30 @@ fn placeholder<K: Resource + Default>(object: DynamicObject) -> K {
     let mut typed = K::default();
     *typed.meta_mut() = object.metadata;
     typed
+}
+
+/// In-memory mark (never written) on the deletion that stands for an object that still exists but can no longer be
+/// decoded: it leaves the caches, but its per-object bookkeeping (recorded IDs, backoffs) is kept for when it is
+/// readable again.
+const UNREADABLE_MARK: &str = "coder.com/in-memory-unreadable";
+
+fn unreadable<K: Resource + Default>(object: DynamicObject) -> K {
+    let mut typed: K = placeholder(object);
+    typed
+        .meta_mut()
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert(UNREADABLE_MARK.to_owned(), "true".to_owned());
+    typed
+}
+
+/// Whether a deletion only stands for an object that cannot be decoded (see [`unreadable`]).
+pub fn is_unreadable<K: Resource>(object: &K) -> bool {
+    object
+        .meta()
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(UNREADABLE_MARK))
 }
 
 /// The subscribers to the changes of one resource type. Each gets its own unbounded queue, so no change is lost
@@ -698,7 +722,10 @@ mod tests {
         assert_eq!(failures.reported.get("u1").map(String::as_str), Some("1"));
         let changed = failures.typed::<CoderWorkspaceProxy>(Ok(watcher::Event::Apply(bad())));
         match changed {
-            Some(Ok(watcher::Event::Delete(gone))) => assert_eq!(gone.metadata.name.as_deref(), Some("p")),
+            Some(Ok(watcher::Event::Delete(gone))) => {
+                assert_eq!(gone.metadata.name.as_deref(), Some("p"));
+                assert!(is_unreadable(&gone), "marked: its bookkeeping stays");
+            }
             other => panic!("a watched change that cannot be decoded removes the object: {other:?}"),
         }
         let fixed = failures
@@ -708,6 +735,16 @@ mod tests {
             other => panic!("a readable change is applied: {other:?}"),
         }
         assert!(failures.reported.is_empty(), "forgotten once readable");
+        let deleted = failures.typed::<CoderWorkspaceProxy>(Ok(watcher::Event::Delete(bad())));
+        match deleted {
+            Some(Ok(watcher::Event::Delete(gone))) => {
+                assert!(
+                    !is_unreadable(&gone),
+                    "a real deletion is not marked: its bookkeeping goes"
+                )
+            }
+            other => panic!("a deletion stays a deletion: {other:?}"),
+        }
     }
 
     #[tokio::test]

@@ -82,7 +82,10 @@ fn main_triggers<K: Kind>(
         Change::Deleted(object) => {
             let uid = object.uid().unwrap_or_default();
             seen.remove(&uid);
-            ctx.forget(&uid);
+            // An object that merely became unreadable keeps its bookkeeping (e.g. the proof of what it created).
+            if !super::cache::is_unreadable(object.as_ref()) {
+                ctx.forget(&uid);
+            }
             Vec::new()
         }
         Change::Applied(object) => {

@@ -2,7 +2,6 @@
 //! v0.1.5 applies it; with it, rules on Secrets or RBAC objects, escalating verbs, wildcards and namespaces without
 //! the opt-in label refuse the whole workspace RBAC of the control plane, shown in `WorkspaceRBACAllowed`.
 
-
 use coder_k8s_api::control_plane::CoderControlPlane;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
