@@ -116,9 +116,35 @@ pub enum Holder {
 pub fn holder(live: Option<&ObjectMeta>, owner_uid: &str) -> Holder {
     match live {
         None => Holder::Nobody,
-        Some(meta) if controlled_by(meta, owner_uid) => Holder::Owner,
+        Some(meta) if held_by(meta, owner_uid) => Holder::Owner,
         Some(_) => Holder::Other,
     }
+}
+
+/// Annotation with the owner's UID on objects an owner reference cannot point from (workspace RBAC in other
+/// namespaces): the claim such an object carries instead of a controller reference.
+pub const OWNER_UID_ANNOTATION: &str = "coder.com/workspace-rbac-owner-uid";
+
+/// The owner the desired object claims: its controller reference's UID, else its owner-UID annotation.
+pub fn claimed_owner(desired: &ObjectMeta) -> Option<&str> {
+    controller_uid(desired).or_else(|| {
+        desired
+            .annotations
+            .as_ref()?
+            .get(OWNER_UID_ANNOTATION)
+            .map(String::as_str)
+    })
+}
+
+/// Whether `owner_uid` holds the object with `live` metadata: as its controller, or through the owner-UID
+/// annotation.
+pub fn held_by(live: &ObjectMeta, owner_uid: &str) -> bool {
+    controlled_by(live, owner_uid)
+        || live
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(OWNER_UID_ANNOTATION))
+            .is_some_and(|claimed| claimed == owner_uid)
 }
 
 /// The UID of the controller owner that `meta` names (the one owner reference with `controller: true`).
@@ -142,7 +168,7 @@ pub async fn apply_owned<K>(
 where
     K: Namespaced + Serialize,
 {
-    let owner_uid = controller_uid(desired.meta()).unwrap_or_default().to_owned();
+    let owner_uid = claimed_owner(desired.meta()).unwrap_or_default().to_owned();
     let live = match cached {
         Some(meta) => Some(meta.clone()),
         None => {

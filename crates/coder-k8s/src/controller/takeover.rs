@@ -10,7 +10,7 @@ use kube::api::{Api, Patch, PatchParams};
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
-use super::apply::{FIELD_MANAGER, Namespaced, controlled_by, controller_uid};
+use super::apply::{FIELD_MANAGER, Namespaced, claimed_owner, held_by};
 use super::context::Context;
 
 /// Managers whose create/update entries are ours to take over: the Go operator's binary is `coder-k8s`, and the
@@ -183,12 +183,12 @@ fn union(into: &mut Value, other: &Value) {
 
 /// Reads the live object (managed fields are not cached), asks the API server with a dry-run apply which fields
 /// `desired` sets, and moves those from the legacy manager to ours, guarded by the resourceVersion. Only objects
-/// controlled by the desired owner are taken over. Returns whether it patched.
+/// held by the owner the desired state claims (controller reference or owner-UID annotation) are taken over. Returns whether it patched.
 pub async fn take_over<K>(ctx: &Context, desired: &K) -> Result<bool, kube::Error>
 where
     K: Namespaced + Serialize,
 {
-    let Some(owner) = controller_uid(desired.meta()).map(str::to_owned) else {
+    let Some(owner) = claimed_owner(desired.meta()).map(str::to_owned) else {
         return Ok(false);
     };
     let name = desired.name_any();
@@ -197,7 +197,7 @@ where
         return Ok(false);
     };
     let entries = live.meta().managed_fields.clone().unwrap_or_default();
-    if !controlled_by(live.meta(), &owner) || !entries.iter().any(is_legacy) {
+    if !held_by(live.meta(), &owner) || !entries.iter().any(is_legacy) {
         return Ok(false);
     }
     let probe = PatchParams::apply(PROBE_MANAGER).force().dry_run();

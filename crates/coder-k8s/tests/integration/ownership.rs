@@ -371,3 +371,32 @@ async fn a_provisioner_reports_a_deployment_it_does_not_control_and_leaves_it_al
         "CoderProvisioner"
     );
 }
+
+#[tokio::test]
+async fn a_workspace_role_the_control_plane_did_not_create_is_reported_and_never_written() {
+    use coder_k8s::controller::control_plane::names::{ControlPlaneId, workspace_role_name};
+    use k8s_openapi::api::rbac::v1::Role;
+    let h = harness("own-role").await;
+    let id = ControlPlaneId {
+        name: "squat".to_owned(),
+        namespace: h.ns.clone(),
+    };
+    let role_name = workspace_role_name(&id, "squat");
+    let theirs: Role = serde_json::from_value(json!({
+        "metadata": {"name": role_name},
+        "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}],
+    }))
+    .unwrap();
+    let roles = h.api::<Role>();
+    let created = roles.create(&PostParams::default(), &theirs).await.unwrap();
+    h.create("squat", json!({})).await;
+    let message = h.wait_reason("squat", "ResourcesOwned", "ResourceNotOwned").await;
+    assert!(message.contains(&format!("Role {role_name:?}")), "{message}");
+    several_requeues().await;
+    let after = roles.get(&role_name).await.unwrap();
+    assert_eq!(
+        after.metadata.resource_version, created.metadata.resource_version,
+        "never written"
+    );
+    assert_eq!(after.rules, created.rules);
+}

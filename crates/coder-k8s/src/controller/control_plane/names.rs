@@ -14,7 +14,7 @@ pub const CONTROL_PLANE_LABEL: &str = "coder.com/control-plane";
 /// Label naming the control plane's namespace on workspace RBAC objects (they can live in other namespaces).
 pub const CONTROL_PLANE_NAMESPACE_LABEL: &str = "coder.com/control-plane-namespace";
 /// Annotation with the UID of the control plane that owns workspace RBAC objects.
-pub const WORKSPACE_RBAC_OWNER_UID_ANNOTATION: &str = "coder.com/workspace-rbac-owner-uid";
+pub const WORKSPACE_RBAC_OWNER_UID_ANNOTATION: &str = crate::controller::apply::OWNER_UID_ANNOTATION;
 /// Container port of Coder's HTTP listener.
 pub const HTTP_CONTAINER_PORT: i32 = 8080;
 /// Container port of Coder's TLS listener.

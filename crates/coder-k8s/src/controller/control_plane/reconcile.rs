@@ -28,7 +28,7 @@ use super::names::{ControlPlaneId, WORKSPACE_RBAC_OWNER_UID_ANNOTATION};
 use super::status::{check_database_secret, entitlements_unknown_until_read, transitions};
 use super::workspace_rbac;
 use crate::controller::apply::{
-    NotOwned, apply, apply_owned, controlled_by, delete, delete_owned, ready_replicas, report_ownership,
+    NotOwned, apply_owned, controlled_by, delete, delete_owned, ready_replicas, report_ownership,
 };
 use crate::controller::conditions::{ConditionStatus, Draft, remove_condition};
 use crate::controller::context::Context;
@@ -232,10 +232,12 @@ async fn apply_children(
     for (role, binding) in workspace_rbac {
         let role_ns = role.metadata.namespace.clone().unwrap_or_default();
         kept_rbac.push((role_ns.clone(), role.name_any(), binding.name_any()));
+        // Claimed by the owner-UID annotation (no owner reference across namespaces): a Role or RoleBinding of that
+        // name that is not this control plane's is reported, never overwritten.
         let cached_role = caches.roles.meta(&role_ns, &role.name_any());
-        apply(ctx, role, cached_role.as_ref()).await?;
+        not_owned.extend(apply_owned(ctx, role, cached_role.as_ref()).await?.err());
         let cached_binding = caches.role_bindings.meta(&role_ns, &binding.name_any());
-        apply(ctx, binding, cached_binding.as_ref()).await?;
+        not_owned.extend(apply_owned(ctx, binding, cached_binding.as_ref()).await?.err());
     }
     delete_workspace_rbac(ctx, uid, &kept_rbac).await?;
     if cp.spec.service_account.disable_create {
