@@ -207,6 +207,11 @@ pub struct CoderProvisionerStatus {
     /// Name of the provisioner key in Coder.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provisioner_key_name: Option<String>,
+    /// When the operator asked Coder for a new key (written before the request, cleared once the key ID is
+    /// recorded). With `organizationID` and `provisionerKeyName` it proves that a key of that name made afterwards is
+    /// this provisioner's, even when the operator stopped before it could record the key's ID.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_create_started_at: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
     /// Hash (FNV) of the sorted tags of the key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tags_hash: Option<String>,

@@ -603,3 +603,47 @@ async fn a_failed_gate_keeps_the_phase_and_names_the_first_failure() {
         "the last phase is kept"
     );
 }
+
+#[tokio::test]
+async fn a_key_left_by_a_crash_after_the_create_marker_is_replaced_not_refused() {
+    let h = harness("prov-crash").await;
+    let token = ready_control_plane(&h).await;
+    // The operator stops; what it left: the create marker in the status and the key in Coder, but no key ID and no
+    // key Secret (it stopped between the create call and those writes).
+    h.stop.send(true).unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    create_provisioner(&h, "p", sample_spec()).await;
+    let coder = h.coder(&token);
+    let org = coder.default_organization().await.unwrap();
+    let marker = json!({"status": {
+        "organizationID": org.id.to_string(),
+        "provisionerKeyName": "p",
+        "keyCreateStartedAt": k8s_openapi::jiff::Timestamp::now().to_string(),
+    }});
+    let provisioners = h.api::<CoderProvisioner>();
+    provisioners
+        .patch_status("p", &PatchParams::default(), &Patch::Merge(&marker))
+        .await
+        .unwrap();
+    coder
+        .create_provisioner_key(&org.name, "p", &std::collections::BTreeMap::new())
+        .await
+        .unwrap();
+    let left = h.server.provisioner_keys();
+    assert_eq!(left.len(), 1);
+
+    let (_metrics, _operator) = restart_operator(&h);
+    wait_reason(&h, "p", "ProvisionerKeyReady", "ProvisionerKeyReady").await;
+    let now = h.server.provisioner_keys();
+    assert_eq!(now.len(), 1, "replaced, never duplicated: {now:?}");
+    assert_ne!(
+        now[0]["id"], left[0]["id"],
+        "the key without a Secret was replaced"
+    );
+    let status = provisioners.get("p").await.unwrap().status.unwrap();
+    assert_eq!(status.provisioner_key_id.as_deref(), now[0]["id"].as_str());
+    assert_eq!(
+        status.key_create_started_at, None,
+        "the marker is cleared once the ID is recorded"
+    );
+}

@@ -366,13 +366,18 @@ async fn plan_and_apply_key(
     run.status.organization_id = Some(org.clone());
     run.status.organization_name = Some(organization.name.clone());
     let listed_id = listed.as_ref().map(|k| k.id.to_string());
+    // The create marker written before an earlier create proves the key when the operator stopped before it could
+    // record the key's ID.
+    let marked = listed
+        .as_ref()
+        .is_some_and(|k| decide::marker_proves(&run.status, &org, &k.name, &k.created_at));
     let plan = decide::key_plan(
         listed_id
             .as_deref()
             .zip(listed.as_ref())
             .map(|(id, k)| decide::ListedKey { id, name: &k.name }),
         recorded_id.as_deref(),
-        created_here,
+        created_here || marked,
         stored.is_some(),
         drifted,
     );
@@ -419,6 +424,7 @@ async fn create_key(
     live_secret: Option<&Secret>,
     run: &mut Run,
 ) -> std::result::Result<String, KeyError> {
+    write_create_marker(p, ctx, org, names, run).await?;
     let created = coder
         .create_provisioner_key(org, &names.key_name, &p.spec.tags)
         .await?;
@@ -441,8 +447,33 @@ async fn create_key(
     Ok(created.expose().to_owned())
 }
 
+/// Records in the status, before the one create call, which key is about to be made and when: the proof of
+/// ownership if the operator stops before it learns the key's ID (see `decide::marker_proves`).
+async fn write_create_marker(
+    p: &CoderProvisioner,
+    ctx: &Context,
+    org: &str,
+    names: &ProvisionerNames,
+    run: &mut Run,
+) -> std::result::Result<(), KeyError> {
+    run.status.organization_id = Some(org.to_owned());
+    run.status.provisioner_key_name = Some(names.key_name.clone());
+    run.status.provisioner_key_id = None;
+    run.status.key_create_started_at = Some(Time(Timestamp::now()));
+    let current = ctx
+        .statuses
+        .effective(&p.metadata.uid.clone().unwrap_or_default(), p.status.as_ref());
+    write_status(ctx, p, current.as_ref(), &run.status, Vec::new())
+        .await
+        .map_err(|error| KeyError::Kube(error.into()))?;
+    Ok(())
+}
+
 fn record_key(run: &mut Run, inputs: &KeyInputs, names: &ProvisionerNames) {
     let status = &mut run.status;
+    if status.provisioner_key_id.is_some() {
+        status.key_create_started_at = None;
+    }
     status.provisioner_key_name = Some(inputs.key_name.clone());
     status.tags_hash = Some(inputs.tags_hash.clone());
     status.control_plane_ref_name = Some(inputs.control_plane.clone());
@@ -559,7 +590,8 @@ async fn finish(p: &CoderProvisioner, ctx: &Context, mut run: Run, requeue: Dura
     run.status.observed_generation = p.metadata.generation;
     write_status(ctx, p, p.status.as_ref(), &run.status, Vec::new()).await?;
     if run.status.provisioner_key_id.is_some() {
-        // The recorded ID is now the proof of ownership; the note of a key created here is no longer needed.
+        // The recorded ID is now the proof of ownership; the note of a key created here is no longer needed (the
+        // status marker was cleared in this write, see `record_key`).
         let uid = p.metadata.uid.clone().unwrap_or_default();
         ctx.set_fact(&uid, facts::CREATED_KEY, None);
     }

@@ -173,6 +173,37 @@ pub enum KeyPlan {
     NotOwned { name: String },
 }
 
+/// How much earlier than the create marker Coder's clock may date the key it made (clock skew between the operator
+/// and Coder). The marker is written only after a list showed no key of that name, so this bounds only skew.
+pub const MARKER_CLOCK_SKEW: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// Whether the create marker in `status` proves that the key Coder lists (name `listed_name`, made at
+/// `listed_created_at`, RFC 3339) is the one this provisioner asked for: same organization and name, made after the
+/// marker was written (less [`MARKER_CLOCK_SKEW`]). A key of another name, or made before, is not proven.
+pub fn marker_proves(
+    status: &CoderProvisionerStatus,
+    organization_id: &str,
+    listed_name: &str,
+    listed_created_at: &str,
+) -> bool {
+    let Some(started) = status.key_create_started_at.as_ref() else {
+        return false;
+    };
+    let Ok(created) = listed_created_at.parse::<k8s_openapi::jiff::Timestamp>() else {
+        return false;
+    };
+    let earliest = started
+        .0
+        .checked_sub(k8s_openapi::jiff::SignedDuration::try_from(MARKER_CLOCK_SKEW).unwrap_or_default())
+        .unwrap_or(started.0);
+    status.organization_id.as_deref() == Some(organization_id)
+        && status
+            .provisioner_key_name
+            .as_deref()
+            .is_some_and(|name| name.eq_ignore_ascii_case(listed_name))
+        && created >= earliest
+}
+
 /// A key Coder lists under the spec's name.
 #[derive(Clone, Copy, Debug)]
 pub struct ListedKey<'a> {
@@ -337,6 +368,38 @@ mod tests {
             !key_current(&recorded(), &alias, Some(("default", "o2"))),
             "resolved to another organization"
         );
+    }
+
+    #[test]
+    fn a_create_marker_proves_only_a_later_key_of_its_name_and_organization() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+        let status = CoderProvisionerStatus {
+            organization_id: Some("org".into()),
+            provisioner_key_name: Some("p".into()),
+            key_create_started_at: Some(Time("2026-11-30T12:00:00Z".parse().unwrap())),
+            ..CoderProvisionerStatus::default()
+        };
+        assert!(marker_proves(&status, "org", "p", "2026-11-30T12:00:01Z"));
+        assert!(
+            marker_proves(&status, "org", "P", "2026-11-30T12:00:01Z"),
+            "Coder names are case-insensitive"
+        );
+        assert!(
+            marker_proves(&status, "org", "p", "2026-11-30T11:56:00Z"),
+            "within the clock skew"
+        );
+        assert!(
+            !marker_proves(&status, "org", "p", "2026-11-30T11:50:00Z"),
+            "made well before the marker"
+        );
+        assert!(!marker_proves(&status, "other", "p", "2026-11-30T12:00:01Z"));
+        assert!(!marker_proves(&status, "org", "q", "2026-11-30T12:00:01Z"));
+        assert!(!marker_proves(&status, "org", "p", "not a time"));
+        let unmarked = CoderProvisionerStatus {
+            key_create_started_at: None,
+            ..status
+        };
+        assert!(!marker_proves(&unmarked, "org", "p", "2026-11-30T12:00:01Z"));
     }
 
     #[test]
