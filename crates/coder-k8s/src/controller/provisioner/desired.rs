@@ -113,7 +113,9 @@ fn deployment(
                 secret_key_ref: Some(SecretKeySelector {
                     name: names.key_secret.clone(),
                     key: names.key_secret_key.clone(),
-                    optional: Some(false),
+                    // Unset, as the Go operator writes it: `optional: false` would be a different pod template and
+                    // roll every provisioner pod on an upgrade from it.
+                    optional: None,
                 }),
                 ..EnvVarSource::default()
             }),
@@ -229,6 +231,8 @@ mod tests {
             (key.name.as_str(), key.key.as_str()),
             ("coderprovisioner-sample-provisioner-key", "key")
         );
+        // The Go operator's selector carries only name and key (`optional` unset, not `false`).
+        assert_eq!(key.optional, None);
         assert_eq!(
             state.role_binding.role_ref.name,
             "provisioner-coderprovisioner-sample"
