@@ -334,7 +334,9 @@ pub fn container_env(id: &ControlPlaneId, spec: &CoderControlPlaneSpec, inputs: 
                 secret_key_ref: Some(K8sSecretKeySelector {
                     name: reference.name.clone(),
                     key: reference.key.clone().unwrap_or_default(),
-                    optional: Some(false),
+                    // Unset is required (Kubernetes' default). Not `Some(false)`: the Go operator sets no `optional`
+                    // on its key references, and any difference in the pod template rolls the pods on upgrade.
+                    optional: None,
                 }),
                 ..EnvVarSource::default()
             }),
@@ -893,6 +895,7 @@ mod tests {
             (reference.name.as_str(), reference.key.as_str()),
             ("coder-db-app", "uri")
         );
+        assert_eq!(reference.optional, None, "required by default, as the Go operator leaves it");
         assert!(!database_conflict(&cp.spec));
         cp.spec
             .extra_env
