@@ -8,7 +8,7 @@ use std::fmt::Debug;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -67,15 +67,39 @@ where
     K: Namespaced + Serialize,
 {
     let hash = desired_hash(&desired);
-    match cached.map(hash_of) {
-        Some(Some(cached_hash)) if cached_hash == hash => return Ok(Applied::Unchanged),
-        // An existing object we never applied (no hash): written by the Go operator, or by someone else.
-        Some(None) => {
+    if let Some(meta) = cached {
+        if hash_of(meta) == Some(hash.as_str()) {
+            return Ok(Applied::Unchanged);
+        }
+        // Fields recorded under an update manager of ours (the Go operator's writes, or our own create) move to the
+        // apply manager first, so this apply can remove what the desired state dropped.
+        if super::takeover::takeover_due(meta) {
             super::takeover::take_over(ctx, &desired).await?;
         }
-        _ => {}
     }
     send_apply(ctx, desired, hash).await.map(Applied::Changed)
+}
+
+/// Creates `desired` with the desired-hash label; `None` when an object of that name already exists (nothing is
+/// written then). Create-only: unlike an apply, it can never change an object someone else made meanwhile.
+async fn send_create<K>(ctx: &Context, mut desired: K) -> Result<Option<K>, kube::Error>
+where
+    K: Namespaced + Serialize,
+{
+    let hash = desired_hash(&desired);
+    let (name, namespace) = (desired.name_any(), desired.namespace().unwrap_or_default());
+    ctx.echoes.record(&K::kind(&()), &namespace, &name, &hash);
+    desired.labels_mut().insert(DESIRED_HASH_LABEL.to_owned(), hash);
+    let api: Api<K> = Api::namespaced(ctx.client.clone(), &namespace);
+    let params = PostParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..PostParams::default()
+    };
+    match api.create(&params, &desired).await {
+        Ok(created) => Ok(Some(created)),
+        Err(kube::Error::Api(status)) if status.code == 409 => Ok(None),
+        Err(error) => Err(error),
+    }
 }
 
 async fn send_apply<K>(ctx: &Context, mut desired: K, hash: String) -> Result<K, kube::Error>
@@ -156,10 +180,10 @@ pub fn controller_uid(meta: &ObjectMeta) -> Option<&str> {
         .map(|o| o.uid.as_str())
 }
 
-/// [`apply`] for an object its custom resource controls (`desired` carries the controller owner reference): when
-/// the watch cache (which sees only objects with the operator's label) does not show it, its metadata is read once,
-/// so an existing object of that name that is not controlled by the custom resource is reported instead of
-/// overwritten or adopted. Objects are read this way only until they exist as the operator's.
+/// [`apply`] for an object its custom resource holds (`desired` carries the controller owner reference or the
+/// owner-UID annotation): when the watch cache (which sees only objects with the operator's label) does not show
+/// it, it is created (POST, create-only); only when that finds an object of the name is its metadata read, so an
+/// existing object the custom resource does not hold is reported instead of overwritten or adopted.
 pub async fn apply_owned<K>(
     ctx: &Context,
     desired: K,
@@ -172,6 +196,9 @@ where
     let live = match cached {
         Some(meta) => Some(meta.clone()),
         None => {
+            if let Some(created) = send_create(ctx, desired.clone()).await? {
+                return Ok(Ok(Applied::Changed(created)));
+            }
             let api: Api<K> = Api::namespaced(ctx.client.clone(), &desired.namespace().unwrap_or_default());
             api.get_metadata_opt(&desired.name_any())
                 .await?
@@ -183,7 +210,7 @@ where
             kind: K::kind(&()).into_owned(),
             name: desired.name_any(),
         })),
-        // The live metadata, so an existing object without our hash (the Go operator's) is taken over first.
+        // With the live metadata, so an object with fields of an update manager of ours is taken over first.
         Holder::Nobody | Holder::Owner => apply(ctx, desired, live.as_ref()).await.map(Ok),
     }
 }

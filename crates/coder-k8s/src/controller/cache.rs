@@ -359,6 +359,13 @@ where
 
 /// Strips what no controller reads from object metadata.
 pub fn strip_meta(meta: &mut ObjectMeta) {
+    // What the managed fields tell a controller, kept as an in-memory mark: fields recorded under an update
+    // manager of ours wait for a takeover before the next apply (see `takeover`).
+    if super::takeover::has_legacy_entries(meta.managed_fields.as_deref().unwrap_or_default()) {
+        meta.annotations
+            .get_or_insert_with(Default::default)
+            .insert(super::takeover::LEGACY_FIELDS_MARK.to_owned(), "true".to_owned());
+    }
     meta.managed_fields = None;
     if let Some(annotations) = meta.annotations.as_mut() {
         annotations.remove(LAST_APPLIED);

@@ -116,7 +116,9 @@ fn strip_owned_meta(meta: &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::O
         labels.retain(|key, _| key == DESIRED_HASH_LABEL);
     }
     if let Some(annotations) = meta.annotations.as_mut() {
-        annotations.retain(|key, _| key == WORKSPACE_RBAC_OWNER_UID_ANNOTATION);
+        annotations.retain(|key, _| {
+            key == WORKSPACE_RBAC_OWNER_UID_ANNOTATION || key == super::takeover::LEGACY_FIELDS_MARK
+        });
     }
 }
 

@@ -1,10 +1,11 @@
 //! Taking over an owned object that the Go operator (v0.1.x) wrote with create/update. Such an object's fields are
 //! recorded under an Update manager, so a field our apply later drops would stay behind. On the first touch the
 //! fields that both the old manager and our desired state set move to our apply manager (what client-go's
-//! csaupgrade does for kubectl); the rest (values the API server defaulted, fields only the Go operator set) stay
-//! with the old manager, so the takeover itself changes nothing in the object and rolls no pod.
+//! csaupgrade does for kubectl); the rest (values the API server defaulted, fields only the Go operator set) stays in
+//! the object without a manager, so the takeover itself changes nothing in the object and rolls no pod. The same
+//! happens to objects this operator created (create-only, so under an Update entry) before their first apply.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry, ObjectMeta};
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use serde::Serialize;
@@ -16,6 +17,24 @@ use super::context::Context;
 /// Managers whose create/update entries are ours to take over: the Go operator's binary is `coder-k8s`, and the
 /// API server names an Update manager after the client's user agent, so its writes are recorded under that name.
 const LEGACY_MANAGERS: &[&str] = &[FIELD_MANAGER];
+/// In-memory mark (never written) on a cached object whose managed fields hold a legacy entry: the watch caches drop
+/// managed fields, so this is how `apply` knows a takeover is due without reading the object.
+pub const LEGACY_FIELDS_MARK: &str = "coder.com/in-memory-legacy-fields";
+
+/// Whether `entries` hold an Update entry of ours for the main resource (the Go operator's writes, or a create of
+/// this operator).
+pub fn has_legacy_entries(entries: &[ManagedFieldsEntry]) -> bool {
+    entries.iter().any(is_legacy)
+}
+
+/// Whether the object with `meta` (cached: marked; read: its managed fields) waits for a takeover.
+pub fn takeover_due(meta: &ObjectMeta) -> bool {
+    meta.annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(LEGACY_FIELDS_MARK))
+        || has_legacy_entries(meta.managed_fields.as_deref().unwrap_or_default())
+}
+
 /// The manager of the dry-run apply that asks the API server which fields our desired state sets.
 const PROBE_MANAGER: &str = "coder-k8s-takeover-probe";
 
@@ -23,31 +42,23 @@ const UPDATE: &str = "Update";
 const APPLY: &str = "Apply";
 
 /// The managed-fields list after taking over: the part of every legacy Update entry (main resource only) that
-/// `ours` (the field set of our desired state) also sets moves into our Apply entry. `None` when nothing moves.
+/// `ours` (the field set of our desired state) also sets moves into our Apply entry, and the legacy entries go. What
+/// only they held (values the API server defaulted, fields only the Go operator set) stays in the object unowned,
+/// so no apply of ours ever removes it. `None` when there is no legacy entry.
 pub fn taken_over(entries: &[ManagedFieldsEntry], ours: &Value) -> Option<Vec<ManagedFieldsEntry>> {
+    if !has_legacy_entries(entries) {
+        return None;
+    }
     let mut moved = Value::Object(Map::new());
-    let mut result = Vec::with_capacity(entries.len() + 1);
-    for entry in entries {
-        let Some(FieldsV1(fields)) = entry.fields_v1.as_ref().filter(|_| is_legacy(entry)) else {
-            result.push(entry.clone());
-            continue;
-        };
-        let shared = intersection(fields, ours);
-        if is_empty(&shared) {
-            result.push(entry.clone());
-            continue;
-        }
-        union(&mut moved, &shared);
-        let rest = difference(fields, ours);
-        if !is_empty(&rest) {
-            result.push(ManagedFieldsEntry {
-                fields_v1: Some(FieldsV1(rest)),
-                ..entry.clone()
-            });
+    for entry in entries.iter().filter(|e| is_legacy(e)) {
+        if let Some(FieldsV1(fields)) = &entry.fields_v1 {
+            union(&mut moved, &intersection(fields, ours));
         }
     }
+    let mut result: Vec<ManagedFieldsEntry> = entries.iter().filter(|e| !is_legacy(e)).cloned().collect();
     if is_empty(&moved) {
-        return None;
+        // The API server ignores an empty managed-fields list, so with nothing else left there is nothing to send.
+        return (!result.is_empty()).then_some(result);
     }
     match result.iter_mut().find(|e| is_our_apply(e)) {
         Some(apply) => {
@@ -132,24 +143,6 @@ pub fn intersection(a: &Value, b: &Value) -> Value {
         let member = is_member(left) && is_member(right);
         if let Some(value) = node(member, children(&inner)) {
             result.insert(key.clone(), value);
-        }
-    }
-    Value::Object(result)
-}
-
-/// The paths of `a` that are not in `b`.
-pub fn difference(a: &Value, b: &Value) -> Value {
-    let (a, b) = (children(a), children(b));
-    let mut result = Map::new();
-    for (key, left) in a {
-        let Some(right) = b.get(&key) else {
-            result.insert(key, left);
-            continue;
-        };
-        let inner = difference(&left, right);
-        let member = is_member(&left) && !is_member(right);
-        if let Some(value) = node(member, children(&inner)) {
-            result.insert(key, value);
         }
     }
     Value::Object(result)
@@ -252,20 +245,16 @@ mod tests {
     }
 
     #[test]
-    fn intersection_and_difference_of_field_sets() {
+    fn intersection_of_field_sets() {
         let a = json!({"f:spec": {"f:replicas": {}, "f:paused": {}, "f:strategy": {".": {}, "f:type": {}}}});
         let b = json!({"f:spec": {"f:replicas": {}, "f:strategy": {"f:type": {}}}});
         assert_eq!(
             intersection(&a, &b),
-            json!({"f:spec": {"f:replicas": {}, "f:strategy": {"f:type": {}}}})
-        );
-        assert_eq!(
-            difference(&a, &b),
-            json!({"f:spec": {"f:paused": {}, "f:strategy": {}}}),
-            "the strategy node itself stays a member of the first set only"
+            json!({"f:spec": {"f:replicas": {}, "f:strategy": {"f:type": {}}}}),
+            "the strategy node itself is a member of the first set only"
         );
         assert_eq!(intersection(&a, &json!({})), json!({}));
-        assert_eq!(difference(&a, &json!({})), a);
+        assert_eq!(intersection(&a, &a), a);
     }
 
     #[test]
@@ -285,10 +274,38 @@ mod tests {
             None,
             "status entries stay"
         );
+        assert!(!has_legacy_entries(&entries));
     }
 
     #[test]
-    fn shared_fields_move_to_our_apply_entry_and_the_rest_stays() {
+    fn a_legacy_entry_sharing_nothing_still_goes_and_marks_the_object() {
+        let legacy = entry("coder-k8s", UPDATE, json!({"f:spec": {"f:paused": {}}}));
+        assert!(has_legacy_entries(std::slice::from_ref(&legacy)));
+        let meta = ObjectMeta {
+            managed_fields: Some(vec![legacy.clone()]),
+            ..ObjectMeta::default()
+        };
+        assert!(takeover_due(&meta));
+        assert_eq!(
+            taken_over(std::slice::from_ref(&legacy), &env(&["A"])),
+            None,
+            "an empty list would be ignored"
+        );
+        let user = entry("kubectl-edit", UPDATE, json!({"f:metadata": {}}));
+        assert_eq!(
+            taken_over(&[legacy, user.clone()], &env(&["A"])),
+            Some(vec![user])
+        );
+        let marked = ObjectMeta {
+            annotations: Some([(LEGACY_FIELDS_MARK.to_owned(), "true".to_owned())].into()),
+            ..ObjectMeta::default()
+        };
+        assert!(takeover_due(&marked), "the cache's mark");
+        assert!(!takeover_due(&ObjectMeta::default()));
+    }
+
+    #[test]
+    fn shared_fields_move_to_our_apply_entry_and_the_rest_is_left_unowned() {
         let mut legacy = env(&["A", "B"]);
         legacy["f:spec"]["f:progressDeadlineSeconds"] = json!({});
         let user = entry(
@@ -301,15 +318,15 @@ mod tests {
             &env(&["A", "B"]),
         )
         .unwrap();
-        assert_eq!(result.len(), 3);
-        assert_eq!(
-            result[0].fields_v1,
-            Some(FieldsV1(json!({"f:spec": {"f:progressDeadlineSeconds": {}}}))),
-            "the defaulted field stays with the old manager"
+        assert_eq!(result.len(), 2, "the legacy entry is gone: {result:?}");
+        assert_eq!(result[0], user, "other managers keep their fields");
+        assert!(
+            !serde_json::to_string(&result)
+                .unwrap()
+                .contains("progressDeadlineSeconds"),
+            "the defaulted field is left without a manager, so no apply of ours removes it"
         );
-        assert_eq!(result[0].operation.as_deref(), Some(UPDATE));
-        assert_eq!(result[1], user, "other managers keep their fields");
-        let ours = &result[2];
+        let ours = &result[1];
         assert_eq!(
             (
                 ours.manager.as_deref(),

@@ -895,7 +895,10 @@ mod tests {
             (reference.name.as_str(), reference.key.as_str()),
             ("coder-db-app", "uri")
         );
-        assert_eq!(reference.optional, None, "required by default, as the Go operator leaves it");
+        assert_eq!(
+            reference.optional, None,
+            "required by default, as the Go operator leaves it"
+        );
         assert!(!database_conflict(&cp.spec));
         cp.spec
             .extra_env
