@@ -3,9 +3,13 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use coder_k8s::{app, cli::Args, telemetry};
+use coder_k8s::{app, build_info, cli::Args, telemetry};
 
 fn main() -> ExitCode {
+    if build_info::is_version_request(std::env::args()) {
+        println!("{}", build_info::version_line());
+        return ExitCode::SUCCESS;
+    }
     let args = Args::parse();
     telemetry::init(args.log_format);
     let startup = match app::startup_checks(&args) {

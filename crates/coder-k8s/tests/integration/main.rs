@@ -5,6 +5,7 @@
 mod cli;
 mod control_plane;
 mod crds;
+mod packaging;
 mod provisioner;
 mod rbac;
 mod real_coder;
