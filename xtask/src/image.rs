@@ -488,7 +488,10 @@ fn run_version(image: &PlatformImage) -> Result<String> {
             .as_str()
             .unwrap_or_default()
     );
-    let scratch = std::env::temp_dir().join(format!("coder-k8s-image-check-{}", std::process::id()));
+    // One directory per call: checks may run concurrently in one process (tests).
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let scratch = std::env::temp_dir().join(format!("coder-k8s-image-check-{}-{call}", std::process::id()));
     fs::create_dir_all(&scratch).with_context(|| format!("create {}", scratch.display()))?;
     let binary = scratch.join("coder-k8s");
     let result = (|| {
