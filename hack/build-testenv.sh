@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Builds the test control plane binaries (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok) and the
-# open-source Coder server (coder, plus echotar, which writes echo-provisioner template archives) from published Go
-# modules into a version-keyed cache, only when they are missing.
+# Builds the test control plane binaries (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok), the
+# open-source Coder server (coder, plus echotar, which writes echo-provisioner template archives) and the helm CLI (chart
+# tests) from published Go modules into a version-keyed cache, only when they are missing.
 #   hack/build-testenv.sh [COMPONENT...]            build what is missing, print the bin directory of each component
 #   hack/build-testenv.sh --print [COMPONENT...]    print the bin directories without building
-# COMPONENT is etcd, k8s, kwok or coder; all of them without any.
+# COMPONENT is etcd, k8s, kwok, coder or helm; all of them without any.
 # The cache lives in ${CODER_K8S_TESTENV_CACHE:-$HOME/.cache/coder-k8s/testenv}; delete it to force a rebuild.
 set -euo pipefail
 
@@ -23,6 +23,7 @@ components=(
   "k8s|testenv/go/k8s|v1.36.3|k8s|k8s.io/kubernetes/cmd/kube-apiserver=kube-apiserver,k8s.io/kubernetes/cmd/kube-controller-manager=kube-controller-manager,k8s.io/kubernetes/cmd/kube-scheduler=kube-scheduler"
   "kwok|testenv/go/kwok|v0.8.0|kwok|sigs.k8s.io/kwok/cmd/kwok=kwok"
   "coder|testenv/go/coder|v2.30.0|coder|github.com/coder/coder/v2/cmd/coder=coder,coder-k8s.invalid/testenv/coder/echotar=echotar"
+  "helm|testenv/go/helm|v3.22.0|helm|helm.sh/helm/v3/cmd/helm=helm"
 )
 
 for want in "${selected[@]}"; do
@@ -53,6 +54,7 @@ ldflags_of() {
       echo "-s -w -X k8s.io/component-base/version.gitVersion=$version -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean -X k8s.io/client-go/pkg/version.gitVersion=$version -X k8s.io/component-base/version.buildDate=1970-01-01T00:00:00Z"
       ;;
     kwok) echo "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=${version}" ;;
+    helm) echo "-s -w -X helm.sh/helm/v3/internal/version.version=${version} -X helm.sh/helm/v3/internal/version.gitTreeState=clean" ;;
     # The tag without its leading v (Coder adds it); agpl marks the open-source build.
     coder) echo "-s -w -X github.com/coder/coder/v2/buildinfo.tag=${version#v} -X github.com/coder/coder/v2/buildinfo.agpl=true" ;;
     *) echo "-s -w" ;;

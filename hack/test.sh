@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, exactly as CI runs it (.ci/run calls this script):
-# format check, clippy, generated-file drift check, unit and integration tests on a real etcd + kube-apiserver.
-# It builds the Go test control plane into ~/.cache/coder-k8s when missing.
+# format check, clippy, generated-file drift check, the image build, unit and integration tests on a real etcd +
+# kube-apiserver (the Helm chart and the image included). It builds the Go test tools (control plane, Coder, helm)
+# into ~/.cache/coder-k8s when missing.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -11,7 +12,7 @@ require_tool cargo "install Rust with rustup (https://rustup.rs); rust-toolchain
 require_tool go "install Go 1.26 (https://go.dev/dl); it builds the test binaries (control plane, Coder) only"
 require_tool kubectl "install kubectl v1.32 or newer (https://kubernetes.io/docs/tasks/tools/)"
 
-step "build the test control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok) and the real Coder server if missing"
+step "build the test control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok), the real Coder server and helm if missing"
 hack/build-testenv.sh
 
 step "install PostgreSQL if missing (operator-access integration tests run a real server)"
@@ -32,6 +33,11 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 
 step "generated files are up to date (CRDs, API reference, dist/install.yaml)"
 cargo xtask check
+
+step "build the image (static musl binaries for amd64 and arm64, OCI layout; reused while they are unchanged)"
+# The image-ci profile is unoptimised to keep CI time (it checks the image, not its speed); releases use the release profile.
+CODER_K8S_IMAGE_LAYOUT=$(CODER_K8S_IMAGE_PROFILE=${CODER_K8S_IMAGE_PROFILE:-image-ci} hack/build-image.sh)
+export CODER_K8S_IMAGE_LAYOUT
 
 step "cargo test (unit tests and integration tests on the real control plane)"
 log=$(mktemp)

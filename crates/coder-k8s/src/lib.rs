@@ -3,6 +3,7 @@
 pub mod admin;
 pub mod aggregated;
 pub mod app;
+pub mod build_info;
 pub mod cli;
 pub mod controller;
 pub mod duration;

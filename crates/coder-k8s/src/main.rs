@@ -3,13 +3,17 @@
 use std::process::ExitCode;
 
 use coder_k8s::cli::{CommandLine, LogFormat, parse_command_line};
-use coder_k8s::{app, telemetry};
+use coder_k8s::{app, build_info, telemetry};
 
 fn main() -> ExitCode {
     // Arguments that are not UTF-8 are read lossily rather than panicking.
     let raw: Vec<String> = std::env::args_os()
         .map(|arg| arg.to_string_lossy().into_owned())
         .collect();
+    if build_info::is_version_request(raw.iter().cloned()) {
+        println!("{}", build_info::version_line());
+        return ExitCode::SUCCESS;
+    }
     let (args, ignored) = match parse_command_line(&raw) {
         Ok(CommandLine::Run { args, ignored }) => (args, ignored),
         Ok(CommandLine::Print(text)) => {

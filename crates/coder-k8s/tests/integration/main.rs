@@ -9,6 +9,7 @@ mod control_plane;
 mod crds;
 mod operator_access;
 mod ownership;
+mod packaging;
 mod provisioner;
 mod rbac;
 mod rbac_hardening;

@@ -1,0 +1,631 @@
+//! What ships: `--version`, the kustomize layout (`config/default`, the `Kustomization` files beside the v0.1.5
+//! `kubectl apply -f` directories, `config/crd/dormant`, `config/quickstart`, `examples/`), `dist/install.yaml`, and
+//! the Helm chart (`helm lint`, `helm template` per mode against values.schema.json, `helm install` into the real
+//! kube-apiserver, then `kubectl auth can-i` for its ServiceAccount and the rendered pod specs).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+use crate::support::{assert_success, control_plane_with_crds, kubectl, path, repo_root, stdout};
+
+/// Objects of a multi-document YAML text, keyed by `kind/namespace/name`.
+fn objects(yaml: &str) -> BTreeMap<String, Value> {
+    let documents: Vec<Value> = serde_saphyr::from_multiple(yaml).expect("parse YAML documents");
+    documents
+        .into_iter()
+        .filter(|d| !d.is_null())
+        .map(|d| {
+            let key = format!(
+                "{}/{}/{}",
+                d["kind"].as_str().expect("kind"),
+                d["metadata"]["namespace"].as_str().unwrap_or(""),
+                d["metadata"]["name"].as_str().expect("name")
+            );
+            (key, d)
+        })
+        .collect()
+}
+
+/// The value with every number as a float: kustomize writes `minimum: 1` where the generated YAML has `1.0`.
+fn numbers_as_floats(value: &Value) -> Value {
+    match value {
+        Value::Number(n) => serde_json::json!(n.as_f64()),
+        Value::Array(items) => Value::Array(items.iter().map(numbers_as_floats).collect()),
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| (k.clone(), numbers_as_floats(v)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+fn kustomize(dir: &str) -> String {
+    let out = Command::new("kubectl")
+        .args(["kustomize", &path(dir)])
+        .output()
+        .expect("run kubectl kustomize");
+    assert_success(&out, &format!("kubectl kustomize {dir}"));
+    stdout(&out)
+}
+
+/// The objects `kubectl apply -f DIR/` would apply: every `.yaml` file of the directory.
+fn objects_of_yaml_files(dir: &str) -> BTreeMap<String, Value> {
+    let mut all = BTreeMap::new();
+    for entry in std::fs::read_dir(repo_root().join(dir)).expect("read dir") {
+        let file = entry.expect("dir entry").path();
+        if file.extension().is_some_and(|e| e == "yaml") {
+            all.extend(objects(&std::fs::read_to_string(&file).expect("read")));
+        }
+    }
+    all
+}
+
+fn kinds(objects: &BTreeMap<String, Value>) -> Vec<String> {
+    objects.keys().cloned().collect()
+}
+
+#[test]
+fn version_flag_prints_the_crate_version_and_the_git_commit() {
+    let head = Command::new("git")
+        .args(["rev-parse", "HEAD"])
+        .current_dir(repo_root())
+        .output()
+        .expect("git rev-parse");
+    let commit = String::from_utf8_lossy(&head.stdout).trim().to_owned();
+    assert_eq!(commit.len(), 40, "the tests run in a git checkout");
+    for flag in ["--version", "-version"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_coder-k8s"))
+            .arg(flag)
+            .output()
+            .expect("run coder-k8s");
+        assert_success(&out, flag);
+        assert_eq!(
+            stdout(&out),
+            format!("coder-k8s {} (commit {commit})\n", env!("CARGO_PKG_VERSION")),
+            "{flag}"
+        );
+    }
+}
+
+#[test]
+fn kustomizations_beside_the_v015_apply_directories_list_every_file_and_hide_from_kubectl_apply_f() {
+    for dir in ["config/crd/bases", "config/rbac", "deploy"] {
+        let root = repo_root().join(dir);
+        assert!(
+            root.join("Kustomization").is_file(),
+            "{dir}/Kustomization (a .yaml name would be applied by `kubectl apply -f {dir}/`)"
+        );
+        assert!(!root.join("kustomization.yaml").exists(), "{dir}");
+        assert!(!root.join("kustomization.yml").exists(), "{dir}");
+    }
+    for dir in ["config/crd/bases", "config/rbac"] {
+        let built = objects(&kustomize(dir));
+        assert!(built.len() >= 5, "{dir}: {:?}", kinds(&built));
+        assert_eq!(
+            kinds(&built),
+            kinds(&objects_of_yaml_files(dir)),
+            "{dir}: the Kustomization must list exactly the files `kubectl apply -f {dir}/` applies"
+        );
+    }
+    let deploy = objects(&kustomize("deploy"));
+    assert_eq!(kinds(&deploy), ["Deployment/coder-system/coder-k8s"]);
+}
+
+#[tokio::test]
+async fn config_default_is_dist_install_and_applies_in_controller_mode() {
+    let built = objects(&kustomize("config/default"));
+    let bundle = objects(&std::fs::read_to_string(repo_root().join("dist/install.yaml")).expect("read"));
+    assert_eq!(
+        kinds(&built),
+        kinds(&bundle),
+        "config/default and dist/install.yaml"
+    );
+    for (key, object) in &built {
+        assert!(
+            numbers_as_floats(object) == numbers_as_floats(&bundle[key]),
+            "{key} differs between config/default and dist/install.yaml"
+        );
+    }
+    // Controller mode: no aggregated API parts at all.
+    for key in built.keys() {
+        assert!(
+            !key.starts_with("APIService/")
+                && !key.contains("auth-delegator")
+                && !key.contains("authentication-reader")
+                && !key.contains("apiservice-cabundle")
+                && !key.contains("coder-k8s-apiserver"),
+            "{key} does not belong to a controller-mode install"
+        );
+    }
+    let deployment = &built["Deployment/coder-system/coder-k8s"];
+    assert_controller_pod(&deployment["spec"]["template"]["spec"]);
+    let namespaces: Vec<&str> = built
+        .keys()
+        .filter(|k| k.starts_with("Namespace/"))
+        .map(String::as_str)
+        .collect();
+    assert_eq!(namespaces, ["Namespace//coder-system"]);
+
+    let cp = control_plane_with_crds().await;
+    let out = kubectl(
+        cp,
+        &[
+            "apply",
+            "--server-side",
+            "--force-conflicts",
+            "-k",
+            &path("config/default"),
+        ],
+        None,
+    );
+    assert_success(&out, "kubectl apply -k config/default");
+    let out = kubectl(
+        cp,
+        &[
+            "get",
+            "deployment",
+            "coder-k8s",
+            "-n",
+            "coder-system",
+            "-o",
+            "json",
+        ],
+        None,
+    );
+    assert_success(&out, "get the Deployment");
+    let live: Value = serde_json::from_slice(&out.stdout).expect("Deployment JSON");
+    assert_controller_pod(&live["spec"]["template"]["spec"]);
+    let out = kubectl(cp, &["get", "apiservice", "v1alpha1.aggregation.coder.com"], None);
+    assert!(!out.status.success(), "no APIService may be installed");
+}
+
+/// The pod of a controller-mode install: `--app=controller`, only the health port, the hardened security context.
+fn assert_controller_pod(pod: &Value) {
+    let container = &pod["containers"][0];
+    assert_eq!(container["args"], serde_json::json!(["--app=controller"]));
+    let ports: Vec<&str> = container["ports"]
+        .as_array()
+        .expect("ports")
+        .iter()
+        .map(|p| p["name"].as_str().expect("port name"))
+        .collect();
+    assert_eq!(ports, ["health"]);
+    assert_hardened(pod, container);
+}
+
+fn assert_hardened(pod: &Value, container: &Value) {
+    let security = &container["securityContext"];
+    assert_eq!(security["runAsUser"], 65532, "{security}");
+    assert_eq!(security["runAsNonRoot"], true, "{security}");
+    assert_eq!(security["readOnlyRootFilesystem"], true, "{security}");
+    assert_eq!(security["allowPrivilegeEscalation"], false, "{security}");
+    assert_eq!(
+        security["capabilities"]["drop"],
+        serde_json::json!(["ALL"]),
+        "{security}"
+    );
+    assert_eq!(security["seccompProfile"]["type"], "RuntimeDefault", "{security}");
+    assert_eq!(
+        pod["securityContext"]["runAsUser"], 65532,
+        "{}",
+        pod["securityContext"]
+    );
+    assert_eq!(pod["securityContext"]["seccompProfile"]["type"], "RuntimeDefault");
+}
+
+/// Minimal stand-ins for the CRDs of the examples' third-party kinds (CloudNativePG, Argo CD), so that the examples
+/// can be checked by the real API server; their own schemas are not under test here.
+fn stub_crd(group: &str, kind: &str, plural: &str) -> String {
+    format!(
+        "apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: {plural}.{group}
+spec:
+  group: {group}
+  names: {{kind: {kind}, plural: {plural}, listKind: {kind}List, singular: {lower}}}
+  scope: Namespaced
+  versions:
+    - name: {version}
+      served: true
+      storage: true
+      schema:
+        openAPIV3Schema: {{type: object, x-kubernetes-preserve-unknown-fields: true}}
+",
+        lower = kind.to_lowercase(),
+        version = if group == "argoproj.io" { "v1alpha1" } else { "v1" },
+    )
+}
+
+#[tokio::test]
+async fn dormant_quickstart_and_examples_build_and_the_served_kinds_pass_the_api_server() {
+    let cp = control_plane_with_crds().await;
+    for ns in ["coder", "argocd"] {
+        let out = kubectl(cp, &["create", "namespace", ns], None);
+        assert!(out.status.success() || String::from_utf8_lossy(&out.stderr).contains("AlreadyExists"));
+    }
+    let stubs = [
+        stub_crd("postgresql.cnpg.io", "Cluster", "clusters"),
+        stub_crd("argoproj.io", "ApplicationSet", "applicationsets"),
+    ]
+    .join("---\n");
+    assert_success(&kubectl(cp, &["apply", "-f", "-"], Some(&stubs)), "stub CRDs");
+    let out = kubectl(
+        cp,
+        &[
+            "wait",
+            "--for=condition=Established",
+            "crd/clusters.postgresql.cnpg.io",
+            "crd/applicationsets.argoproj.io",
+        ],
+        None,
+    );
+    assert_success(&out, "stub CRDs established");
+
+    // The aggregated API's kinds (aggregation.coder.com) have no server in this release: built and named only.
+    let quickstart = objects(&kustomize("config/quickstart"));
+    assert_eq!(
+        kinds(&quickstart),
+        [
+            "CoderTemplate/coder/default.quickstart-template",
+            "CoderWorkspace/coder/default.me.quickstart-workspace",
+            "Namespace//coder",
+        ]
+    );
+    assert_eq!(
+        quickstart["CoderWorkspace/coder/default.me.quickstart-workspace"]["spec"]["running"],
+        false
+    );
+    let templates = objects(&kustomize("examples/coder-templates"));
+    assert_eq!(kinds(&templates), ["CoderTemplate/coder/default.smoke-scratch"]);
+
+    for (dir, expected) in [
+        (
+            "config/crd/dormant",
+            vec!["CustomResourceDefinition//coderworkspacepools.coder.com"],
+        ),
+        (
+            "examples/cloudnativepg",
+            vec![
+                "Cluster/coder/coder-db",
+                "CoderControlPlane/coder/coder",
+                "Namespace//coder",
+            ],
+        ),
+        ("examples/argocd", vec!["ApplicationSet/argocd/coder-k8s-stack"]),
+    ] {
+        let yaml = kustomize(dir);
+        assert_eq!(kinds(&objects(&yaml)), expected, "{dir}");
+        // Server-side dry run: the API server validates every object (schemas, CEL rules) and stores nothing, so
+        // the dormant CRD and the example control plane stay out of the other tests' way.
+        let out = kubectl(cp, &["apply", "--dry-run=server", "-f", "-"], Some(&yaml));
+        assert_success(
+            &out,
+            &format!("kubectl apply --dry-run=server (kubectl kustomize {dir})"),
+        );
+    }
+    let plane = &objects(&kustomize("examples/cloudnativepg"))["CoderControlPlane/coder/coder"];
+    assert_eq!(
+        plane["spec"]["database"]["connectionSecretRef"],
+        serde_json::json!({"name": "coder-db-app", "key": "uri"})
+    );
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Helm chart
+
+const CHART: &str = "charts/coder-k8s";
+
+/// The helm CLI, built from its Go module by hack/build-testenv.sh when missing.
+fn helm_binary() -> PathBuf {
+    let out = Command::new("bash")
+        .arg(repo_root().join("hack/build-testenv.sh"))
+        .arg("helm")
+        .output()
+        .expect("run hack/build-testenv.sh helm");
+    assert_success(&out, "hack/build-testenv.sh helm");
+    let dir = stdout(&out)
+        .lines()
+        .find_map(|l| l.strip_prefix("helm=").map(PathBuf::from))
+        .expect("helm=<bin dir> line");
+    dir.join("helm")
+}
+
+fn helm(args: &[&str], kubeconfig: Option<&std::path::Path>) -> Output {
+    let mut command = Command::new(helm_binary());
+    command.args(args);
+    // Helm keeps no state outside the cluster that these tests need; keep its cache out of $HOME.
+    let home = std::env::temp_dir().join("coder-k8s-helm-home");
+    command
+        .env("HELM_CACHE_HOME", home.join("cache"))
+        .env("HELM_CONFIG_HOME", home.join("config"))
+        .env("HELM_DATA_HOME", home.join("data"));
+    if let Some(config) = kubeconfig {
+        command.env("KUBECONFIG", config);
+    }
+    command.output().expect("run helm")
+}
+
+fn template(sets: &[&str]) -> BTreeMap<String, Value> {
+    let chart = path(CHART);
+    let mut args = vec!["template", "coder-k8s", &chart, "--namespace", "coder-system"];
+    for set in sets {
+        args.extend_from_slice(&["--set", set]);
+    }
+    let out = helm(&args, None);
+    assert_success(&out, &format!("helm template {sets:?}"));
+    objects(&stdout(&out))
+}
+
+const STANDALONE: &[&str] = &[
+    "mode=aggregated-apiserver",
+    "standalone.coderURL=https://coder.example.com",
+    "standalone.coderNamespace=coder",
+    "standalone.sessionTokenSecret.name=coder-owner-token",
+];
+
+#[test]
+fn helm_chart_lints_and_renders_each_mode_as_the_values_say() {
+    let out = helm(&["lint", "--strict", &path(CHART)], None);
+    assert_success(&out, "helm lint");
+
+    let controller = template(&[]);
+    let deployment = &controller["Deployment/coder-system/coder-k8s"];
+    let pod = &deployment["spec"]["template"]["spec"];
+    assert_eq!(
+        pod["containers"][0]["args"],
+        serde_json::json!(["--app=controller", "--leader-elect=true"])
+    );
+    assert_eq!(pod["containers"][0]["image"], "ghcr.io/coder/coder-k8s:0.1.0");
+    assert_hardened(pod, &pod["containers"][0]);
+    assert!(controller.contains_key("ClusterRole//coder-k8s-manager"));
+    assert!(controller.contains_key("Service/coder-system/coder-k8s-metrics"));
+    assert!(
+        !controller
+            .keys()
+            .any(|k| k.contains("auth-delegator") || k.starts_with("APIService/"))
+    );
+
+    let all = template(&["mode=all"]);
+    assert!(all.contains_key("ClusterRoleBinding//coder-k8s-auth-delegator"));
+    assert!(all.contains_key("RoleBinding/kube-system/coder-k8s-authentication-reader"));
+    assert!(
+        !all.keys()
+            .any(|k| k.starts_with("APIService/") || k.contains("apiserver")),
+        "the APIService and its Service are off by default: {:?}",
+        kinds(&all)
+    );
+    let with_api = template(&["mode=all", "aggregatedAPI.apiService.enabled=true"]);
+    assert_eq!(
+        with_api["APIService//v1alpha1.aggregation.coder.com"]["spec"]["service"],
+        serde_json::json!({"name": "coder-k8s-apiserver", "namespace": "coder-system", "port": 443})
+    );
+    let controller_with_flag = template(&["aggregatedAPI.apiService.enabled=true"]);
+    assert!(
+        !controller_with_flag.keys().any(|k| k.starts_with("APIService/")),
+        "controller mode serves no aggregated API"
+    );
+
+    let standalone = template(STANDALONE);
+    assert!(
+        !standalone.contains_key("ClusterRole//coder-k8s-manager"),
+        "the standalone server runs no controllers"
+    );
+    let container =
+        &standalone["Deployment/coder-system/coder-k8s"]["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(
+        container["args"],
+        serde_json::json!([
+            "--app=aggregated-apiserver",
+            "--coder-url=https://coder.example.com",
+            "--coder-namespace=coder"
+        ])
+    );
+    assert_eq!(container["env"][2]["name"], "CODER_SESSION_TOKEN");
+    assert_eq!(
+        container["env"][2]["valueFrom"]["secretKeyRef"]["name"],
+        "coder-owner-token"
+    );
+
+    let options = template(&[
+        "mcp.enabled=true",
+        "mcp.tokenSecret.name=mcp-token",
+        "admissionPolicy.enabled=true",
+        "metrics.serviceMonitor.enabled=true",
+        "replicas=2",
+    ]);
+    let pod = &options["Deployment/coder-system/coder-k8s"]["spec"]["template"]["spec"];
+    assert_eq!(pod["containers"][1]["args"][0], "--app=mcp-http");
+    assert_eq!(pod["volumes"][0]["secret"]["secretName"], "mcp-token");
+    assert!(options.contains_key("ValidatingAdmissionPolicy//coder-k8s-status-operator-only"));
+    assert!(options.contains_key("ServiceMonitor/coder-system/coder-k8s"));
+}
+
+#[test]
+fn helm_values_outside_the_schema_or_the_modes_rules_are_refused() {
+    for (sets, message) in [
+        (vec!["mode=bogus"], "mode"),
+        (vec!["replicas=0"], "replicas"),
+        (vec!["imageTag=1"], "imageTag"),
+        (vec!["mode=aggregated-apiserver"], "standalone.coderURL"),
+        (vec!["replicas=2", "leaderElection=false"], "leaderElection"),
+        (vec!["mcp.enabled=true"], "mcp.tokenSecret.name"),
+    ] {
+        let mut args = vec!["template".to_owned(), "coder-k8s".to_owned(), path(CHART)];
+        for set in &sets {
+            args.extend(["--set".to_owned(), (*set).to_owned()]);
+        }
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = helm(&refs, None);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{sets:?} must be refused");
+        assert!(stderr.contains(message), "{sets:?}: {stderr}");
+    }
+}
+
+#[tokio::test]
+async fn helm_install_grants_the_service_account_exactly_its_modes_access() {
+    let cp = control_plane_with_crds().await;
+    let kubeconfig = Some(cp.kubeconfig_path());
+    let can_i = |sa: &str, args: &[&str]| -> String {
+        let mut full = vec!["auth", "can-i"];
+        full.extend_from_slice(args);
+        let user = format!("system:serviceaccount:{sa}");
+        full.extend_from_slice(&["--as", &user]);
+        stdout(&kubectl(cp, &full, None)).trim().to_owned()
+    };
+    for (release, namespace, sets) in [
+        ("helm-ctl", "helm-controller", vec![]),
+        ("helm-all", "helm-all", vec!["mode=all"]),
+        ("helm-api", "helm-api", STANDALONE.to_vec()),
+    ] {
+        let chart = path(CHART);
+        let mut args = vec![
+            "upgrade",
+            "--install",
+            release,
+            &chart,
+            "--namespace",
+            namespace,
+            "--create-namespace",
+        ];
+        for set in &sets {
+            args.extend_from_slice(&["--set", set]);
+        }
+        let out = helm(&args, kubeconfig);
+        assert_success(&out, &format!("helm install {release}"));
+    }
+
+    let controller = "helm-controller:helm-ctl-coder-k8s";
+    assert_eq!(
+        can_i(
+            controller,
+            &[
+                "patch",
+                "codercontrolplanes.coder.com",
+                "--subresource=status",
+                "-n",
+                "x"
+            ]
+        ),
+        "yes"
+    );
+    assert_eq!(
+        can_i(controller, &["create", "deployments.apps", "-n", "coder"]),
+        "yes"
+    );
+    assert_eq!(
+        can_i(controller, &["create", "configmaps", "-n", "helm-controller"]),
+        "yes"
+    );
+    assert_eq!(
+        can_i(controller, &["create", "configmaps", "-n", "coder"]),
+        "no",
+        "cleanup records only in its own namespace"
+    );
+    assert_eq!(
+        can_i(controller, &["create", "tokenreviews.authentication.k8s.io"]),
+        "no"
+    );
+
+    let all = "helm-all:helm-all-coder-k8s";
+    assert_eq!(
+        can_i(
+            all,
+            &[
+                "patch",
+                "codercontrolplanes.coder.com",
+                "--subresource=status",
+                "-n",
+                "x"
+            ]
+        ),
+        "yes"
+    );
+    assert_eq!(
+        can_i(all, &["create", "tokenreviews.authentication.k8s.io"]),
+        "yes"
+    );
+    assert_eq!(
+        can_i(
+            all,
+            &[
+                "get",
+                "configmaps/extension-apiserver-authentication",
+                "-n",
+                "kube-system"
+            ]
+        ),
+        "yes"
+    );
+    assert_eq!(
+        can_i(
+            all,
+            &[
+                "patch",
+                "apiservices.apiregistration.k8s.io/v1alpha1.aggregation.coder.com"
+            ]
+        ),
+        "yes"
+    );
+    assert_eq!(
+        can_i(
+            all,
+            &[
+                "patch",
+                "apiservices.apiregistration.k8s.io/v1beta1.metrics.k8s.io"
+            ]
+        ),
+        "no"
+    );
+
+    let standalone = "helm-api:helm-api-coder-k8s";
+    assert_eq!(
+        can_i(standalone, &["create", "tokenreviews.authentication.k8s.io"]),
+        "yes"
+    );
+    assert_eq!(
+        can_i(
+            standalone,
+            &[
+                "patch",
+                "codercontrolplanes.coder.com",
+                "--subresource=status",
+                "-n",
+                "x"
+            ]
+        ),
+        "no"
+    );
+    assert_eq!(
+        can_i(standalone, &["create", "deployments.apps", "-n", "coder"]),
+        "no"
+    );
+
+    for (namespace, name, app) in [
+        ("helm-controller", "helm-ctl-coder-k8s", "controller"),
+        ("helm-all", "helm-all-coder-k8s", "all"),
+        ("helm-api", "helm-api-coder-k8s", "aggregated-apiserver"),
+    ] {
+        let out = kubectl(
+            cp,
+            &["get", "deployment", name, "-n", namespace, "-o", "json"],
+            None,
+        );
+        assert_success(&out, name);
+        let live: Value = serde_json::from_slice(&out.stdout).expect("Deployment JSON");
+        let pod = &live["spec"]["template"]["spec"];
+        assert_eq!(pod["serviceAccountName"], name);
+        assert_eq!(pod["containers"][0]["args"][0], format!("--app={app}"));
+        assert_hardened(pod, &pod["containers"][0]);
+    }
+    let out = kubectl(cp, &["get", "apiservice", "v1alpha1.aggregation.coder.com"], None);
+    assert!(
+        !out.status.success(),
+        "no release may install the APIService by default"
+    );
+}
