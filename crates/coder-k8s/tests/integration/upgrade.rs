@@ -241,6 +241,16 @@ async fn go_written_objects_are_taken_over_without_a_rollout_and_dropped_fields_
     .await;
 }
 
+/// Every request of the Coder test server's whole log that is not a GET, as `METHOD path`.
+fn coder_writes(h: &Harness) -> Vec<String> {
+    h.server
+        .requests()
+        .into_iter()
+        .filter(|r| r.method != "GET")
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect()
+}
+
 async fn resource_versions(api: &Api<Secret>) -> BTreeMap<String, String> {
     api.list(&Default::default())
         .await
@@ -312,13 +322,7 @@ async fn upgraded_provisioner_keeps_its_key_and_pods() {
         "no Secret rewritten"
     );
     assert_eq!(h.server.provisioner_keys(), keys_before, "the same keys in Coder");
-    let writes: Vec<_> = h
-        .server
-        .requests()
-        .into_iter()
-        .filter(|r| r.method != "GET")
-        .map(|r| format!("{} {}", r.method, r.path))
-        .collect();
+    let writes = coder_writes(&h);
     assert!(writes.is_empty(), "no Coder write after the upgrade: {writes:?}");
 }
 
@@ -375,13 +379,7 @@ async fn upgraded_workspace_proxy_keeps_its_registration_and_token() {
         secrets_before,
         "the proxy token was not rewritten"
     );
-    let writes: Vec<_> = h
-        .server
-        .requests()
-        .into_iter()
-        .filter(|r| r.method != "GET")
-        .map(|r| format!("{} {}", r.method, r.path))
-        .collect();
+    let writes = coder_writes(&h);
     assert!(
         writes.is_empty(),
         "no Coder write (no re-registration, no new token): {writes:?}"
