@@ -91,23 +91,37 @@ pub(crate) async fn harness_with(tag: &str, adjust: impl FnOnce(&mut ControllerS
         .entitlements
         .insert("external_provisioner_daemons".to_owned(), Entitlement::Entitled);
     let server = TestServer::start(config).await.unwrap();
-    let requests = KubeRequests::default();
-    let client = requests.client(cp.config().unwrap()).unwrap();
-    let metrics = ReconcileMetrics::register(&mut prometheus_client::registry::Registry::default());
-    let mut settings = settings(&ns);
-    adjust(&mut settings);
-    let ctx = Arc::new(Context::new(client, settings, metrics.clone()));
-    let stop = spawn_controllers(&ctx);
-    Harness {
-        metrics,
-        ctx,
-        admin: cp.client().unwrap(),
-        cp,
-        ns,
-        db_url,
-        server,
-        requests,
-        stop,
+    Harness::start(cp, ns, db_url, server, adjust)
+}
+
+impl Harness {
+    /// The operator's controllers on `ns` (a fresh context with its own request counter and metrics), next to the
+    /// Coder test `server` whose tables live at `db_url`.
+    pub(crate) fn start(
+        cp: &'static ControlPlane,
+        ns: String,
+        db_url: String,
+        server: TestServer,
+        adjust: impl FnOnce(&mut ControllerSettings),
+    ) -> Self {
+        let requests = KubeRequests::default();
+        let client = requests.client(cp.config().unwrap()).unwrap();
+        let metrics = ReconcileMetrics::register(&mut prometheus_client::registry::Registry::default());
+        let mut settings = settings(&ns);
+        adjust(&mut settings);
+        let ctx = Arc::new(Context::new(client, settings, metrics.clone()));
+        let stop = spawn_controllers(&ctx);
+        Self {
+            metrics,
+            ctx,
+            admin: cp.client().unwrap(),
+            cp,
+            ns,
+            db_url,
+            server,
+            requests,
+            stop,
+        }
     }
 }
 

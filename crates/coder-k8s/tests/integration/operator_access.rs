@@ -2,13 +2,9 @@
 //! tables and the Coder API test server: roles re-enforced when they drift while the token still works, nothing
 //! written when nothing drifted, revocation retried until the database URL is back, and the bootstrap over TLS.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use coder_k8s::controller::context::Context;
-use coder_k8s::controller::kube_requests::KubeRequests;
-use coder_k8s::controller::metrics::ReconcileMetrics;
 use coder_k8s_api::control_plane::CoderControlPlane;
 use coder_k8s_coder_testserver::{Config, TestServer};
 use coder_k8s_operator_access::token_name;
@@ -17,7 +13,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use serde_json::json;
 
-use crate::control_plane::{Harness, harness, settings, spawn_controllers, wait_for};
+use crate::control_plane::{Harness, harness, wait_for};
 use crate::support::control_plane_with_crds;
 
 const OPERATOR: &str = "coder-k8s-operator";
@@ -276,22 +272,7 @@ async fn tls_harness(tag: &str) -> Harness {
     pg.create_coder_database(&db).await.unwrap();
     let db_url = pg.url_for(PLAIN_ONLY_ROLE, "127.0.0.1", &db, "sslmode=disable");
     let server = TestServer::start(Config::new(&db_url)).await.unwrap();
-    let requests = KubeRequests::default();
-    let client = requests.client(cp.config().unwrap()).unwrap();
-    let metrics = ReconcileMetrics::register(&mut prometheus_client::registry::Registry::default());
-    let ctx = Arc::new(Context::new(client, settings(&ns), metrics.clone()));
-    let stop = spawn_controllers(&ctx);
-    Harness {
-        metrics,
-        ctx,
-        admin: cp.client().unwrap(),
-        cp,
-        ns,
-        db_url,
-        server,
-        requests,
-        stop,
-    }
+    Harness::start(cp, ns, db_url, server, |_| {})
 }
 
 #[tokio::test]

@@ -171,14 +171,7 @@ async fn go_written_objects_are_taken_over_without_a_rollout_and_dropped_fields_
     // Nothing may happen on later passes either (a rotation judged from the status, a Secret rewrite).
     several_requeues().await;
     let deployment = deployments.get(&deployment.name_any()).await.unwrap();
-    assert_eq!(
-        deployment.metadata.generation, go_deployment.metadata.generation,
-        "no pod rolled"
-    );
-    assert_eq!(
-        serde_json::to_value(&deployment.spec.as_ref().unwrap().template).unwrap(),
-        serde_json::to_value(&go_deployment.spec.as_ref().unwrap().template).unwrap()
-    );
+    assert_no_rollout(&deployment, &go_deployment);
     assert_eq!(account.metadata.annotations, go_account.metadata.annotations);
     assert_eq!(resource_versions(&h.api::<Secret>()).await, secrets_before);
     // What our desired state sets moved to our Apply entry; the old Update entry keeps only what it alone set
@@ -239,6 +232,17 @@ async fn go_written_objects_are_taken_over_without_a_rollout_and_dropped_fields_
         "the dropped ServiceAccount annotation to go",
     )
     .await;
+}
+
+/// The Deployment as it is now against the one the Go operator left: same generation and pod template, so no pod
+/// rolled.
+fn assert_no_rollout(now: &Deployment, go: &Deployment) {
+    assert_eq!(now.metadata.generation, go.metadata.generation, "no pod rolled");
+    assert_eq!(
+        serde_json::to_value(&now.spec.as_ref().unwrap().template).unwrap(),
+        serde_json::to_value(&go.spec.as_ref().unwrap().template).unwrap(),
+        "the pod template is the Go operator's"
+    );
 }
 
 /// Every request of the Coder test server's whole log that is not a GET, as `METHOD path`.
@@ -308,14 +312,7 @@ async fn upgraded_provisioner_keeps_its_key_and_pods() {
     // Nothing may happen on later passes either (a rotation judged from the status, a Secret rewrite).
     several_requeues().await;
     let deployment = deployments.get(&deployment.name_any()).await.unwrap();
-    assert_eq!(
-        deployment.metadata.generation, go_deployment.metadata.generation,
-        "no pod rolled"
-    );
-    assert_eq!(
-        serde_json::to_value(&deployment.spec.as_ref().unwrap().template).unwrap(),
-        serde_json::to_value(&go_deployment.spec.as_ref().unwrap().template).unwrap()
-    );
+    assert_no_rollout(&deployment, &go_deployment);
     assert_eq!(
         resource_versions(&h.api::<Secret>()).await,
         secrets_before,
@@ -366,14 +363,7 @@ async fn upgraded_workspace_proxy_keeps_its_registration_and_token() {
     // Nothing may happen on later passes either (a rotation judged from the status, a Secret rewrite).
     several_requeues().await;
     let deployment = deployments.get(&deployment.name_any()).await.unwrap();
-    assert_eq!(
-        deployment.metadata.generation, go_deployment.metadata.generation,
-        "no pod rolled"
-    );
-    assert_eq!(
-        serde_json::to_value(&deployment.spec.as_ref().unwrap().template).unwrap(),
-        serde_json::to_value(&go_deployment.spec.as_ref().unwrap().template).unwrap()
-    );
+    assert_no_rollout(&deployment, &go_deployment);
     assert_eq!(
         resource_versions(&h.api::<Secret>()).await,
         secrets_before,
