@@ -316,10 +316,13 @@ async fn rate_limit_then_success() {
         method: Some("POST".to_owned()),
         path_prefix: "/api/v2/organizations/".to_owned(),
         fault: Fault::RateLimited { retry_after_secs: 1 },
-        times: Some(1),
+        // Until the test has seen the condition: a single 429 followed by a 1 s retry can pass between two polls.
+        times: None,
     });
     create_provisioner(&h, "p", sample_spec()).await;
     wait_reason(&h, "p", "ProvisionerKeyReady", "RateLimited").await;
+    assert!(h.server.provisioner_keys().is_empty());
+    h.server.clear_faults();
     wait_reason(&h, "p", "ProvisionerKeyReady", "ProvisionerKeyReady").await;
     assert_eq!(h.server.provisioner_keys().len(), 1);
 }
