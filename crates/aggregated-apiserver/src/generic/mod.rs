@@ -1,0 +1,27 @@
+//! A generic Kubernetes API extension server. Nothing here knows of Coder: a caller registers resources, each with
+//! a [`Storage`], and gets an HTTP server value that kube-apiserver can aggregate.
+
+pub mod auth;
+pub mod authn;
+pub mod authz;
+pub mod discovery;
+pub mod handlers;
+pub mod negotiate;
+pub mod openapi;
+pub mod registry;
+pub mod request_info;
+pub mod selectors;
+pub mod server;
+pub mod status;
+pub mod storage;
+pub mod table;
+pub mod tls;
+pub mod watch;
+
+pub use auth::{Attributes, Authenticator, Authorizer, Decision, PeerCertificates, UserInfo};
+pub use registry::{
+    Column, Registry, ResourceDef, SubresourceDef, SubresourceHandler, SubresourceRequest, Verb,
+};
+pub use server::ApiServer;
+pub use status::ApiError;
+pub use storage::{Deleted, EventType, RequestContext, Storage, Written};

@@ -1,0 +1,1 @@
+//! Label and field selectors over JSON objects.
