@@ -74,10 +74,23 @@ else
   fi
 fi
 
-step "run the operator out of cluster (--app=controller)"
-POD_NAMESPACE=coder-system nohup "$bin"/coder-k8s --app=controller --service-address-override=127.0.0.1 \
-  --health-probe-bind-address=127.0.0.1:18081 >"$state/logs/operator.log" 2>&1 &
+step "run the operator out of cluster (--app=all: the controllers and the aggregated API server on 127.0.0.1:6443)"
+POD_NAMESPACE=coder-system nohup "$bin"/coder-k8s --app=all --service-address-override=127.0.0.1 \
+  --health-probe-bind-address=127.0.0.1:18081 --apiserver-bind-address=127.0.0.1:6443 \
+  >"$state/logs/operator.log" 2>&1 &
 echo $! >"$state/operator.pid"
+
+# kube-apiserver reaches the out-of-cluster server through an ExternalName Service (there is no kube-proxy here);
+# with that Service type it dials the APIService's port directly. The server fills the APIService caBundle itself.
+step "register the aggregated API (APIService v1alpha1.aggregation.coder.com)"
+kubectl apply -f hack/local/apiserver-service.yaml -f deploy/apiserver-apiservice.yaml >/dev/null
+kubectl patch apiservice v1alpha1.aggregation.coder.com --type=merge -p '{"spec":{"service":{"port":6443}}}' >/dev/null
+for _ in $(seq 1 60); do
+  kubectl get --raw /apis/aggregation.coder.com/v1alpha1 >/dev/null 2>&1 && break
+  kill -0 "$(cat "$state/operator.pid")" 2>/dev/null || { echo "the operator stopped; see $state/logs/operator.log" >&2; tail -20 "$state/logs/operator.log" >&2; exit 1; }
+  sleep 1
+done
+kubectl get --raw /apis/aggregation.coder.com/v1alpha1 >/dev/null || { echo "the aggregated API does not answer; see $state/logs/operator.log" >&2; exit 1; }
 
 step "apply the samples (the control plane uses the local PostgreSQL through spec.database)"
 kubectl create namespace coder --dry-run=client -o yaml | kubectl apply -f - >/dev/null
@@ -93,11 +106,13 @@ if ! $real_coder; then
 fi
 
 kubectl get codercontrolplanes,coderprovisioners,coderworkspaceproxies,codertemplatetests,coderaiproviders,coderaigatewaykeys,codermcpservers -n coder
+kubectl get codertemplates,coderworkspaces -n coder
 cat <<MSG
 
 The local environment is running.
   export KUBECONFIG=$KUBECONFIG
   kubectl get nodes; kubectl get all -n coder
+  kubectl get --raw /apis/aggregation.coder.com/v1alpha1; kubectl get codertemplates,coderworkspaces -n coder
 A PostgreSQL with Coder's tables runs for the operator-access bootstrap; its URL is in $state/testenv/postgres-url:
   kubectl -n coder create secret generic coder-db-app --from-literal=uri="\$(cat $state/testenv/postgres-url)"
 Coder's image does not run here (kwok pods are fake): $(if $real_coder; then echo "the real Coder server v2.30.0 answers on http://127.0.0.1:80 (owner admin@coder.local; password in $state/coder/owner-password, session token in $state/coder/owner-token; template and workspace \"sample\")"; else echo "the Coder API test server answers on 127.0.0.1:80 in its place"; fi).

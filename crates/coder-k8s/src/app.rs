@@ -313,7 +313,7 @@ impl Drop for AbortOnDrop {
     }
 }
 
-async fn wait_for(mut shutdown: watch::Receiver<bool>) {
+pub(crate) async fn wait_for(mut shutdown: watch::Receiver<bool>) {
     while !*shutdown.borrow_and_update() {
         if shutdown.changed().await.is_err() {
             return;

@@ -86,6 +86,10 @@ pub struct Args {
     /// IPv4 address (IPv4 only where IPv6 is unavailable).
     #[arg(long, default_value = ":8081")]
     pub health_probe_bind_address: String,
+    /// Address of the aggregated API server (HTTPS; modes all and aggregated-apiserver). Without a host (`:6443`) it
+    /// listens on every IPv6 and IPv4 address.
+    #[arg(long, default_value = ":6443")]
+    pub apiserver_bind_address: String,
     /// Log format.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -127,6 +131,7 @@ pub struct Settings {
     pub coder_url: Option<url::Url>,
     pub coder_request_timeout: Duration,
     pub health_probe_bind_address: String,
+    pub apiserver_bind_address: String,
     pub log_format: LogFormat,
     pub leader_elect: bool,
     pub service_address_override: Option<std::net::IpAddr>,
@@ -154,6 +159,7 @@ impl Args {
             coder_url,
             coder_request_timeout: validate_request_timeout(&self.coder_request_timeout)?,
             health_probe_bind_address: self.health_probe_bind_address.clone(),
+            apiserver_bind_address: self.apiserver_bind_address.clone(),
             log_format: self.log_format,
             leader_elect: self.leader_elect,
             service_address_override: self.service_address_override,

@@ -17,15 +17,25 @@ const SERVICE_ACCOUNT_NAMESPACE_FILE: &str = "/var/run/secrets/kubernetes.io/ser
 
 /// Namespace of the Lease: `POD_NAMESPACE`, then the ServiceAccount namespace file, then `kube-system`.
 pub fn lease_namespace(pod_namespace: Option<String>, service_account_file: &Path) -> String {
-    pod_namespace
-        .filter(|ns| !ns.trim().is_empty())
-        .or_else(|| {
-            std::fs::read_to_string(service_account_file)
-                .ok()
-                .map(|ns| ns.trim().to_owned())
-                .filter(|ns| !ns.is_empty())
-        })
-        .unwrap_or_else(|| "kube-system".to_owned())
+    known_namespace(pod_namespace, service_account_file).unwrap_or_else(|| "kube-system".to_owned())
+}
+
+/// The namespace this process runs in, when it knows one: `POD_NAMESPACE`, then the ServiceAccount namespace file.
+pub fn known_namespace(pod_namespace: Option<String>, service_account_file: &Path) -> Option<String> {
+    pod_namespace.filter(|ns| !ns.trim().is_empty()).or_else(|| {
+        std::fs::read_to_string(service_account_file)
+            .ok()
+            .map(|ns| ns.trim().to_owned())
+            .filter(|ns| !ns.is_empty())
+    })
+}
+
+/// [`known_namespace`] of this process.
+pub fn current_namespace() -> Option<String> {
+    known_namespace(
+        std::env::var("POD_NAMESPACE").ok(),
+        Path::new(SERVICE_ACCOUNT_NAMESPACE_FILE),
+    )
 }
 
 /// The Lease namespace of this process.

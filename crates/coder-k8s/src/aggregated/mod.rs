@@ -1,79 +1,11 @@
-//! The aggregated API server (`aggregation.coder.com/v1alpha1`). Built so far: the standalone-mode flag rules
-//! checked at startup. Serving is not built yet.
+//! The aggregated API server in this process (`--app=all` beside the controllers, `--app=aggregated-apiserver`
+//! alone): the standalone flag rules, the Kubernetes configuration used for delegated authentication, and the
+//! start of the server from the `coder-k8s-aggregated-apiserver` crate.
 
-use crate::cli::StartupError;
+mod flags;
+mod kubeconfig;
+mod serve;
 
-/// The static Coder backend of standalone mode, from `--coder-url`, `--coder-session-token`, `--coder-namespace`.
-#[derive(Clone, PartialEq, Eq)]
-pub struct StaticBackend {
-    pub url: url::Url,
-    pub token: String,
-    pub namespace: String,
-}
-
-impl std::fmt::Debug for StaticBackend {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StaticBackend")
-            .field("url", &self.url.as_str())
-            .field("token", &"<redacted>")
-            .field("namespace", &self.namespace)
-            .finish()
-    }
-}
-
-/// Standalone configuration: none (every request will answer 503), or a complete static backend.
-pub fn standalone_backend(
-    url: Option<&url::Url>,
-    token: &str,
-    namespace: &str,
-) -> Result<Option<StaticBackend>, StartupError> {
-    match (url, token.is_empty()) {
-        (None, true) => Ok(None),
-        (Some(_), true) => Err(StartupError(
-            "coder client provider is partially configured: --coder-url is set but --coder-session-token is empty; configure both".to_owned(),
-        )),
-        (None, false) => Err(StartupError(
-            "coder client provider is partially configured: --coder-session-token is set but --coder-url is empty; configure both".to_owned(),
-        )),
-        (Some(_), false) if namespace.is_empty() => Err(StartupError(
-            "coder client provider namespace is not configured: configure --coder-namespace".to_owned(),
-        )),
-        (Some(url), false) => Ok(Some(StaticBackend {
-            url: url.clone(),
-            token: token.to_owned(),
-            namespace: namespace.to_owned(),
-        })),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn standalone_flag_combinations() {
-        let url = url::Url::parse("https://coder.example.com").unwrap();
-        assert_eq!(standalone_backend(None, "", ""), Ok(None));
-        assert!(
-            standalone_backend(Some(&url), "", "ns")
-                .unwrap_err()
-                .0
-                .starts_with("coder client provider is partially configured: ")
-        );
-        assert!(
-            standalone_backend(None, "tok", "ns")
-                .unwrap_err()
-                .0
-                .starts_with("coder client provider is partially configured: ")
-        );
-        assert_eq!(
-            standalone_backend(Some(&url), "tok", "").unwrap_err().0,
-            "coder client provider namespace is not configured: configure --coder-namespace"
-        );
-        let backend = standalone_backend(Some(&url), "tok-secret", "coder")
-            .unwrap()
-            .unwrap();
-        assert_eq!(backend.namespace, "coder");
-        assert!(!format!("{backend:?}").contains("tok-secret"));
-    }
-}
+pub use flags::{StaticBackend, standalone_backend};
+pub use kubeconfig::{DelegationConfigError, delegation_config};
+pub use serve::run;

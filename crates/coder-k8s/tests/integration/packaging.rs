@@ -361,6 +361,8 @@ fn template(sets: &[&str]) -> BTreeMap<String, Value> {
     objects(&stdout(&out))
 }
 
+const NO_APISERVICE: &str = "aggregatedAPI.apiService.enabled=false";
+
 const STANDALONE: &[&str] = &[
     "mode=aggregated-apiserver",
     "standalone.coderURL=https://coder.example.com",
@@ -393,16 +395,28 @@ fn helm_chart_lints_and_renders_each_mode_as_the_values_say() {
     let all = template(&["mode=all"]);
     assert!(all.contains_key("ClusterRoleBinding//coder-k8s-auth-delegator"));
     assert!(all.contains_key("RoleBinding/kube-system/coder-k8s-authentication-reader"));
-    assert!(
-        !all.keys()
-            .any(|k| k.starts_with("APIService/") || k.contains("apiserver")),
-        "the APIService and its Service are off by default: {:?}",
-        kinds(&all)
-    );
-    let with_api = template(&["mode=all", "aggregatedAPI.apiService.enabled=true"]);
     assert_eq!(
-        with_api["APIService//v1alpha1.aggregation.coder.com"]["spec"]["service"],
-        serde_json::json!({"name": "coder-k8s-apiserver", "namespace": "coder-system", "port": 443})
+        all["APIService//v1alpha1.aggregation.coder.com"]["spec"]["service"],
+        serde_json::json!({"name": "coder-k8s-apiserver", "namespace": "coder-system", "port": 443}),
+        "the Service name is fixed: the serving certificate is issued for it"
+    );
+    assert!(
+        all["APIService//v1alpha1.aggregation.coder.com"]["spec"]
+            .get("insecureSkipTLSVerify")
+            .is_none(),
+        "the server manages caBundle; TLS is verified"
+    );
+    assert_eq!(
+        all["Service/coder-system/coder-k8s-apiserver"]["spec"]["ports"][0]["targetPort"],
+        "https"
+    );
+    let without_api = template(&["mode=all", "aggregatedAPI.apiService.enabled=false"]);
+    assert!(
+        !without_api
+            .keys()
+            .any(|k| k.starts_with("APIService/") || k.contains("apiserver")),
+        "{:?}",
+        kinds(&without_api)
     );
     let controller_with_flag = template(&["aggregatedAPI.apiService.enabled=true"]);
     assert!(
@@ -415,6 +429,10 @@ fn helm_chart_lints_and_renders_each_mode_as_the_values_say() {
         !standalone.contains_key("ClusterRole//coder-k8s-manager"),
         "the standalone server runs no controllers"
     );
+    let placeholder = &standalone["Secret/coder-system/coder-k8s-apiserver-tls"];
+    assert_eq!(placeholder["type"], "coder.com/aggregated-apiserver-serving-ca");
+    assert!(placeholder.get("data").is_none(), "an empty placeholder the server fills");
+    assert!(!all.contains_key("Secret/coder-system/coder-k8s-apiserver-tls"), "all mode creates it");
     let container =
         &standalone["Deployment/coder-system/coder-k8s"]["spec"]["template"]["spec"]["containers"][0];
     assert_eq!(
@@ -480,8 +498,9 @@ async fn helm_install_grants_the_service_account_exactly_its_modes_access() {
     };
     for (release, namespace, sets) in [
         ("helm-ctl", "helm-controller", vec![]),
-        ("helm-all", "helm-all", vec!["mode=all"]),
-        ("helm-api", "helm-api", STANDALONE.to_vec()),
+        // The APIService is cluster-wide and would lead kube-apiserver to a server that does not run here.
+        ("helm-all", "helm-all", vec!["mode=all", NO_APISERVICE]),
+        ("helm-api", "helm-api", [STANDALONE, &[NO_APISERVICE]].concat()),
     ] {
         let chart = path(CHART);
         let mut args = vec![
@@ -605,6 +624,21 @@ async fn helm_install_grants_the_service_account_exactly_its_modes_access() {
         can_i(standalone, &["create", "deployments.apps", "-n", "coder"]),
         "no"
     );
+    for (verb, expected) in [("get", "yes"), ("update", "yes"), ("delete", "no")] {
+        assert_eq!(
+            can_i(
+                standalone,
+                &[verb, "secrets/coder-k8s-apiserver-tls", "-n", "helm-api"]
+            ),
+            expected,
+            "{verb} on its serving-CA Secret"
+        );
+    }
+    assert_eq!(
+        can_i(standalone, &["create", "secrets", "-n", "helm-api"]),
+        "no",
+        "the standalone identity fills the placeholder instead of creating Secrets"
+    );
 
     for (namespace, name, app) in [
         ("helm-controller", "helm-ctl-coder-k8s", "controller"),
@@ -626,6 +660,6 @@ async fn helm_install_grants_the_service_account_exactly_its_modes_access() {
     let out = kubectl(cp, &["get", "apiservice", "v1alpha1.aggregation.coder.com"], None);
     assert!(
         !out.status.success(),
-        "no release may install the APIService by default"
+        "the releases here were installed without the APIService"
     );
 }

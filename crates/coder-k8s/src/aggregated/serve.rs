@@ -1,0 +1,37 @@
+//! Starts the aggregated API server of this process: binds its address, runs the start-up checks (delegated
+//! authentication, serving certificate) and serves until shutdown. Any start-up failure stops the process with
+//! the documented message.
+
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use coder_k8s_aggregated_apiserver::coder::{Provider, registry};
+use coder_k8s_aggregated_apiserver::generic::server::ServerSettings;
+use coder_k8s_aggregated_apiserver::run::{Options, prepare};
+use coder_k8s_aggregated_apiserver::serving::ServingSettings;
+use tokio::sync::watch;
+
+use crate::admin;
+
+/// Serves the aggregated API for `provider` on `bind_address` until `shutdown` turns true. `client` is the
+/// Kubernetes client callers are checked with (TokenReview, SubjectAccessReview) and the serving Secret is kept in.
+pub async fn run(
+    client: kube::Client,
+    provider: Arc<dyn Provider>,
+    bind_address: &str,
+    shutdown: watch::Receiver<bool>,
+) -> anyhow::Result<()> {
+    let listener = admin::bind(bind_address)
+        .await
+        .with_context(|| format!("listen on --apiserver-bind-address {bind_address}"))?;
+    let serving = crate::leader::current_namespace().map(ServingSettings::new);
+    if serving.is_none() {
+        tracing::warn!("no namespace known (POD_NAMESPACE, ServiceAccount): serving a self-signed localhost certificate");
+    }
+    let options = Options { serving, server: ServerSettings::default() };
+    let prepared = prepare(client, registry(provider), listener, options).await?;
+    prepared
+        .run(crate::app::wait_for(shutdown))
+        .await
+        .context("serve the aggregated API")
+}
