@@ -3,3 +3,4 @@
 
 pub mod errors;
 pub mod names;
+pub mod provider;
