@@ -5,3 +5,7 @@ pub mod convert;
 pub mod errors;
 pub mod names;
 pub mod provider;
+pub mod resources;
+
+pub use provider::{Backend, ControlPlaneProvider, Provider, StaticBackend, StaticProvider};
+pub use resources::registry;
