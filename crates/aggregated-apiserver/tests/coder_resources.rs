@@ -2,6 +2,8 @@
 //! through both providers, and the control-plane provider reads `CoderControlPlane` objects from a real
 //! kube-apiserver.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
