@@ -71,14 +71,14 @@ pub fn choose<'a>(
     namespace: Option<&str>,
     control_planes: &'a [CoderControlPlane],
 ) -> Result<Vec<&'a CoderControlPlane>, ApiError> {
-    let mut by_namespace: BTreeMap<String, (usize, Vec<&CoderControlPlane>)> = BTreeMap::new();
+    // Every namespace with a control plane, with its eligible ones.
+    let mut by_namespace: BTreeMap<String, Vec<&CoderControlPlane>> = BTreeMap::new();
     for control_plane in control_planes {
         let ns = control_plane.namespace().unwrap_or_default();
         if namespace.is_some_and(|wanted| wanted != ns) {
             continue;
         }
-        let (present, eligible) = by_namespace.entry(ns.clone()).or_default();
-        *present += 1;
+        let eligible = by_namespace.entry(ns.clone()).or_default();
         match eligibility(control_plane) {
             Eligibility::Eligible => eligible.push(control_plane),
             Eligibility::DottedName => tracing::warn!(
@@ -89,7 +89,7 @@ pub fn choose<'a>(
         }
     }
     let mut chosen = Vec::new();
-    for (ns, (_, eligible)) in &by_namespace {
+    for (ns, eligible) in &by_namespace {
         match eligible.as_slice() {
             [] => {}
             [one] => chosen.push(*one),
