@@ -4,6 +4,7 @@
 // `#[kube(printcolumn(...))]` repeats keys such as `type_` and `json_path` by design.
 #![allow(clippy::duplicated_attributes)]
 
+pub mod aggregation;
 pub mod ai_gateway_key;
 pub mod ai_provider;
 pub mod control_plane;

@@ -1,2 +1,11 @@
 //! The `aggregation.coder.com/v1alpha1` resources served through the generic server: the registry table, name
 //! rules, the control-plane provider that picks a namespace's Coder deployment, and Coder error mapping.
+
+pub mod convert;
+pub mod errors;
+pub mod names;
+pub mod provider;
+pub mod resources;
+
+pub use provider::{Backend, ControlPlaneProvider, Provider, StaticBackend, StaticProvider};
+pub use resources::registry;

@@ -4,22 +4,7 @@
 use crate::cli::StartupError;
 
 /// The static Coder backend of standalone mode, from `--coder-url`, `--coder-session-token`, `--coder-namespace`.
-#[derive(Clone, PartialEq, Eq)]
-pub struct StaticBackend {
-    pub url: url::Url,
-    pub token: String,
-    pub namespace: String,
-}
-
-impl std::fmt::Debug for StaticBackend {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StaticBackend")
-            .field("url", &self.url.as_str())
-            .field("token", &"<redacted>")
-            .field("namespace", &self.namespace)
-            .finish()
-    }
-}
+pub use coder_k8s_aggregated_apiserver::coder::provider::StaticBackend;
 
 /// Standalone configuration: none (every request will answer 503), or a complete static backend.
 pub fn standalone_backend(

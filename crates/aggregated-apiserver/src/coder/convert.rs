@@ -1,0 +1,405 @@
+//! Pure conversions of Coder answers to the served kinds: names by the name rules, `uid` = Coder ID,
+//! `creationTimestamp` = Coder `created_at`, and the `resourceVersion` of each kind (workspace and template version:
+//! hex SHA-256 of the converted object with `resourceVersion` unset; template: `updated_at` in Unix nanoseconds).
+
+use std::collections::BTreeMap;
+
+use coder_k8s_api::aggregation::{
+    API_VERSION, CoderTemplate, CoderTemplateSpec, CoderTemplateStatus, CoderTemplateVersion,
+    CoderTemplateVersionJob, CoderTemplateVersionSpec, CoderTemplateVersionStatus, CoderWorkspace,
+    CoderWorkspaceSpec, CoderWorkspaceStatus, ORGANIZATION_LABEL, TEMPLATE_LABEL,
+};
+use coder_k8s_coder_client::types::builds::{Transition, WorkspaceBuildStatus};
+use coder_k8s_coder_client::types::template_versions::TemplateVersion;
+use coder_k8s_coder_client::types::templates::Template;
+use coder_k8s_coder_client::types::workspaces::Workspace;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::jiff::Timestamp;
+use serde::Serialize;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use super::names;
+use crate::generic::ApiError;
+
+/// A Coder time (RFC 3339); `None` when absent, unparsable or Go's zero time.
+pub fn time(value: &str) -> Option<Time> {
+    /// Go's zero time, 0001-01-01T00:00:00Z, in Unix seconds.
+    const GO_ZERO_TIME_SECONDS: i64 = -62_135_596_800;
+    let parsed: Timestamp = value.trim().parse().ok()?;
+    (parsed.as_second() > GO_ZERO_TIME_SECONDS).then_some(Time(parsed))
+}
+
+fn metadata(name: String, namespace: &str, uid: uuid::Uuid, created_at: &str) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name),
+        namespace: Some(namespace.to_owned()),
+        uid: Some(uid.to_string()),
+        creation_timestamp: time(created_at),
+        ..ObjectMeta::default()
+    }
+}
+
+/// Hex SHA-256 of the object serialized without `resourceVersion`: equal representations, equal tokens.
+fn fingerprint(object: &impl Serialize) -> Result<String, ApiError> {
+    let bytes = serde_json::to_vec(object)
+        .map_err(|e| ApiError::internal(format!("serialize the object for its resourceVersion: {e}")))?;
+    Ok(Sha256::digest(&bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect())
+}
+
+fn to_value(object: &impl Serialize) -> Result<Value, ApiError> {
+    serde_json::to_value(object).map_err(|e| ApiError::internal(format!("serialize the object: {e}")))
+}
+
+/// Whether the latest build is a start that is pending, starting or running.
+pub fn workspace_running(workspace: &Workspace) -> bool {
+    let build = &workspace.latest_build;
+    build.transition == Transition::Start
+        && matches!(
+            build.status,
+            WorkspaceBuildStatus::Pending | WorkspaceBuildStatus::Starting | WorkspaceBuildStatus::Running
+        )
+}
+
+fn build_status(status: WorkspaceBuildStatus) -> String {
+    serde_json::to_value(status)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default()
+}
+
+/// A `CoderWorkspace` in `namespace`.
+pub fn workspace(namespace: &str, w: &Workspace) -> Result<Value, ApiError> {
+    let name = names::workspace_name(&w.organization_name, &w.owner_name, &w.name)?;
+    let build = &w.latest_build;
+    let mut object = CoderWorkspace {
+        api_version: API_VERSION.to_owned(),
+        kind: "CoderWorkspace".to_owned(),
+        metadata: metadata(name, namespace, w.id, &w.created_at),
+        spec: CoderWorkspaceSpec {
+            organization: w.organization_name.clone(),
+            template_name: w.template_name.clone(),
+            template_version_id: build.template_version_id.to_string(),
+            running: workspace_running(w),
+            ttl_millis: w.ttl_ms,
+            autostart_schedule: w.autostart_schedule.clone(),
+        },
+        status: CoderWorkspaceStatus {
+            id: w.id.to_string(),
+            owner_name: w.owner_name.clone(),
+            organization_name: w.organization_name.clone(),
+            template_name: w.template_name.clone(),
+            latest_build_id: build.id.to_string(),
+            latest_build_status: build_status(build.status),
+            auto_shutdown: build.deadline.as_deref().and_then(time),
+            last_used_at: time(&w.last_used_at),
+        },
+    };
+    object.metadata.resource_version = Some(fingerprint(&object)?);
+    to_value(&object)
+}
+
+/// A `CoderTemplate` in `namespace`, without `spec.files`.
+pub fn template(namespace: &str, t: &Template) -> Result<Value, ApiError> {
+    let name = names::template_name(&t.organization_name, &t.name)?;
+    let updated_at = time(&t.updated_at);
+    let resource_version = updated_at
+        .as_ref()
+        .map(|at| at.0.as_nanosecond().to_string())
+        .ok_or_else(|| {
+            ApiError::internal(format!(
+                "Coder returned template {name:?} without a valid updated_at"
+            ))
+        })?;
+    let mut meta = metadata(name, namespace, t.id, &t.created_at);
+    meta.resource_version = Some(resource_version);
+    to_value(&CoderTemplate {
+        api_version: API_VERSION.to_owned(),
+        kind: "CoderTemplate".to_owned(),
+        metadata: meta,
+        spec: CoderTemplateSpec {
+            organization: t.organization_name.clone(),
+            version_id: t.active_version_id.to_string(),
+            display_name: t.display_name.clone(),
+            description: t.description.clone(),
+            icon: t.icon.clone(),
+            files: None,
+            running: false,
+        },
+        status: CoderTemplateStatus {
+            id: t.id.to_string(),
+            organization_name: t.organization_name.clone(),
+            active_version_id: t.active_version_id.to_string(),
+            deprecated: t.deprecated,
+            updated_at,
+            auto_shutdown: None,
+        },
+    })
+}
+
+/// A `CoderTemplateVersion` of template `t` in `namespace`. No job error text, files, logs, variables or README.
+pub fn template_version(namespace: &str, t: &Template, v: &TemplateVersion) -> Result<Value, ApiError> {
+    if v.template_id != Some(t.id) {
+        return Err(ApiError::internal(format!(
+            "Coder returned template version {} that does not belong to template {}",
+            v.id, t.id
+        )));
+    }
+    let name = names::template_version_name(&t.organization_name, &t.name, &v.name)?;
+    let mut meta = metadata(name, namespace, v.id, &v.created_at);
+    meta.labels = Some(BTreeMap::from([
+        (ORGANIZATION_LABEL.to_owned(), t.organization_name.clone()),
+        (TEMPLATE_LABEL.to_owned(), t.name.clone()),
+    ]));
+    let job = &v.job;
+    let mut object = CoderTemplateVersion {
+        api_version: API_VERSION.to_owned(),
+        kind: "CoderTemplateVersion".to_owned(),
+        metadata: meta,
+        spec: CoderTemplateVersionSpec {
+            organization: t.organization_name.clone(),
+            template_name: t.name.clone(),
+            message: v.message.clone(),
+        },
+        status: CoderTemplateVersionStatus {
+            id: v.id.to_string(),
+            template_id: t.id.to_string(),
+            active: t.active_version_id == v.id,
+            archived: v.archived,
+            created_by: v.created_by.username.clone(),
+            updated_at: time(&v.updated_at),
+            job: CoderTemplateVersionJob {
+                status: serde_json::to_value(job.status)
+                    .ok()
+                    .and_then(|s| s.as_str().map(str::to_owned))
+                    .unwrap_or_default(),
+                error_code: job.error_code.clone().unwrap_or_default(),
+                started_at: job.started_at.as_deref().and_then(time),
+                completed_at: job.completed_at.as_deref().and_then(time),
+            },
+        },
+    };
+    object.metadata.resource_version = Some(fingerprint(&object)?);
+    to_value(&object)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use coder_k8s_coder_client::types::builds::WorkspaceBuild;
+    use coder_k8s_coder_client::types::jobs::{JobStatus, ProvisionerJob};
+    use coder_k8s_coder_client::types::users::MinimalUser;
+    use serde_json::json;
+    use uuid::Uuid;
+
+    fn coder_workspace() -> Workspace {
+        Workspace {
+            id: Uuid::from_u128(1),
+            created_at: "2026-01-01T10:00:00Z".into(),
+            owner_name: "alice".into(),
+            organization_name: "acme".into(),
+            template_name: "docker".into(),
+            name: "dev".into(),
+            ttl_ms: Some(3_600_000),
+            autostart_schedule: Some("CRON_TZ=UTC 0 9 * * *".into()),
+            last_used_at: "2026-01-01T11:00:00.123456Z".into(),
+            latest_build: WorkspaceBuild {
+                id: Uuid::from_u128(2),
+                template_version_id: Uuid::from_u128(3),
+                transition: Transition::Start,
+                status: WorkspaceBuildStatus::Running,
+                deadline: Some("2026-01-01T18:00:00Z".into()),
+                ..WorkspaceBuild::default()
+            },
+            ..Workspace::default()
+        }
+    }
+
+    #[test]
+    fn a_workspace_converts_with_identity_spec_and_status() {
+        let object = workspace("coder", &coder_workspace()).unwrap();
+        assert_eq!(object["apiVersion"], "aggregation.coder.com/v1alpha1");
+        assert_eq!(object["kind"], "CoderWorkspace");
+        assert_eq!(object["metadata"]["name"], "acme.alice.dev");
+        assert_eq!(object["metadata"]["namespace"], "coder");
+        assert_eq!(object["metadata"]["uid"], Uuid::from_u128(1).to_string());
+        assert_eq!(object["metadata"]["creationTimestamp"], "2026-01-01T10:00:00Z");
+        assert_eq!(
+            object["spec"],
+            json!({
+                "organization": "acme",
+                "templateName": "docker",
+                "templateVersionID": Uuid::from_u128(3).to_string(),
+                "running": true,
+                "ttlMillis": 3_600_000,
+                "autostartSchedule": "CRON_TZ=UTC 0 9 * * *"
+            })
+        );
+        assert_eq!(object["status"]["latestBuildStatus"], "running");
+        assert_eq!(object["status"]["latestBuildID"], Uuid::from_u128(2).to_string());
+        assert_eq!(object["status"]["autoShutdown"], "2026-01-01T18:00:00Z");
+        assert_eq!(object["status"]["lastUsedAt"], "2026-01-01T11:00:00Z");
+    }
+
+    #[test]
+    fn running_means_a_start_that_is_pending_starting_or_running() {
+        let mut w = coder_workspace();
+        for (transition, status, running) in [
+            (Transition::Start, WorkspaceBuildStatus::Pending, true),
+            (Transition::Start, WorkspaceBuildStatus::Starting, true),
+            (Transition::Start, WorkspaceBuildStatus::Failed, false),
+            (Transition::Stop, WorkspaceBuildStatus::Running, false),
+            (Transition::Stop, WorkspaceBuildStatus::Stopped, false),
+        ] {
+            w.latest_build.transition = transition;
+            w.latest_build.status = status;
+            assert_eq!(workspace_running(&w), running, "{transition:?} {status:?}");
+        }
+    }
+
+    #[test]
+    fn the_workspace_fingerprint_follows_every_exposed_field() {
+        let base = coder_workspace();
+        let rv = |w: &Workspace| workspace("coder", w).unwrap()["metadata"]["resourceVersion"].clone();
+        let token = rv(&base);
+        assert_eq!(token.as_str().map(str::len), Some(64));
+        assert_eq!(rv(&base), token, "stable");
+        let mut used = base.clone();
+        used.last_used_at = "2026-01-01T12:00:00Z".into();
+        let mut stopped = base.clone();
+        stopped.latest_build.status = WorkspaceBuildStatus::Stopping;
+        let mut backend_only = base.clone();
+        backend_only.updated_at = "2026-02-01T00:00:00Z".into();
+        assert_ne!(rv(&used), token);
+        assert_ne!(rv(&stopped), token);
+        assert_eq!(
+            rv(&backend_only),
+            token,
+            "a field the object does not show keeps the token"
+        );
+    }
+
+    fn coder_template() -> Template {
+        Template {
+            id: Uuid::from_u128(10),
+            created_at: "2026-01-01T09:00:00Z".into(),
+            updated_at: "2026-01-02T09:00:00.5Z".into(),
+            organization_name: "acme".into(),
+            name: "docker".into(),
+            display_name: "Docker".into(),
+            active_version_id: Uuid::from_u128(11),
+            description: "Containers".into(),
+            deprecated: true,
+            icon: "/icon/docker.png".into(),
+            ..Template::default()
+        }
+    }
+
+    #[test]
+    fn a_template_converts_with_updated_at_as_its_resource_version() {
+        let object = template("coder", &coder_template()).unwrap();
+        assert_eq!(object["metadata"]["name"], "acme.docker");
+        assert_eq!(object["metadata"]["resourceVersion"], "1767344400500000000");
+        assert_eq!(object["metadata"]["uid"], Uuid::from_u128(10).to_string());
+        assert_eq!(
+            object["spec"],
+            json!({
+                "organization": "acme",
+                "versionID": Uuid::from_u128(11).to_string(),
+                "displayName": "Docker",
+                "description": "Containers",
+                "icon": "/icon/docker.png"
+            })
+        );
+        assert_eq!(object["status"]["deprecated"], true);
+        assert_eq!(
+            object["status"]["activeVersionID"],
+            Uuid::from_u128(11).to_string()
+        );
+        let mut broken = coder_template();
+        broken.updated_at = String::new();
+        assert_eq!(template("coder", &broken).unwrap_err().code, 500);
+    }
+
+    fn coder_version(template: &Template) -> TemplateVersion {
+        TemplateVersion {
+            id: Uuid::from_u128(20),
+            template_id: Some(template.id),
+            created_at: "2026-01-01T12:00:00Z".into(),
+            updated_at: "2026-01-01T12:01:00Z".into(),
+            name: "v1.2.3".into(),
+            message: "first".into(),
+            readme: "README-SECRET".into(),
+            created_by: MinimalUser {
+                username: "alice".into(),
+                name: "Alice Example".into(),
+                ..MinimalUser::default()
+            },
+            job: ProvisionerJob {
+                status: JobStatus::Failed,
+                error: Some("JOB-ERROR-SECRET".into()),
+                error_code: Some("REQUIRED_TEMPLATE_VARIABLES".into()),
+                started_at: Some("2026-01-01T12:00:05Z".into()),
+                ..ProvisionerJob::default()
+            },
+            ..TemplateVersion::default()
+        }
+    }
+
+    #[test]
+    fn a_template_version_converts_without_secret_bearing_fields() {
+        let t = coder_template();
+        let object = template_version("coder", &t, &coder_version(&t)).unwrap();
+        assert_eq!(object["metadata"]["name"], "acme.docker.v1.2.3");
+        assert_eq!(
+            object["metadata"]["labels"],
+            json!({"aggregation.coder.com/organization": "acme", "aggregation.coder.com/template": "docker"})
+        );
+        assert_eq!(
+            object["spec"],
+            json!({"organization": "acme", "templateName": "docker", "message": "first"})
+        );
+        assert_eq!(object["status"]["active"], false);
+        assert_eq!(object["status"]["createdBy"], "alice");
+        assert_eq!(
+            object["status"]["job"],
+            json!({"status": "failed", "errorCode": "REQUIRED_TEMPLATE_VARIABLES", "startedAt": "2026-01-01T12:00:05Z"})
+        );
+        let text = object.to_string();
+        for secret in ["JOB-ERROR-SECRET", "README-SECRET", "Alice Example"] {
+            assert!(!text.contains(secret), "{secret} leaked: {text}");
+        }
+    }
+
+    #[test]
+    fn the_version_fingerprint_changes_when_the_version_becomes_active() {
+        let t = coder_template();
+        let v = coder_version(&t);
+        let inactive = template_version("coder", &t, &v).unwrap();
+        let mut activated = t.clone();
+        activated.active_version_id = v.id;
+        let active = template_version("coder", &activated, &v).unwrap();
+        assert_eq!(active["status"]["active"], true);
+        assert_ne!(
+            inactive["metadata"]["resourceVersion"],
+            active["metadata"]["resourceVersion"]
+        );
+        let mut foreign = v;
+        foreign.template_id = Some(Uuid::from_u128(99));
+        assert_eq!(template_version("coder", &t, &foreign).unwrap_err().code, 500);
+    }
+
+    #[test]
+    fn times_skip_empty_garbage_and_the_zero_time() {
+        assert!(time("").is_none());
+        assert!(time("yesterday").is_none());
+        assert!(time("0001-01-01T00:00:00Z").is_none());
+        assert_eq!(
+            serde_json::to_value(time("2026-01-01T00:00:00+02:00")).unwrap(),
+            "2025-12-31T22:00:00Z"
+        );
+    }
+}

@@ -1,0 +1,283 @@
+//! Object names of the Coder resources: `<organization>.<owner>.<workspace>`, `<organization>.<template>` and
+//! `<organization>.<template>.<version>`. Pure parsers (syntax only; aliases and casing are checked against Coder
+//! data by the storages) and formatters.
+
+use crate::generic::ApiError;
+
+const SEPARATOR: char = '.';
+
+/// The parts of a workspace name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WorkspaceName {
+    pub organization: String,
+    pub owner: String,
+    pub workspace: String,
+}
+
+/// The parts of a template name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TemplateName {
+    pub organization: String,
+    pub template: String,
+}
+
+/// The parts of a template version name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TemplateVersionName {
+    pub organization: String,
+    pub template: String,
+    /// May contain `.`; compared case-sensitively.
+    pub version: String,
+}
+
+/// Splits `<organization>.<owner>.<workspace>` (exactly three non-empty segments).
+pub fn parse_workspace_name(name: &str) -> Result<WorkspaceName, ApiError> {
+    let [organization, owner, workspace] = split_exactly::<3>(name, "workspace")?;
+    Ok(WorkspaceName {
+        organization,
+        owner,
+        workspace,
+    })
+}
+
+/// Splits `<organization>.<template>` (exactly two non-empty segments).
+pub fn parse_template_name(name: &str) -> Result<TemplateName, ApiError> {
+    let [organization, template] = split_exactly::<2>(name, "template")?;
+    Ok(TemplateName {
+        organization,
+        template,
+    })
+}
+
+/// Splits `<organization>.<template>.<version>`. Organization and template names cannot contain `.`, so the first
+/// two dots separate the segments and the version keeps any further dots.
+pub fn parse_template_version_name(name: &str) -> Result<TemplateVersionName, ApiError> {
+    if name.is_empty() {
+        return Err(ApiError::bad_request(
+            "invalid template version name: name must not be empty",
+        ));
+    }
+    let segments: Vec<&str> = name.splitn(3, SEPARATOR).collect();
+    let [organization, template, version] = segments[..] else {
+        return Err(ApiError::bad_request(format!(
+            "invalid template version name {name:?}: expected <organization>.<template>.<version>"
+        )));
+    };
+    if let Some(index) = [organization, template, version]
+        .iter()
+        .position(|s| s.is_empty())
+    {
+        return Err(ApiError::bad_request(format!(
+            "invalid template version name {name:?}: segment {index} must not be empty"
+        )));
+    }
+    Ok(TemplateVersionName {
+        organization: organization.to_owned(),
+        template: template.to_owned(),
+        version: version.to_owned(),
+    })
+}
+
+fn split_exactly<const N: usize>(name: &str, object: &str) -> Result<[String; N], ApiError> {
+    if name.is_empty() {
+        return Err(ApiError::bad_request(format!(
+            "invalid {object} name: name must not be empty"
+        )));
+    }
+    let separators = N - 1;
+    if name.matches(SEPARATOR).count() != separators {
+        return Err(ApiError::bad_request(format!(
+            "invalid {object} name {name:?}: expected {separators} separators (\"{SEPARATOR}\")"
+        )));
+    }
+    let segments: Vec<String> = name.split(SEPARATOR).map(str::to_owned).collect();
+    if let Some(index) = segments.iter().position(String::is_empty) {
+        return Err(ApiError::bad_request(format!(
+            "invalid {object} name {name:?}: segment {index} must not be empty"
+        )));
+    }
+    segments.try_into().map_err(|_| {
+        ApiError::internal(format!(
+            "the {object} name {name:?} did not split into {N} segments"
+        ))
+    })
+}
+
+/// `<organization>.<owner>.<workspace>`, or an error when Coder handed out a segment that cannot be part of a name.
+pub fn workspace_name(organization: &str, owner: &str, workspace: &str) -> Result<String, ApiError> {
+    segment("organization", organization)?;
+    segment("owner", owner)?;
+    segment("workspace", workspace)?;
+    Ok(format!("{organization}.{owner}.{workspace}"))
+}
+
+/// `<organization>.<template>`.
+pub fn template_name(organization: &str, template: &str) -> Result<String, ApiError> {
+    segment("organization", organization)?;
+    segment("template", template)?;
+    Ok(format!("{organization}.{template}"))
+}
+
+/// `<organization>.<template>.<version>`; the version may contain `.` but must not be empty.
+pub fn template_version_name(organization: &str, template: &str, version: &str) -> Result<String, ApiError> {
+    segment("organization", organization)?;
+    segment("template", template)?;
+    if version.is_empty() {
+        return Err(ApiError::internal(
+            "Coder returned a template version without a name",
+        ));
+    }
+    Ok(format!("{organization}.{template}.{version}"))
+}
+
+fn segment(what: &str, value: &str) -> Result<(), ApiError> {
+    if value.is_empty() || value.contains(SEPARATOR) {
+        return Err(ApiError::internal(format!(
+            "Coder returned a {what} name {value:?} that cannot be part of an object name"
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn message(result: Result<impl std::fmt::Debug, ApiError>) -> String {
+        let error = result.unwrap_err();
+        assert_eq!((error.code, error.reason), (400, "BadRequest"), "{error}");
+        error.message
+    }
+
+    #[test]
+    fn workspace_names_need_exactly_three_non_empty_segments() {
+        assert_eq!(
+            parse_workspace_name("acme.alice.dev").unwrap(),
+            WorkspaceName {
+                organization: "acme".into(),
+                owner: "alice".into(),
+                workspace: "dev".into()
+            }
+        );
+        assert_eq!(
+            message(parse_workspace_name("")),
+            "invalid workspace name: name must not be empty"
+        );
+        assert_eq!(
+            message(parse_workspace_name("acme.dev")),
+            r#"invalid workspace name "acme.dev": expected 2 separators (".")"#
+        );
+        assert_eq!(
+            message(parse_workspace_name("acme.alice.dev.x")),
+            r#"invalid workspace name "acme.alice.dev.x": expected 2 separators (".")"#
+        );
+        assert_eq!(
+            message(parse_workspace_name("acme..dev")),
+            r#"invalid workspace name "acme..dev": segment 1 must not be empty"#
+        );
+    }
+
+    #[test]
+    fn template_names_need_exactly_two_non_empty_segments() {
+        assert_eq!(
+            parse_template_name("acme.docker").unwrap(),
+            TemplateName {
+                organization: "acme".into(),
+                template: "docker".into()
+            }
+        );
+        assert_eq!(
+            message(parse_template_name("docker")),
+            r#"invalid template name "docker": expected 1 separators (".")"#
+        );
+        assert_eq!(
+            message(parse_template_name(".docker")),
+            r#"invalid template name ".docker": segment 0 must not be empty"#
+        );
+        assert_eq!(
+            message(parse_template_name("")),
+            "invalid template name: name must not be empty"
+        );
+    }
+
+    #[test]
+    fn template_version_names_keep_dots_and_case_in_the_version() {
+        assert_eq!(
+            parse_template_version_name("acme.docker.V1.2.3").unwrap(),
+            TemplateVersionName {
+                organization: "acme".into(),
+                template: "docker".into(),
+                version: "V1.2.3".into()
+            }
+        );
+        assert_eq!(
+            message(parse_template_version_name("acme.docker")),
+            r#"invalid template version name "acme.docker": expected <organization>.<template>.<version>"#
+        );
+        assert_eq!(
+            message(parse_template_version_name("acme.docker.")),
+            r#"invalid template version name "acme.docker.": segment 2 must not be empty"#
+        );
+        assert_eq!(
+            message(parse_template_version_name("")),
+            "invalid template version name: name must not be empty"
+        );
+    }
+
+    #[test]
+    fn formatters_refuse_segments_that_would_not_parse_back() {
+        assert_eq!(workspace_name("acme", "alice", "dev").unwrap(), "acme.alice.dev");
+        assert_eq!(template_name("acme", "docker").unwrap(), "acme.docker");
+        assert_eq!(
+            template_version_name("acme", "docker", "v1.2").unwrap(),
+            "acme.docker.v1.2"
+        );
+        assert_eq!(workspace_name("a.b", "alice", "dev").unwrap_err().code, 500);
+        assert_eq!(template_name("acme", "").unwrap_err().code, 500);
+        assert_eq!(template_version_name("acme", "docker", "").unwrap_err().code, 500);
+    }
+
+    fn segment_strategy() -> impl Strategy<Value = String> {
+        "[^.]{1,12}"
+    }
+
+    proptest! {
+        #[test]
+        fn workspace_names_round_trip(o in segment_strategy(), u in segment_strategy(), w in segment_strategy()) {
+            let parsed = parse_workspace_name(&workspace_name(&o, &u, &w).unwrap()).unwrap();
+            prop_assert_eq!(parsed, WorkspaceName { organization: o, owner: u, workspace: w });
+        }
+
+        #[test]
+        fn template_names_round_trip(o in segment_strategy(), t in segment_strategy()) {
+            let parsed = parse_template_name(&template_name(&o, &t).unwrap()).unwrap();
+            prop_assert_eq!(parsed, TemplateName { organization: o, template: t });
+        }
+
+        #[test]
+        fn template_version_names_round_trip(o in segment_strategy(), t in segment_strategy(), v in ".{1,20}") {
+            let parsed = parse_template_version_name(&template_version_name(&o, &t, &v).unwrap()).unwrap();
+            prop_assert_eq!(parsed, TemplateVersionName { organization: o, template: t, version: v });
+        }
+
+        #[test]
+        fn parsers_never_panic_and_answer_400_or_a_name_that_formats_back(name in prop_oneof![".{0,40}", "[a.]{0,8}"]) {
+            match parse_workspace_name(&name) {
+                Ok(n) => prop_assert_eq!(workspace_name(&n.organization, &n.owner, &n.workspace).unwrap(), name.clone()),
+                Err(e) => prop_assert_eq!(e.code, 400),
+            }
+            match parse_template_name(&name) {
+                Ok(n) => prop_assert_eq!(template_name(&n.organization, &n.template).unwrap(), name.clone()),
+                Err(e) => prop_assert_eq!(e.code, 400),
+            }
+            match parse_template_version_name(&name) {
+                Ok(n) => prop_assert_eq!(
+                    template_version_name(&n.organization, &n.template, &n.version).unwrap(),
+                    name.clone()
+                ),
+                Err(e) => prop_assert_eq!(e.code, 400),
+            }
+        }
+    }
+}

@@ -1,0 +1,401 @@
+//! Which Coder deployment serves a request namespace. In `all` mode the answer comes from the `CoderControlPlane`
+//! objects of the cluster ([`ControlPlaneProvider`]); standalone, from the `--coder-*` flags ([`StaticProvider`]).
+//!
+//! A namespace is served by exactly one eligible control plane. A namespace without any control plane is not served
+//! at all: it resolves to no backend, so lists there are empty and gets are 404, and a namespace holding these
+//! resources can be deleted. A namespace whose control plane exists but is not eligible (yet) answers 503, so a
+//! short outage never looks like every object was deleted.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use coder_k8s_api::control_plane::CoderControlPlane;
+use coder_k8s_coder_client::CoderClient;
+use coder_k8s_control_plane_access::{AccessError, ClientCache, ClientSettings, resolve, token_source};
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::ListParams;
+use kube::{Api, ResourceExt};
+
+use crate::generic::ApiError;
+
+/// One Coder deployment and the namespace whose objects it serves.
+#[derive(Clone, Debug)]
+pub struct Backend {
+    pub namespace: String,
+    pub client: CoderClient,
+}
+
+/// Resolves the Coder backends of a request.
+#[async_trait]
+pub trait Provider: Send + Sync {
+    /// The backends serving `namespace` (`None`: every namespace). `Ok(vec![])` means the namespace is not served:
+    /// lists answer empty and gets 404.
+    async fn resolve(&self, namespace: Option<&str>) -> Result<Vec<Backend>, ApiError>;
+}
+
+/// Whether a control plane may serve the aggregated API.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Eligibility {
+    Eligible,
+    /// A `.` in the name cannot be told apart from the name separators of the served objects.
+    DottedName,
+    /// Operator access is off or not ready, or the token reference or URL is not recorded yet.
+    NotReady,
+}
+
+/// The eligibility rule: a name without `.`, operator access enabled and ready, `status.operatorTokenSecretRef`
+/// set, and a non-empty `status.url`.
+pub fn eligibility(control_plane: &CoderControlPlane) -> Eligibility {
+    if control_plane.name_any().contains('.') {
+        return Eligibility::DottedName;
+    }
+    let status = control_plane.status.as_ref();
+    let ready = !control_plane.spec.operator_access.disabled
+        && status.and_then(|s| s.operator_access_ready) == Some(true)
+        && status.is_some_and(|s| s.operator_token_secret_ref.is_some())
+        && status
+            .and_then(|s| s.url.as_deref())
+            .is_some_and(|url| !url.trim().is_empty());
+    if ready {
+        Eligibility::Eligible
+    } else {
+        Eligibility::NotReady
+    }
+}
+
+/// The control planes that serve a request in `namespace` (`None`: all namespaces), one per served namespace in
+/// namespace order, from every control plane the caller listed there. Logs each control plane skipped for a dotted
+/// name.
+pub fn choose<'a>(
+    namespace: Option<&str>,
+    control_planes: &'a [CoderControlPlane],
+) -> Result<Vec<&'a CoderControlPlane>, ApiError> {
+    // Every namespace with a control plane, with its eligible ones.
+    let mut by_namespace: BTreeMap<String, Vec<&CoderControlPlane>> = BTreeMap::new();
+    for control_plane in control_planes {
+        let ns = control_plane.namespace().unwrap_or_default();
+        if namespace.is_some_and(|wanted| wanted != ns) {
+            continue;
+        }
+        let eligible = by_namespace.entry(ns.clone()).or_default();
+        match eligibility(control_plane) {
+            Eligibility::Eligible => eligible.push(control_plane),
+            Eligibility::DottedName => tracing::warn!(
+                "warning: skipping CoderControlPlane {ns}/{}: names containing '.' are incompatible with aggregated naming",
+                control_plane.name_any()
+            ),
+            Eligibility::NotReady => {}
+        }
+    }
+    let mut chosen = Vec::new();
+    for (ns, eligible) in &by_namespace {
+        match eligible.as_slice() {
+            [] => {}
+            [one] => chosen.push(*one),
+            _ => return Err(ApiError::bad_request(multiple_eligible_message(ns))),
+        }
+    }
+    match namespace {
+        // No control plane at all: the namespace is not served.
+        Some(_) if by_namespace.is_empty() => Ok(Vec::new()),
+        Some(ns) if chosen.is_empty() => Err(ApiError::service_unavailable(format!(
+            "no eligible CoderControlPlane instances found in namespace {ns:?}"
+        ))),
+        None if chosen.is_empty() => Err(ApiError::service_unavailable(
+            "no eligible CoderControlPlane instances found across all namespaces",
+        )),
+        _ => Ok(chosen),
+    }
+}
+
+fn multiple_eligible_message(namespace: &str) -> String {
+    format!(
+        "multiple eligible CoderControlPlane instances in namespace {namespace:?}; multi-instance support is planned"
+    )
+}
+
+/// `all` mode: the backends come from the cluster's `CoderControlPlane` objects.
+///
+/// Control planes are listed and the token Secret is read on every request (the API server has no watch cache of
+/// its own); Coder clients are reused per control plane through the [`ClientCache`].
+pub struct ControlPlaneProvider {
+    kube: kube::Client,
+    clients: Arc<ClientCache>,
+}
+
+impl ControlPlaneProvider {
+    pub fn new(kube: kube::Client, clients: Arc<ClientCache>) -> Self {
+        Self { kube, clients }
+    }
+
+    async fn list_control_planes(&self, namespace: Option<&str>) -> Result<Vec<CoderControlPlane>, ApiError> {
+        let api: Api<CoderControlPlane> = match namespace {
+            Some(ns) => Api::namespaced(self.kube.clone(), ns),
+            None => Api::all(self.kube.clone()),
+        };
+        let scope = match namespace {
+            Some(ns) => format!("in namespace {ns:?}"),
+            None => "across all namespaces".to_owned(),
+        };
+        api.list(&ListParams::default())
+            .await
+            .map(|list| list.items)
+            .map_err(|e| ApiError::internal(format!("list CoderControlPlane resources {scope}: {e}")))
+    }
+
+    /// The backend of one eligible control plane: its operator token (from a Secret it controls) and a client for
+    /// its in-cluster URL.
+    async fn backend(&self, control_plane: &CoderControlPlane) -> Result<Backend, ApiError> {
+        let name = control_plane.name_any();
+        let namespace = control_plane.namespace().unwrap_or_default();
+        let source = token_source(&name, Some(control_plane)).map_err(access_error)?;
+        let secrets: Api<Secret> = Api::namespaced(self.kube.clone(), &namespace);
+        let secret = secrets.get_opt(&source.secret).await.map_err(|e| {
+            ApiError::internal(format!(
+                "read operator token secret {namespace}/{} for CoderControlPlane {namespace}/{name}: {e}",
+                source.secret
+            ))
+        })?;
+        let uid = control_plane.uid().unwrap_or_default();
+        // Only a Secret the control plane controls holds its operator token; any other is not read.
+        let token = secret
+            .as_ref()
+            .filter(|s| controlled_by(s, &uid))
+            .and_then(|s| s.data.as_ref()?.get(&source.key))
+            .and_then(|bytes| String::from_utf8(bytes.0.clone()).ok());
+        let target = resolve(control_plane, &source, token.as_deref()).map_err(access_error)?;
+        let client = self
+            .clients
+            .client(&target.uid, &target.api_url, token.as_deref().unwrap_or_default())
+            .map_err(|_| access_error(AccessError::ClientUnusable))?;
+        Ok(Backend { namespace, client })
+    }
+}
+
+fn controlled_by(secret: &Secret, uid: &str) -> bool {
+    secret
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|owner| owner.controller == Some(true) && owner.uid == uid)
+}
+
+/// An eligible control plane whose token or client is not usable: not ready to serve (503).
+fn access_error(error: AccessError) -> ApiError {
+    ApiError::service_unavailable(error.message())
+}
+
+#[async_trait]
+impl Provider for ControlPlaneProvider {
+    async fn resolve(&self, namespace: Option<&str>) -> Result<Vec<Backend>, ApiError> {
+        let control_planes = self.list_control_planes(namespace).await?;
+        let mut backends = Vec::new();
+        for control_plane in choose(namespace, &control_planes)? {
+            backends.push(self.backend(control_plane).await?);
+        }
+        Ok(backends)
+    }
+}
+
+/// The standalone backend from `--coder-url`, `--coder-session-token` and `--coder-namespace`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct StaticBackend {
+    pub url: url::Url,
+    pub token: String,
+    pub namespace: String,
+}
+
+impl std::fmt::Debug for StaticBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StaticBackend")
+            .field("url", &self.url.as_str())
+            .field("token", &"<redacted>")
+            .field("namespace", &self.namespace)
+            .finish()
+    }
+}
+
+/// Standalone mode: one Coder deployment serving one namespace. Other namespaces are not served (empty lists,
+/// 404 gets); an all-namespaces request gets the one namespace.
+#[derive(Clone, Debug)]
+pub struct StaticProvider {
+    backend: Backend,
+}
+
+impl StaticProvider {
+    pub fn new(
+        config: &StaticBackend,
+        settings: &ClientSettings,
+    ) -> Result<Self, coder_k8s_coder_client::Error> {
+        let client = settings.build(&config.url, &config.token)?;
+        Ok(Self {
+            backend: Backend {
+                namespace: config.namespace.clone(),
+                client,
+            },
+        })
+    }
+
+    /// The served namespace.
+    pub fn namespace(&self) -> &str {
+        &self.backend.namespace
+    }
+}
+
+#[async_trait]
+impl Provider for StaticProvider {
+    async fn resolve(&self, namespace: Option<&str>) -> Result<Vec<Backend>, ApiError> {
+        match namespace {
+            Some(ns) if ns != self.backend.namespace => Ok(Vec::new()),
+            _ => Ok(vec![self.backend.clone()]),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use coder_k8s_api::control_plane::CoderControlPlaneStatus;
+    use coder_k8s_api::shared::SecretKeySelector;
+
+    fn control_plane(namespace: &str, name: &str) -> CoderControlPlane {
+        let mut cp = CoderControlPlane::new(name, Default::default());
+        cp.metadata.namespace = Some(namespace.to_owned());
+        cp.status = Some(CoderControlPlaneStatus {
+            url: Some(format!("http://{name}.{namespace}.svc.cluster.local")),
+            operator_access_ready: Some(true),
+            operator_token_secret_ref: Some(SecretKeySelector {
+                name: "coder-operator-token".to_owned(),
+                key: None,
+            }),
+            ..Default::default()
+        });
+        cp
+    }
+
+    fn with_status(
+        mut cp: CoderControlPlane,
+        edit: impl FnOnce(&mut CoderControlPlaneStatus),
+    ) -> CoderControlPlane {
+        edit(cp.status.get_or_insert_with(Default::default));
+        cp
+    }
+
+    fn names(chosen: &[&CoderControlPlane]) -> Vec<String> {
+        chosen
+            .iter()
+            .map(|cp| format!("{}/{}", cp.namespace().unwrap_or_default(), cp.name_any()))
+            .collect()
+    }
+
+    #[test]
+    fn every_rule_of_eligibility() {
+        assert_eq!(eligibility(&control_plane("a", "coder")), Eligibility::Eligible);
+        assert_eq!(
+            eligibility(&control_plane("a", "co.der")),
+            Eligibility::DottedName
+        );
+        let mut disabled = control_plane("a", "coder");
+        disabled.spec.operator_access.disabled = true;
+        assert_eq!(eligibility(&disabled), Eligibility::NotReady);
+        let cases = [
+            with_status(control_plane("a", "coder"), |s| {
+                s.operator_access_ready = Some(false)
+            }),
+            with_status(control_plane("a", "coder"), |s| s.operator_access_ready = None),
+            with_status(control_plane("a", "coder"), |s| {
+                s.operator_token_secret_ref = None
+            }),
+            with_status(control_plane("a", "coder"), |s| s.url = Some("  ".to_owned())),
+            with_status(control_plane("a", "coder"), |s| s.url = None),
+        ];
+        for cp in &cases {
+            assert_eq!(eligibility(cp), Eligibility::NotReady, "{:?}", cp.status);
+        }
+        let mut no_status = control_plane("a", "coder");
+        no_status.status = None;
+        assert_eq!(eligibility(&no_status), Eligibility::NotReady);
+    }
+
+    #[test]
+    fn a_namespace_without_control_planes_is_not_served() {
+        let cps = [control_plane("other", "coder")];
+        assert!(choose(Some("empty"), &cps).unwrap().is_empty());
+        assert!(choose(Some("empty"), &[]).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_namespace_whose_control_plane_is_not_ready_is_unavailable() {
+        let cps = [with_status(control_plane("team", "coder"), |s| {
+            s.operator_access_ready = Some(false)
+        })];
+        let error = choose(Some("team"), &cps).unwrap_err();
+        assert_eq!((error.code, error.reason), (503, "ServiceUnavailable"));
+        assert_eq!(
+            error.message,
+            r#"no eligible CoderControlPlane instances found in namespace "team""#
+        );
+        let dotted = [control_plane("team", "co.der")];
+        assert_eq!(choose(Some("team"), &dotted).unwrap_err().code, 503);
+    }
+
+    #[test]
+    fn two_eligible_control_planes_in_a_namespace_are_ambiguous() {
+        let cps = [
+            control_plane("team", "a"),
+            control_plane("team", "b"),
+            control_plane("solo", "coder"),
+        ];
+        let error = choose(Some("team"), &cps).unwrap_err();
+        assert_eq!((error.code, error.reason), (400, "BadRequest"));
+        assert_eq!(
+            error.message,
+            r#"multiple eligible CoderControlPlane instances in namespace "team"; multi-instance support is planned"#
+        );
+        assert_eq!(choose(None, &cps).unwrap_err().message, error.message);
+        assert_eq!(names(&choose(Some("solo"), &cps).unwrap()), ["solo/coder"]);
+    }
+
+    #[test]
+    fn all_namespaces_get_one_backend_per_served_namespace() {
+        let cps = [
+            control_plane("b", "coder"),
+            control_plane("a", "coder"),
+            with_status(control_plane("c", "coder"), |s| s.url = None),
+            control_plane("a", "co.der"),
+        ];
+        assert_eq!(names(&choose(None, &cps).unwrap()), ["a/coder", "b/coder"]);
+        let error = choose(None, &cps[2..]).unwrap_err();
+        assert_eq!((error.code, error.reason), (503, "ServiceUnavailable"));
+        assert_eq!(
+            error.message,
+            "no eligible CoderControlPlane instances found across all namespaces"
+        );
+        assert_eq!(choose(None, &[]).unwrap_err().code, 503);
+    }
+
+    #[tokio::test]
+    async fn the_static_provider_serves_its_namespace_only() {
+        coder_k8s_coder_client::install_ring_provider();
+        let config = StaticBackend {
+            url: url::Url::parse("http://coder.example.com").unwrap(),
+            token: "tok-secret".to_owned(),
+            namespace: "coder".to_owned(),
+        };
+        let settings = ClientSettings {
+            timeout: std::time::Duration::from_secs(1),
+            service_address_override: None,
+        };
+        let provider = StaticProvider::new(&config, &settings).unwrap();
+        let served = provider.resolve(Some("coder")).await.unwrap();
+        assert_eq!(served.len(), 1);
+        assert_eq!(served[0].namespace, "coder");
+        let all = provider.resolve(None).await.unwrap();
+        assert_eq!(all.len(), 1);
+        assert_eq!(all[0].namespace, "coder");
+        assert!(provider.resolve(Some("other")).await.unwrap().is_empty());
+        assert!(!format!("{config:?} {provider:?}").contains("tok-secret"));
+    }
+}

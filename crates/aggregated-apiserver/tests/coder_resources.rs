@@ -1,0 +1,565 @@
+//! The Coder resources against real backends: the storages read a Coder API test server (with its PostgreSQL)
+//! through both providers, and the control-plane provider reads `CoderControlPlane` objects from a real
+//! kube-apiserver.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use coder_k8s_aggregated_apiserver::coder::{
+    ControlPlaneProvider, Provider, StaticBackend, StaticProvider, registry,
+};
+use coder_k8s_aggregated_apiserver::generic::{ApiError, Registry, RequestContext, UserInfo};
+use coder_k8s_api::control_plane::CoderControlPlane;
+use coder_k8s_coder_client::types::builds::WorkspaceBuildStatus;
+use coder_k8s_coder_client::types::files::ArchiveKind;
+use coder_k8s_coder_client::types::jobs::JobStatus;
+use coder_k8s_coder_client::types::template_versions::CreateTemplateVersionRequest;
+use coder_k8s_coder_client::types::templates::{CreateTemplateRequest, Template};
+use coder_k8s_coder_client::types::workspaces::{CreateWorkspaceRequest, Workspace};
+use coder_k8s_coder_client::{CoderClient, SessionToken};
+use coder_k8s_coder_testserver::{Config, Fault, FaultRule, TestServer};
+use coder_k8s_control_plane_access::{ClientCache, ClientSettings};
+use coder_k8s_testenv::ControlPlane;
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::{Api, Resource, ResourceExt};
+use serde_json::{Value, json};
+use tokio::sync::OnceCell;
+
+const NAMESPACE: &str = "coder-ns";
+const OPERATOR: &str = "coder-k8s-operator";
+
+/// A Coder test server with one imported template (`docker`, version `v1.0.0`) and one running workspace (`dev`).
+struct Coder {
+    server: TestServer,
+    token: String,
+    organization: String,
+    template: Template,
+    workspace: Workspace,
+}
+
+async fn fresh_db(tag: &str) -> String {
+    static COUNTER: AtomicUsize = AtomicUsize::new(0);
+    let pg = coder_k8s_testenv::postgres::shared().await.unwrap();
+    let name = format!(
+        "agg_{tag}_{}_{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    );
+    pg.create_coder_database(&name).await.unwrap()
+}
+
+/// A one-file ustar archive.
+fn tar_with(name: &str, content: &[u8]) -> Bytes {
+    let mut header = [0u8; 512];
+    header[..name.len()].copy_from_slice(name.as_bytes());
+    header[100..108].copy_from_slice(b"0000644\0");
+    header[108..116].copy_from_slice(b"0000000\0");
+    header[116..124].copy_from_slice(b"0000000\0");
+    header[124..136].copy_from_slice(format!("{:011o}\0", content.len()).as_bytes());
+    header[136..148].copy_from_slice(b"00000000000\0");
+    header[148..156].copy_from_slice(b"        ");
+    header[156] = b'0';
+    header[257..263].copy_from_slice(b"ustar\0");
+    header[263..265].copy_from_slice(b"00");
+    let sum: u32 = header.iter().map(|b| u32::from(*b)).sum();
+    header[148..156].copy_from_slice(format!("{sum:06o}\0 ").as_bytes());
+    let mut out = header.to_vec();
+    out.extend_from_slice(content);
+    out.resize(out.len().div_ceil(512) * 512, 0);
+    out.resize(out.len() + 1024, 0);
+    Bytes::from(out)
+}
+
+async fn eventually<T>(what: &str, mut probe: impl AsyncFnMut() -> Option<T>) -> T {
+    for _ in 0..300 {
+        if let Some(value) = probe().await {
+            return value;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+async fn coder(tag: &str) -> Coder {
+    coder_k8s_coder_client::install_ring_provider();
+    let db_url = fresh_db(tag).await;
+    let token = coder_k8s_operator_access::ensure_operator_access(&db_url, "ns", "cp", None)
+        .await
+        .unwrap()
+        .expose();
+    let mut config = Config::new(&db_url);
+    config.build_duration = Duration::from_millis(200);
+    let server = TestServer::start(config).await.unwrap();
+    let client = CoderClient::new(server.url(), SessionToken::new(token.clone())).unwrap();
+    let organization = client.default_organization().await.unwrap().name;
+    let file = client
+        .upload_file(ArchiveKind::Tar, tar_with("main.tf", b"terraform {}\n"))
+        .await
+        .unwrap();
+    let mut request = CreateTemplateVersionRequest::terraform(file.id);
+    request.name = "v1.0.0".to_owned();
+    request.message = "first".to_owned();
+    let version = client
+        .create_template_version(&organization, &request)
+        .await
+        .unwrap();
+    eventually("the template import", async || {
+        let v = client.template_version(version.id).await.unwrap();
+        (v.job.status == JobStatus::Succeeded).then_some(())
+    })
+    .await;
+    let template = client
+        .create_template(
+            &organization,
+            &CreateTemplateRequest {
+                name: "docker".to_owned(),
+                display_name: "Docker".to_owned(),
+                template_version_id: version.id,
+                ..CreateTemplateRequest::default()
+            },
+        )
+        .await
+        .unwrap();
+    let created = client
+        .create_workspace(
+            "me",
+            &CreateWorkspaceRequest {
+                template_id: Some(template.id),
+                name: "dev".to_owned(),
+                ..CreateWorkspaceRequest::default()
+            },
+        )
+        .await
+        .unwrap();
+    let workspace = eventually("the first build", async || {
+        let w = client.workspace(created.id).await.unwrap();
+        (w.latest_build.status == WorkspaceBuildStatus::Running).then_some(w)
+    })
+    .await;
+    let template = client.template(template.id).await.unwrap();
+    Coder {
+        server,
+        token,
+        organization,
+        template,
+        workspace,
+    }
+}
+
+fn settings() -> ClientSettings {
+    ClientSettings {
+        timeout: Duration::from_secs(10),
+        service_address_override: Some(IpAddr::V4(Ipv4Addr::LOCALHOST)),
+    }
+}
+
+fn static_registry(coder: &Coder) -> Registry {
+    let backend = StaticBackend {
+        url: coder.server.url(),
+        token: coder.token.clone(),
+        namespace: NAMESPACE.to_owned(),
+    };
+    registry(Arc::new(StaticProvider::new(&backend, &settings()).unwrap()))
+}
+
+fn ctx(namespace: Option<&str>) -> RequestContext {
+    RequestContext {
+        user: UserInfo::default(),
+        namespace: namespace.map(str::to_owned),
+        deadline: tokio::time::Instant::now() + Duration::from_secs(30),
+        dry_run: false,
+        query: BTreeMap::new(),
+    }
+}
+
+async fn get(registry: &Registry, plural: &str, namespace: &str, name: &str) -> Result<Value, ApiError> {
+    let storage = registry.resource(plural).unwrap().storage.clone();
+    storage.get(&ctx(Some(namespace)), name).await
+}
+
+async fn list(registry: &Registry, plural: &str, namespace: Option<&str>) -> Result<Vec<Value>, ApiError> {
+    let storage = registry.resource(plural).unwrap().storage.clone();
+    storage.list(&ctx(namespace)).await
+}
+
+fn names(objects: &[Value]) -> Vec<&str> {
+    objects
+        .iter()
+        .map(|o| o["metadata"]["name"].as_str().unwrap())
+        .collect()
+}
+
+fn rfc3339_seconds(coder_time: &str) -> String {
+    let parsed: k8s_openapi::jiff::Timestamp = coder_time.parse().unwrap();
+    serde_json::to_value(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(parsed))
+        .unwrap()
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+#[tokio::test]
+async fn workspaces_list_and_get_from_coder() {
+    let coder = coder("ws").await;
+    let registry = static_registry(&coder);
+    let name = format!("{}.{OPERATOR}.dev", coder.organization);
+    let w = &coder.workspace;
+
+    let items = list(&registry, "coderworkspaces", Some(NAMESPACE)).await.unwrap();
+    assert_eq!(names(&items), [name.as_str()]);
+    let item = &items[0];
+    assert_eq!(item["kind"], "CoderWorkspace");
+    assert_eq!(item["metadata"]["namespace"], NAMESPACE);
+    assert_eq!(item["metadata"]["uid"], w.id.to_string());
+    assert_eq!(
+        item["metadata"]["creationTimestamp"],
+        rfc3339_seconds(&w.created_at)
+    );
+    assert_eq!(item["spec"]["organization"], coder.organization);
+    assert_eq!(item["spec"]["templateName"], "docker");
+    assert_eq!(item["spec"]["running"], true);
+    assert_eq!(item["status"]["ownerName"], OPERATOR);
+    assert_eq!(item["status"]["latestBuildID"], w.latest_build.id.to_string());
+    assert_eq!(item["status"]["latestBuildStatus"], "running");
+    let rv = item["metadata"]["resourceVersion"].as_str().unwrap();
+    assert!(
+        rv.len() == 64 && rv.bytes().all(|b| b.is_ascii_hexdigit()),
+        "{rv}"
+    );
+
+    let fetched = get(&registry, "coderworkspaces", NAMESPACE, &name).await.unwrap();
+    assert_eq!(&fetched, item, "get and list convert alike");
+    // All namespaces: the one served namespace.
+    assert_eq!(
+        names(&list(&registry, "coderworkspaces", None).await.unwrap()),
+        [name.as_str()]
+    );
+
+    // An alias of the owner resolves in Coder, but only the canonical name is served.
+    let alias = get(
+        &registry,
+        "coderworkspaces",
+        NAMESPACE,
+        &format!("{}.me.dev", coder.organization),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(alias.code, 400, "{alias}");
+    assert!(alias.message.contains(&name), "{alias}");
+    let other_org = get(
+        &registry,
+        "coderworkspaces",
+        NAMESPACE,
+        &format!("elsewhere.{OPERATOR}.dev"),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!((other_org.code, other_org.reason), (404, "NotFound"));
+    let missing = get(
+        &registry,
+        "coderworkspaces",
+        NAMESPACE,
+        &format!("{}.{OPERATOR}.gone", coder.organization),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!((missing.code, missing.reason), (404, "NotFound"), "{missing}");
+    let malformed = get(&registry, "coderworkspaces", NAMESPACE, "dev")
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (malformed.code, malformed.message.as_str()),
+        (
+            400,
+            r#"invalid workspace name "dev": expected 2 separators (".")"#
+        )
+    );
+
+    // Another namespace is not served: an empty list, a 404, and no Coder call.
+    coder.server.clear_requests();
+    assert!(
+        list(&registry, "coderworkspaces", Some("elsewhere"))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        get(&registry, "coderworkspaces", "elsewhere", &name)
+            .await
+            .unwrap_err()
+            .code,
+        404
+    );
+    assert!(
+        coder.server.requests().is_empty(),
+        "{:?}",
+        coder.server.requests()
+    );
+}
+
+#[tokio::test]
+async fn templates_and_versions_list_and_get_from_coder() {
+    let coder = coder("tpl").await;
+    let registry = static_registry(&coder);
+    let t = &coder.template;
+    let name = format!("{}.docker", coder.organization);
+
+    let templates = list(&registry, "codertemplates", Some(NAMESPACE)).await.unwrap();
+    assert_eq!(names(&templates), [name.as_str()]);
+    let template = &templates[0];
+    let updated: k8s_openapi::jiff::Timestamp = t.updated_at.parse().unwrap();
+    assert_eq!(
+        template["metadata"]["resourceVersion"],
+        updated.as_nanosecond().to_string()
+    );
+    assert_eq!(template["metadata"]["uid"], t.id.to_string());
+    assert_eq!(template["spec"]["versionID"], t.active_version_id.to_string());
+    assert_eq!(template["spec"]["displayName"], "Docker");
+    assert_eq!(
+        template["status"]["activeVersionID"],
+        t.active_version_id.to_string()
+    );
+    assert_eq!(
+        &get(&registry, "codertemplates", NAMESPACE, &name).await.unwrap(),
+        template
+    );
+    let cased = get(
+        &registry,
+        "codertemplates",
+        NAMESPACE,
+        &format!("{}.Docker", coder.organization),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(cased.code, 400, "{cased}");
+    assert!(cased.message.contains(&name), "{cased}");
+
+    let version_name = format!("{name}.v1.0.0");
+    let versions = list(&registry, "codertemplateversions", Some(NAMESPACE))
+        .await
+        .unwrap();
+    assert_eq!(names(&versions), [version_name.as_str()]);
+    let version = &versions[0];
+    assert_eq!(version["metadata"]["uid"], t.active_version_id.to_string());
+    assert_eq!(
+        version["metadata"]["labels"]["aggregation.coder.com/template"],
+        "docker"
+    );
+    assert_eq!(version["spec"]["message"], "first");
+    assert_eq!(version["status"]["active"], true);
+    assert_eq!(version["status"]["templateID"], t.id.to_string());
+    assert_eq!(version["status"]["createdBy"], OPERATOR);
+    assert_eq!(version["status"]["job"]["status"], "succeeded");
+    assert_eq!(
+        &get(&registry, "codertemplateversions", NAMESPACE, &version_name)
+            .await
+            .unwrap(),
+        version
+    );
+    let wrong_case = get(
+        &registry,
+        "codertemplateversions",
+        NAMESPACE,
+        &format!("{name}.V1.0.0"),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!((wrong_case.code, wrong_case.reason), (404, "NotFound"));
+}
+
+#[tokio::test]
+async fn coder_failures_become_status_errors() {
+    let coder = coder("err").await;
+    let registry = static_registry(&coder);
+    coder.server.add_fault(FaultRule {
+        method: None,
+        path_prefix: "/api/v2/workspaces".to_owned(),
+        fault: Fault::RateLimited { retry_after_secs: 3 },
+        times: Some(1),
+    });
+    let limited = list(&registry, "coderworkspaces", Some(NAMESPACE))
+        .await
+        .unwrap_err();
+    assert_eq!((limited.code, limited.retry_after_seconds), (429, Some(3)));
+
+    coder.server.add_fault(FaultRule {
+        method: None,
+        path_prefix: "/api/v2/organizations".to_owned(),
+        fault: Fault::Forbidden,
+        times: Some(1),
+    });
+    let forbidden = list(&registry, "codertemplates", Some(NAMESPACE))
+        .await
+        .unwrap_err();
+    assert_eq!((forbidden.code, forbidden.reason), (403, "Forbidden"));
+
+    coder.server.add_fault(FaultRule {
+        method: None,
+        path_prefix: "/api/v2/users".to_owned(),
+        fault: Fault::Latency(Duration::from_secs(5)),
+        times: Some(1),
+    });
+    let storage = registry.resource("coderworkspaces").unwrap().storage.clone();
+    let mut short = ctx(Some(NAMESPACE));
+    short.deadline = tokio::time::Instant::now() + Duration::from_millis(300);
+    let name = format!("{}.{OPERATOR}.dev", coder.organization);
+    let timeout = storage.get(&short, &name).await.unwrap_err();
+    assert_eq!((timeout.code, timeout.reason), (504, "Timeout"));
+    assert!(!timeout.message.contains("127.0.0.1"), "{timeout}");
+}
+
+/// The shared kube-apiserver with the CRDs of this repository installed.
+async fn kube_with_crds() -> &'static ControlPlane {
+    static INSTALLED: OnceCell<()> = OnceCell::const_new();
+    let cp = coder_k8s_testenv::shared().await.unwrap();
+    INSTALLED
+        .get_or_init(|| async {
+            let crds = concat!(env!("CARGO_MANIFEST_DIR"), "/../../config/crd/bases");
+            for args in [
+                vec!["apply", "--server-side", "-f", crds],
+                vec![
+                    "wait",
+                    "--for=condition=Established",
+                    "crd",
+                    "--all",
+                    "--timeout=60s",
+                ],
+            ] {
+                let out = cp.kubectl().args(&args).output().unwrap();
+                assert!(
+                    out.status.success(),
+                    "{args:?}: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+        })
+        .await;
+    cp
+}
+
+/// Creates a control plane whose Service port is the test server's port, sets its status, and (when `ready`)
+/// its operator token Secret.
+async fn control_plane(client: &kube::Client, namespace: &str, name: &str, ready: bool, coder: &Coder) {
+    let api: Api<CoderControlPlane> = Api::namespaced(client.clone(), namespace);
+    let mut object = CoderControlPlane::new(name, Default::default());
+    object.spec.service.port = i32::from(coder.server.url().port().unwrap());
+    let created = api.create(&PostParams::default(), &object).await.unwrap();
+    let status = json!({"status": {
+        "url": format!("http://{name}.{namespace}.svc.cluster.local"),
+        "operatorAccessReady": ready,
+        "operatorTokenSecretRef": {"name": format!("{name}-operator-token"), "key": "token"},
+    }});
+    api.patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .unwrap();
+    let secret = Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some(format!("{name}-operator-token")),
+            owner_references: Some(vec![OwnerReference {
+                api_version: CoderControlPlane::api_version(&()).into_owned(),
+                kind: CoderControlPlane::kind(&()).into_owned(),
+                name: name.to_owned(),
+                uid: created.uid().unwrap(),
+                controller: Some(true),
+                ..OwnerReference::default()
+            }]),
+            ..Default::default()
+        },
+        data: Some(BTreeMap::from([(
+            "token".to_owned(),
+            ByteString(coder.token.clone().into_bytes()),
+        )])),
+        ..Secret::default()
+    };
+    Api::<Secret>::namespaced(client.clone(), namespace)
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn the_control_plane_provider_follows_the_eligibility_rules_on_a_real_apiserver() {
+    let coder = coder("cp").await;
+    let kube = kube_with_crds().await;
+    let client = kube.client().unwrap();
+    let provider = ControlPlaneProvider::new(client.clone(), Arc::new(ClientCache::new(settings())));
+    let registry = registry(Arc::new(ControlPlaneProvider::new(
+        client.clone(),
+        Arc::new(ClientCache::new(settings())),
+    )));
+
+    // No control plane at all: not served, so lists are empty and gets are 404 (a namespace can be deleted).
+    let empty = kube.namespace("agg-empty").await.unwrap();
+    assert!(provider.resolve(Some(&empty)).await.unwrap().is_empty());
+    for plural in ["coderworkspaces", "codertemplates", "codertemplateversions"] {
+        assert!(
+            list(&registry, plural, Some(&empty)).await.unwrap().is_empty(),
+            "{plural}"
+        );
+    }
+    let name = format!("{}.docker", coder.organization);
+    assert_eq!(
+        get(&registry, "codertemplates", &empty, &name)
+            .await
+            .unwrap_err()
+            .code,
+        404
+    );
+
+    // A control plane that exists but is not ready: 503, for lists too.
+    let waiting = kube.namespace("agg-waiting").await.unwrap();
+    control_plane(&client, &waiting, "coder", false, &coder).await;
+    let error = list(&registry, "codertemplates", Some(&waiting))
+        .await
+        .unwrap_err();
+    assert_eq!((error.code, error.reason), (503, "ServiceUnavailable"));
+    assert_eq!(
+        error.message,
+        format!(
+            "no eligible CoderControlPlane instances found in namespace {:?}",
+            waiting.name()
+        )
+    );
+
+    // A dotted name is never eligible.
+    let dotted = kube.namespace("agg-dotted").await.unwrap();
+    control_plane(&client, &dotted, "co.der", true, &coder).await;
+    assert_eq!(provider.resolve(Some(&dotted)).await.unwrap_err().code, 503);
+
+    // One eligible control plane serves its namespace from Coder, through its in-cluster URL.
+    let served = kube.namespace("agg-served").await.unwrap();
+    control_plane(&client, &served, "coder", true, &coder).await;
+    let templates = list(&registry, "codertemplates", Some(&served)).await.unwrap();
+    assert_eq!(names(&templates), [name.as_str()]);
+    assert_eq!(templates[0]["metadata"]["namespace"], served.name());
+    let backends = provider.resolve(None).await.unwrap();
+    assert_eq!(
+        backends.iter().map(|b| b.namespace.as_str()).collect::<Vec<_>>(),
+        [served.name()],
+        "all namespaces: one backend per served namespace"
+    );
+
+    // Two eligible control planes in one namespace are ambiguous, also for an all-namespaces request.
+    let twice = kube.namespace("agg-twice").await.unwrap();
+    control_plane(&client, &twice, "coder-a", true, &coder).await;
+    control_plane(&client, &twice, "coder-b", true, &coder).await;
+    let message = format!(
+        "multiple eligible CoderControlPlane instances in namespace {:?}; multi-instance support is planned",
+        twice.name()
+    );
+    let error = list(&registry, "coderworkspaces", Some(&twice))
+        .await
+        .unwrap_err();
+    assert_eq!((error.code, error.message.as_str()), (400, message.as_str()));
+    let error = provider.resolve(None).await.unwrap_err();
+    assert_eq!((error.code, error.message.as_str()), (400, message.as_str()));
+}
