@@ -13,6 +13,8 @@ use crate::cli::{AppMode, Args, Settings, StartupError};
 use crate::controller::context::{Context as ControllerContext, ControllerSettings};
 use crate::controller::metrics::ReconcileMetrics;
 use crate::{aggregated, controller, leader, mcp};
+use coder_k8s_aggregated_apiserver::coder::{ControlPlaneProvider, Provider, StaticProvider, UnconfiguredProvider};
+use coder_k8s_control_plane_access::{ClientCache, ClientSettings};
 
 /// Everything the startup checks produced; the components start from it without validating again.
 #[derive(Debug)]
@@ -127,20 +129,15 @@ async fn run_components(
             Ok(())
         }
         AppMode::AggregatedApiserver => {
-            tracing::warn!(
-                configured = startup.standalone_backend.is_some(),
-                "the aggregated API server is not built yet; serving health only"
-            );
+            let config = aggregated::delegation_config()
+                .await
+                .map_err(|error| anyhow::anyhow!("configure delegated authentication: {error}"))?;
+            let client = kube_requests.client(config).context("connect to Kubernetes")?;
+            let provider = standalone_provider(startup, settings)?;
             admin_state.set_ready(true);
-            wait_for(shutdown).await;
-            Ok(())
+            aggregated::run(client, provider, &settings.apiserver_bind_address, shutdown).await
         }
         AppMode::All | AppMode::Controller => {
-            if settings.mode == AppMode::All {
-                tracing::warn!(
-                    "the aggregated API server is not built yet; running the controller part of --app=all"
-                );
-            }
             let config = kube::Config::infer()
                 .await
                 .context("find the Kubernetes configuration (in-cluster, KUBECONFIG or ~/.kube/config)")?;
@@ -160,9 +157,42 @@ async fn run_components(
                 controller_settings,
                 reconcile_metrics,
             ));
-            run_controller(ctx, settings.leader_elect, admin_state, leader_gauge, shutdown).await
+            let controllers = run_controller(ctx, settings.leader_elect, admin_state, leader_gauge, shutdown.clone());
+            if settings.mode == AppMode::Controller {
+                return controllers.await;
+            }
+            // Every replica serves the aggregated API; only the leader runs the controllers. Either failing stops
+            // the process.
+            let provider = Arc::new(ControlPlaneProvider::new(
+                client.clone(),
+                Arc::new(ClientCache::new(client_settings(settings))),
+            ));
+            let api = aggregated::run(client, provider, &settings.apiserver_bind_address, shutdown);
+            tokio::try_join!(controllers, api).map(|_| ())
         }
     }
+}
+
+/// The Coder client settings of the aggregated API server.
+fn client_settings(settings: &Settings) -> ClientSettings {
+    ClientSettings {
+        timeout: settings.coder_request_timeout,
+        service_address_override: settings.service_address_override,
+    }
+}
+
+/// Standalone mode's provider: the static backend of the flags, or (none given) one that answers 503.
+fn standalone_provider(startup: &Startup, settings: &Settings) -> Result<Arc<dyn Provider>> {
+    Ok(match &startup.standalone_backend {
+        Some(backend) => {
+            tracing::info!(namespace = %backend.namespace, "aggregated API provider: static Coder backend from the flags");
+            Arc::new(StaticProvider::new(backend, &client_settings(settings)).context("build the Coder client")?)
+        }
+        None => {
+            tracing::warn!("aggregated API provider: not configured; every resource request answers 503");
+            Arc::new(UnconfiguredProvider)
+        }
+    })
 }
 
 async fn run_controller(

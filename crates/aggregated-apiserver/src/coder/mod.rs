@@ -7,5 +7,5 @@ pub mod names;
 pub mod provider;
 pub mod resources;
 
-pub use provider::{Backend, ControlPlaneProvider, Provider, StaticBackend, StaticProvider};
+pub use provider::{Backend, ControlPlaneProvider, Provider, StaticBackend, StaticProvider, UnconfiguredProvider};
 pub use resources::registry;

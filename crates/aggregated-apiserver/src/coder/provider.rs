@@ -254,9 +254,33 @@ impl Provider for StaticProvider {
     }
 }
 
+/// Standalone mode without `--coder-url` and `--coder-session-token`: the server starts, and every resource request
+/// says what is missing.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct UnconfiguredProvider;
+
+/// The 503 message of [`UnconfiguredProvider`].
+pub const NOT_CONFIGURED: &str = "coder client provider is not configured: missing coder URL and coder session token; configure --coder-url and --coder-session-token";
+
+#[async_trait]
+impl Provider for UnconfiguredProvider {
+    async fn resolve(&self, _namespace: Option<&str>) -> Result<Vec<Backend>, ApiError> {
+        Err(ApiError::service_unavailable(NOT_CONFIGURED))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn an_unconfigured_standalone_server_answers_503_naming_the_flags() {
+        for namespace in [Some("coder"), None] {
+            let error = UnconfiguredProvider.resolve(namespace).await.unwrap_err();
+            assert_eq!(error.code, 503);
+            assert_eq!(error.message, NOT_CONFIGURED);
+        }
+    }
     use coder_k8s_api::control_plane::CoderControlPlaneStatus;
     use coder_k8s_api::shared::SecretKeySelector;
 
