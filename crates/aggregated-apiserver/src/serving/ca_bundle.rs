@@ -35,22 +35,32 @@ pub async fn run_ca_bundle_controller_for(
     let mut ca_open = true;
     loop {
         let retry_at = controller.retry_at;
-        tokio::select! {
+        let check = tokio::select! {
             event = events.next() => match event {
-                Some(Ok(event)) => controller.observe(event),
-                Some(Err(error)) => controller.watch_failed(&error),
+                Some(Ok(event)) => {
+                    controller.observe(event);
+                    true
+                }
+                Some(Err(error)) => {
+                    controller.watch_failed(&error);
+                    false
+                }
                 None => return,
             },
             changed = ca.changed(), if ca_open => {
                 // A closed channel keeps its last CA; the APIService watch goes on.
                 ca_open = changed.is_ok();
+                ca_open
             },
             () = sleep_until(retry_at.unwrap_or_else(Instant::now)), if retry_at.is_some() => {
                 controller.retry_at = None;
+                true
             },
+        };
+        if check {
+            let ca_pem = ca.borrow().clone();
+            controller.sync(&ca_pem).await;
         }
-        let ca_pem = ca.borrow().clone();
-        controller.sync(&ca_pem).await;
     }
 }
 
@@ -118,10 +128,6 @@ impl Controller {
             self.succeeded();
             return;
         };
-        if self.retry_at.is_some() {
-            // A retry is already scheduled; an event in between does not shorten the backoff.
-            return;
-        }
         let params = PatchParams {
             field_manager: Some(FIELD_MANAGER.to_owned()),
             ..PatchParams::default()

@@ -568,6 +568,41 @@ mod tests {
         format!("-----BEGIN EC PRIVATE KEY-----\n{encoded}\n-----END EC PRIVATE KEY-----\n").into_bytes()
     }
 
+    /// Verifies the serving certificate against the CA for `name` as a TLS client does (webpki).
+    fn verify_for(material: &TrustMaterial, name: &str) -> Result<(), rustls::Error> {
+        use rustls::client::danger::ServerCertVerifier as _;
+        let mut roots = rustls::RootCertStore::empty();
+        roots
+            .add(CertificateDer::from_pem_slice(&material.ca_cert_pem).unwrap())
+            .unwrap();
+        let verifier = rustls::client::WebPkiServerVerifier::builder_with_provider(
+            Arc::new(roots),
+            Arc::new(rustls::crypto::ring::default_provider()),
+        )
+        .build()
+        .unwrap();
+        let leaf = CertificateDer::from_pem_slice(&material.cert_pem).unwrap();
+        let server_name = rustls_pki_types::ServerName::try_from(name.to_owned()).unwrap();
+        verifier
+            .verify_server_cert(&leaf, &[], &server_name, &[], rustls_pki_types::UnixTime::now())
+            .map(|_| ())
+    }
+
+    #[test]
+    fn tls_clients_accept_the_serving_certificate_for_each_service_name_only() {
+        let material = generate(&names(), Timestamp::now()).unwrap();
+        for name in names() {
+            verify_for(&material, &name).unwrap();
+        }
+        assert!(verify_for(&material, "coder-k8s-apiserver.other.svc").is_err());
+        let other = generate(&names(), Timestamp::now()).unwrap();
+        let foreign = TrustMaterial {
+            cert_pem: other.cert_pem,
+            ..material
+        };
+        assert!(verify_for(&foreign, &names()[2]).is_err());
+    }
+
     #[test]
     fn service_names_cover_every_in_cluster_form() {
         assert_eq!(
@@ -694,13 +729,16 @@ mod tests {
 
     #[test]
     fn a_sec1_ca_key_as_go_writes_it_is_accepted_and_signs_renewals() {
-        let mut material = generate(&names(), at(NOW)).unwrap();
+        let today = Timestamp::now();
+        let mut material = generate(&names(), today).unwrap();
         material.ca_key_pem = sec1_pem(&material.ca_key_pem);
         assert!(String::from_utf8_lossy(&material.ca_key_pem).contains("EC PRIVATE KEY"));
-        check(&data_of(&material)).unwrap();
-        let renewed = renew_serving_cert(&material, &names(), at(NOW)).unwrap();
+        validate(Some(SECRET_TYPE), false, &data_of(&material), today).unwrap();
+        let renewed = renew_serving_cert(&material, &names(), today).unwrap();
         assert_eq!(renewed.ca_key_pem, material.ca_key_pem);
-        check(&data_of(&renewed)).unwrap();
+        assert_ne!(renewed.cert_pem, material.cert_pem);
+        validate(Some(SECRET_TYPE), false, &data_of(&renewed), today).unwrap();
+        verify_for(&renewed, "coder-k8s-apiserver.coder-system.svc").unwrap();
     }
 
     #[test]
