@@ -25,3 +25,15 @@ pub use registry::{
 pub use server::ApiServer;
 pub use status::ApiError;
 pub use storage::{Deleted, EventType, RequestContext, Storage, Written};
+
+/// Why the server cannot start; the message says what to fix.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StartupError(pub String);
+
+impl std::fmt::Display for StartupError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for StartupError {}
