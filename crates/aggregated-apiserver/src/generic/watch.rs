@@ -73,7 +73,7 @@ impl Broadcaster {
 
 /// The broadcasters of every registered resource.
 pub struct WatchHub {
-    broadcasters: BTreeMap<&'static str, Broadcaster>,
+    broadcasters: BTreeMap<&'static str, Arc<Broadcaster>>,
 }
 
 impl WatchHub {
@@ -85,12 +85,12 @@ impl WatchHub {
         let broadcasters = registry
             .resources
             .iter()
-            .map(|r| (r.plural, Broadcaster::new(seed)))
+            .map(|r| (r.plural, Arc::new(Broadcaster::new(seed))))
             .collect();
         Self { broadcasters }
     }
 
-    pub fn get(&self, plural: &str) -> Option<&Broadcaster> {
+    pub fn get(&self, plural: &str) -> Option<&Arc<Broadcaster>> {
         self.broadcasters.get(plural)
     }
 }
@@ -147,7 +147,7 @@ pub struct WatchStream {
     pub def: ResourceDef,
     pub group_version: String,
     /// The resource's broadcaster, for the resourceVersion of bookmarks.
-    pub resource_version: Arc<dyn Fn() -> String + Send + Sync>,
+    pub broadcaster: Arc<Broadcaster>,
     pub timing: WatchTiming,
 }
 
@@ -227,7 +227,7 @@ impl Running {
     }
 
     fn bookmark(&self) -> Bytes {
-        let resource_version = (self.watch.resource_version)();
+        let resource_version = self.watch.broadcaster.resource_version();
         let object = match self.watch.format {
             EventObjectFormat::Object => json!({
                 "apiVersion": self.watch.group_version,
