@@ -1,5 +1,7 @@
 //! The in-process harness: a registry of test resources over [`MemoryStorage`], a header-driven authenticator, an
 //! authorizer that denies one user and fails for another, and helpers to send requests through the router.
+// Each test binary uses a part of the harness.
+#![allow(dead_code)]
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -346,7 +348,7 @@ fn build(
     builder.body(body).expect("a valid request")
 }
 
-async fn collect(response: Response) -> Collected {
+pub async fn collect(response: Response) -> Collected {
     let (parts, body) = response.into_parts();
     let body = axum::body::to_bytes(body, usize::MAX)
         .await
