@@ -119,6 +119,9 @@ pub fn parse_go_duration(input: &str) -> Option<Duration> {
     if input == "0" {
         return Some(Duration::ZERO);
     }
+    if input.is_empty() {
+        return None;
+    }
     let mut rest = input;
     let mut total = 0f64;
     while !rest.is_empty() {
