@@ -682,3 +682,46 @@ async fn watch_options_are_checked_before_streaming() {
             .is_some_and(|m| m.contains("no watch cache"))
     );
 }
+
+#[tokio::test]
+async fn watch_events_reach_a_socket_client_while_the_watch_runs() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let h = Harness::new();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let router = h.router();
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    let mut socket = tokio::net::TcpStream::connect(address).await.unwrap();
+    let request = format!(
+        "GET {THINGS}?watch=true&resourceVersion=1&timeoutSeconds=60 HTTP/1.1\r\nHost: test\r\nx-test-user: alice\r\n\r\n"
+    );
+    socket.write_all(request.as_bytes()).await.unwrap();
+    let mut received = Vec::new();
+    let mut buffer = [0u8; 4096];
+    let head = async {
+        while !String::from_utf8_lossy(&received).contains("\r\n\r\n") {
+            let n = socket.read(&mut buffer).await.unwrap();
+            assert!(n > 0, "the connection closed before the response head");
+            received.extend_from_slice(&buffer[..n]);
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(5), head)
+        .await
+        .expect("the response head arrives at once");
+    assert!(
+        String::from_utf8_lossy(&received).starts_with("HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&received)
+    );
+    h.create(THINGS, "a").await;
+    let event = async {
+        while !String::from_utf8_lossy(&received).contains(r#""type":"ADDED""#) {
+            let n = socket.read(&mut buffer).await.unwrap();
+            assert!(n > 0, "the connection closed before the event");
+            received.extend_from_slice(&buffer[..n]);
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(5), event)
+        .await
+        .expect("the event is flushed long before the 60 s watch ends");
+}

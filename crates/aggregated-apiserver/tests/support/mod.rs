@@ -258,6 +258,11 @@ impl Harness {
         }
     }
 
+    /// The router, for tests that serve it on a socket.
+    pub fn router(&self) -> Router {
+        self.router.clone()
+    }
+
     pub fn set_ready(&self, ready: bool) {
         self.ready.store(ready, Ordering::Relaxed);
     }
