@@ -251,6 +251,13 @@ mod tests {
 
     #[test]
     fn bodies_must_be_objects() {
+        let json_as_apply =
+            br#"{"apiVersion":"g/v1","metadata":{"name":"a","labels":{"x":"y"}},"spec":{"n":[1,2]}}"#;
+        assert_eq!(
+            decode(BodyType::ApplyPatch, json_as_apply),
+            Ok(serde_json::from_slice::<Value>(json_as_apply).unwrap_or_default()),
+            "kubectl sends apply patches as JSON"
+        );
         assert!(decode(BodyType::Json, br#"{"a":1}"#).is_ok());
         assert_eq!(
             decode(BodyType::Yaml, b"a: 1\n").map(|v| v["a"].clone()),
