@@ -3,7 +3,7 @@
 //! RBAC, the open health paths, namespace deletion and the trust kube-apiserver places in the serving CA. The
 //! resources are served from in-memory storages; the Coder-backed storages have tests of their own.
 
-mod support;
+mod cluster;
 
 use std::time::Duration;
 
@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams, WatchParams};
 use kube::core::{ApiResource, GroupVersionKind, WatchEvent};
 use serde_json::{Value, json};
-use support::{Served, assert_success, kubectl, kubectl_json, stdout, wait_until};
+use cluster::{Served, assert_success, kubectl, kubectl_json, stdout, wait_until};
 
 fn workspaces(client: kube::Client, namespace: &str) -> Api<DynamicObject> {
     let gvk = GroupVersionKind::gvk("aggregation.coder.com", "v1alpha1", "CoderWorkspace");
@@ -152,13 +152,13 @@ async fn rbac_decides_through_kube_apiserver_and_direct_requests_need_a_credenti
         }
         other => panic!("expected 403, got {other:?}"),
     }
-    support::grant(served.cp, &ns, "bob", &["list"]).await;
+    cluster::grant(served.cp, &ns, "bob", &["list"]).await;
     wait_until("bob may list after the grant", Duration::from_secs(30), || async {
         bob.list(&ListParams::default()).await.is_ok()
     })
     .await;
 
-    let direct = support::direct_client(served);
+    let direct = cluster::direct_client(served);
     for path in ["/healthz", "/livez", "/readyz"] {
         let response = direct.get(format!("{}{path}", served.url)).send().await.expect("request");
         assert_eq!(response.status(), 200, "{path} is open");

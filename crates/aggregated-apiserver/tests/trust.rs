@@ -2,14 +2,14 @@
 //! APIService, repairs it after another writer, respects the opt-out annotation, and a wrong caBundle reproduces
 //! the x509 symptom the troubleshooting guide describes. One test, because every step changes the one APIService.
 
-mod support;
+mod cluster;
 
 use std::time::Duration;
 
 use base64::Engine as _;
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
-use support::{APISERVICE, Served, apiservices, kubectl, wait_until};
+use cluster::{APISERVICE, Served, apiservices, kubectl, wait_until};
 
 const MANAGER: &str = "coder-k8s-apiservice-cabundle";
 

@@ -8,7 +8,9 @@ use std::time::Duration;
 use axum::Router;
 
 use super::auth::{Authenticator, Authorizer};
+use super::handlers::{self, Shared};
 use super::registry::Registry;
+use super::watch::WatchHub;
 
 /// Timing settings; the defaults are kube-apiserver's where it has one.
 #[derive(Clone, Debug)]
@@ -50,7 +52,14 @@ impl ApiServer {
 
     /// The HTTP routes: open health paths, then authentication, authorization and dispatch to discovery,
     /// OpenAPI and the resource handlers.
+    ///
+    /// Each router owns the watch broadcasters of the registry's resources: writes through one router are seen by
+    /// watches through the same router, so build one router per server.
     pub fn router(&self) -> Router {
-        Router::new()
+        let shared = Arc::new(Shared {
+            server: self.clone(),
+            hub: WatchHub::new(&self.registry),
+        });
+        Router::new().fallback(handlers::handle).with_state(shared)
     }
 }

@@ -1,318 +1,388 @@
-//! Test support: a real control plane with the aggregated API server of this crate registered behind it (served
-//! from in-memory storages on a runtime of its own, reached through an ExternalName Service), and kubectl helpers.
+//! The in-process harness: a registry of test resources over [`MemoryStorage`], a header-driven authenticator, an
+//! authorizer that denies one user and fails for another, and helpers to send requests through the router.
+// Each test binary uses a part of the harness.
 #![allow(dead_code)]
 
-use std::net::SocketAddr;
-use std::process::{Command, Output, Stdio};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use async_trait::async_trait;
+use axum::Router;
+use axum::body::Body;
+use axum::http::{HeaderMap, Method, Request, StatusCode};
+use axum::response::{IntoResponse, Response};
 use coder_k8s_aggregated_apiserver::generic::memory::MemoryStorage;
 use coder_k8s_aggregated_apiserver::generic::server::ServerSettings;
-use coder_k8s_aggregated_apiserver::generic::{Column, Registry, ResourceDef, Verb};
-use coder_k8s_aggregated_apiserver::run::{Options, prepare};
-use coder_k8s_aggregated_apiserver::serving::ServingSettings;
-use coder_k8s_testenv::ControlPlane;
-use k8s_openapi::api::core::v1::Service;
-use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
-use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
-use kube::core::{ApiResource, GroupVersionKind};
+use coder_k8s_aggregated_apiserver::generic::{
+    ApiError, ApiServer, Attributes, Authenticator, Authorizer, Decision, Deleted, EventType,
+    PeerCertificates, Registry, RequestContext, ResourceDef, Storage, SubresourceDef, SubresourceHandler,
+    SubresourceRequest, UserInfo, Verb, Written,
+};
+use futures::StreamExt;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::DeleteOptions;
 use serde_json::{Value, json};
-use tokio::sync::OnceCell;
+use tower::ServiceExt;
 
-/// The namespace the server runs in (its Service and serving-CA Secret live there).
-pub const SERVER_NAMESPACE: &str = "coder-system";
-pub const APISERVICE: &str = "v1alpha1.aggregation.coder.com";
+pub const GROUP: &str = "test.example.com";
+const USER_HEADER: &str = "x-test-user";
+const ALL_VERBS: &[Verb] = &[
+    Verb::Get,
+    Verb::List,
+    Verb::Watch,
+    Verb::Create,
+    Verb::Update,
+    Verb::Patch,
+    Verb::Delete,
+];
 
-/// A control plane with the server registered and available.
-pub struct Served {
-    pub cp: &'static ControlPlane,
-    /// `https://coder-k8s-apiserver.coder-system.svc:<port>`: the server itself, for direct requests with
-    /// [`direct_client`] (which resolves that name to the local listener, so the serving certificate verifies).
-    pub url: String,
-    pub addr: SocketAddr,
-    /// The serving CA the server started with.
-    pub ca_pem: Vec<u8>,
-    pub workspaces: Arc<MemoryStorage>,
+/// A user from the `x-test-user` header; `authn-broken` makes authentication fail (503).
+struct HeaderAuthenticator;
+
+#[async_trait]
+impl Authenticator for HeaderAuthenticator {
+    async fn authenticate(
+        &self,
+        _peer: Option<&PeerCertificates>,
+        headers: &HeaderMap,
+    ) -> Result<Option<UserInfo>, ApiError> {
+        match headers.get(USER_HEADER).and_then(|v| v.to_str().ok()) {
+            None => Ok(None),
+            Some("authn-broken") => Err(ApiError::service_unavailable("token review is unreachable")),
+            Some(name) => Ok(Some(UserInfo {
+                name: name.to_owned(),
+                ..Default::default()
+            })),
+        }
+    }
 }
 
-impl Served {
-    /// One per test process: a control plane with kube-controller-manager (for namespace deletion) and the server.
-    pub async fn shared() -> &'static Served {
-        static SERVED: OnceCell<Served> = OnceCell::const_new();
-        SERVED.get_or_init(|| async { Served::start().await }).await
+/// Allows everyone except `mallory` (denied with a reason) and `authz-broken` (an error); records every call.
+#[derive(Default)]
+struct RecordingAuthorizer {
+    log: Mutex<Vec<Attributes>>,
+}
+
+#[async_trait]
+impl Authorizer for RecordingAuthorizer {
+    async fn authorize(&self, attributes: &Attributes) -> Result<Decision, ApiError> {
+        if let Ok(mut log) = self.log.lock() {
+            log.push(attributes.clone());
+        }
+        match attributes.user.name.as_str() {
+            "mallory" => Ok(Decision::Deny("no RBAC rule allows it".into())),
+            "authz-broken" => Err(ApiError::internal("subject access review failed")),
+            _ => Ok(Decision::Allow),
+        }
+    }
+}
+
+/// Answers 201 with what it was given, so tests can see the name and dry-run flag a subresource receives.
+struct EchoPoke;
+
+#[async_trait]
+impl SubresourceHandler for EchoPoke {
+    async fn handle(&self, request: SubresourceRequest) -> Result<Response, ApiError> {
+        let body = json!({"name": request.name, "dryRun": request.ctx.dry_run});
+        Ok((StatusCode::CREATED, axum::Json(body)).into_response())
+    }
+}
+
+/// A storage whose reads take longer than any test waits.
+struct SlowStorage;
+
+#[async_trait]
+impl Storage for SlowStorage {
+    async fn get(&self, _ctx: &RequestContext, _name: &str) -> Result<Value, ApiError> {
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        Ok(json!({}))
     }
 
-    async fn start() -> Served {
-        let cp: &'static ControlPlane = Box::leak(Box::new(
-            ControlPlane::builder()
-                .controller_manager(true)
-                .start()
-                .await
-                .expect("start a control plane with kube-controller-manager"),
-        ));
-        let client = cp.client().expect("client");
-        create_namespace(&client, SERVER_NAMESPACE).await;
-        let workspaces = Arc::new(MemoryStorage::default());
-        let (addr, ca_pem) = spawn_server(cp, test_registry(workspaces.clone()));
-        register(&client, addr.port()).await;
-        let served = Served { cp, url: format!("https://coder-k8s-apiserver.{SERVER_NAMESPACE}.svc:{}", addr.port()), addr, ca_pem, workspaces };
-        wait_until("the aggregated API answers through kube-apiserver", Duration::from_secs(60), || async {
-            kubectl(cp, &["get", "--raw", "/apis/aggregation.coder.com/v1alpha1"], None).status.success()
+    async fn list(&self, _ctx: &RequestContext) -> Result<Vec<Value>, ApiError> {
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        Ok(Vec::new())
+    }
+}
+
+/// Memory storage whose deletes are only accepted (a Success Status and a MODIFIED event), as a backend that
+/// deletes asynchronously answers.
+struct AcceptingDeletes(MemoryStorage);
+
+#[async_trait]
+impl Storage for AcceptingDeletes {
+    async fn get(&self, ctx: &RequestContext, name: &str) -> Result<Value, ApiError> {
+        self.0.get(ctx, name).await
+    }
+
+    async fn list(&self, ctx: &RequestContext) -> Result<Vec<Value>, ApiError> {
+        self.0.list(ctx).await
+    }
+
+    async fn create(&self, ctx: &RequestContext, object: Value) -> Result<Written, ApiError> {
+        self.0.create(ctx, object).await
+    }
+
+    async fn delete(
+        &self,
+        ctx: &RequestContext,
+        name: &str,
+        _options: &DeleteOptions,
+    ) -> Result<Deleted, ApiError> {
+        let object = self.0.get(ctx, name).await?;
+        Ok(Deleted::Success {
+            object: Some(object),
+            event: Some(EventType::Modified),
         })
-        .await;
-        served
-    }
-
-    /// Whether the in-memory workspace storage holds nothing in `namespace`.
-    pub fn storage_is_empty(&self, namespace: &str) -> bool {
-        self.workspaces.count_in(namespace) == 0
     }
 }
 
-/// Starts the server on a thread and runtime of its own (each test has its own runtime; the server outlives them).
-pub fn spawn_server(cp: &'static ControlPlane, registry: Registry) -> (SocketAddr, Vec<u8>) {
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .expect("runtime");
-        runtime.block_on(async move {
-            let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await.expect("bind");
-            let options = Options {
-                serving: Some(ServingSettings::new(SERVER_NAMESPACE)),
-                server: ServerSettings { bookmark_interval: Duration::from_secs(1), ..ServerSettings::default() },
-            };
-            let prepared = prepare(cp.client().expect("client"), registry, listener, options).await.expect("start-up checks");
-            tx.send((prepared.local_addr().expect("bound"), prepared.ca_pem().to_vec())).expect("send");
-            prepared.run(std::future::pending()).await.expect("serve");
-        });
-    });
-    rx.recv_timeout(Duration::from_secs(60)).expect("the server started")
-}
-
-/// The ExternalName Service (kube-apiserver resolves it to localhost without kube-proxy) and the APIService with no
-/// caBundle: the server's caBundle controller fills it.
-pub async fn register(client: &kube::Client, port: u16) {
-    let service: Service = serde_json::from_value(json!({
-        "metadata": {"name": "coder-k8s-apiserver", "namespace": SERVER_NAMESPACE},
-        "spec": {"type": "ExternalName", "externalName": "localhost"},
-    }))
-    .expect("service");
-    Api::<Service>::namespaced(client.clone(), SERVER_NAMESPACE)
-        .patch("coder-k8s-apiserver", &PatchParams::apply("tests").force(), &Patch::Apply(&service))
-        .await
-        .expect("apply the Service");
-    let apiservice = json!({
-        "apiVersion": "apiregistration.k8s.io/v1",
-        "kind": "APIService",
-        "metadata": {"name": APISERVICE},
-        "spec": {
-            "group": "aggregation.coder.com",
-            "version": "v1alpha1",
-            "groupPriorityMinimum": 1000,
-            "versionPriority": 100,
-            "service": {"name": "coder-k8s-apiserver", "namespace": SERVER_NAMESPACE, "port": port},
-        },
-    });
-    apiservices(client)
-        .patch(APISERVICE, &PatchParams::apply("tests").force(), &Patch::Apply(&apiservice))
-        .await
-        .expect("apply the APIService");
-}
-
-pub fn apiservices(client: &kube::Client) -> Api<DynamicObject> {
-    let gvk = GroupVersionKind::gvk("apiregistration.k8s.io", "v1", "APIService");
-    Api::all_with(client.clone(), &ApiResource::from_gvk_with_plural(&gvk, "apiservices"))
-}
-
-async fn create_namespace(client: &kube::Client, name: &str) {
-    let namespace = serde_json::from_value(json!({"metadata": {"name": name}})).expect("namespace");
-    let api = Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone());
-    match api.create(&PostParams::default(), &namespace).await {
-        Ok(_) => {}
-        Err(kube::Error::Api(status)) if status.code == 409 => {}
-        Err(error) => panic!("create namespace {name}: {error}"),
+fn resource(
+    plural: &'static str,
+    kind: &'static str,
+    list_kind: &'static str,
+    verbs: &'static [Verb],
+    storage: Arc<dyn Storage>,
+) -> ResourceDef {
+    ResourceDef {
+        plural,
+        singular: kind,
+        kind,
+        list_kind,
+        short_names: &[],
+        categories: &[],
+        namespaced: true,
+        verbs,
+        schema: json!({"type": "object"}),
+        columns: Vec::new(),
+        subresources: Vec::new(),
+        storage,
     }
 }
 
-/// `coderworkspaces` and `codertemplates` on in-memory storages, with a schema and columns like the real ones.
-pub fn test_registry(workspaces: Arc<MemoryStorage>) -> Registry {
-    let schema = |spec: Value| {
-        json!({
-            "type": "object",
-            "description": "A test object.",
-            "properties": {
-                "apiVersion": {"type": "string"},
-                "kind": {"type": "string"},
-                "metadata": {"type": "object"},
-                "spec": spec,
-                "status": {"type": "object"},
-            },
-        })
-    };
-    let workspace_spec = json!({
-        "type": "object",
-        "description": "What the workspace should be.",
-        "required": ["running"],
-        "properties": {
-            "organization": {"type": "string", "description": "The Coder organization."},
-            "templateName": {"type": "string", "description": "The template the workspace is built from."},
-            "running": {"type": "boolean", "description": "Whether the workspace should run."},
-        },
+fn registry() -> Registry {
+    let mut things = resource(
+        "things",
+        "Thing",
+        "ThingList",
+        ALL_VERBS,
+        Arc::new(MemoryStorage::new(GROUP, "things")),
+    );
+    things.singular = "thing";
+    things.subresources.push(SubresourceDef {
+        name: "poke",
+        kind: "Poke",
+        verbs: &[Verb::Create],
+        handler: Arc::new(EchoPoke),
     });
-    let template_spec = json!({"type": "object", "properties": {"organization": {"type": "string"}}});
-    let verbs: &'static [Verb] = &[
-        Verb::Get,
-        Verb::List,
-        Verb::Watch,
-        Verb::Create,
-        Verb::Update,
-        Verb::Patch,
-        Verb::Delete,
-    ];
     Registry {
-        group: "aggregation.coder.com",
-        version: "v1alpha1",
+        group: GROUP,
+        version: "v1",
         resources: vec![
-            ResourceDef {
-                plural: "coderworkspaces",
-                singular: "coderworkspace",
-                kind: "CoderWorkspace",
-                list_kind: "CoderWorkspaceList",
-                short_names: &[],
-                categories: &[],
-                namespaced: true,
-                verbs,
-                schema: schema(workspace_spec),
-                columns: vec![
-                    Column {
-                        name: "Running",
-                        type_: "boolean",
-                        format: "",
-                        description: "Whether the workspace should run.",
-                        priority: 0,
-                        cell: |o| o["spec"]["running"].clone(),
-                    },
-                    Column {
-                        name: "Template",
-                        type_: "string",
-                        format: "",
-                        description: "The template.",
-                        priority: 1,
-                        cell: |o| o["spec"]["templateName"].clone(),
-                    },
-                ],
-                subresources: vec![],
-                storage: workspaces,
-            },
-            ResourceDef {
-                plural: "codertemplates",
-                singular: "codertemplate",
-                kind: "CoderTemplate",
-                list_kind: "CoderTemplateList",
-                short_names: &[],
-                categories: &[],
-                namespaced: true,
-                verbs,
-                schema: schema(template_spec),
-                columns: vec![],
-                subresources: vec![],
-                storage: Arc::new(MemoryStorage::default()),
-            },
+            things,
+            resource(
+                "readonlythings",
+                "ReadOnlyThing",
+                "ReadOnlyThingList",
+                &[Verb::Get, Verb::List],
+                Arc::new(MemoryStorage::new(GROUP, "readonlythings")),
+            ),
+            resource(
+                "slowthings",
+                "SlowThing",
+                "SlowThingList",
+                ALL_VERBS,
+                Arc::new(SlowStorage),
+            ),
+            resource(
+                "lazythings",
+                "LazyThing",
+                "LazyThingList",
+                ALL_VERBS,
+                Arc::new(AcceptingDeletes(MemoryStorage::new(GROUP, "lazythings"))),
+            ),
         ],
     }
 }
 
-/// Gives `user` the `verbs` on coderworkspaces in `namespace`.
-pub async fn grant(cp: &ControlPlane, namespace: &str, user: &str, verbs: &[&str]) {
-    let client = cp.client().expect("client");
-    let role: Role = serde_json::from_value(json!({
-        "metadata": {"name": format!("{user}-workspaces"), "namespace": namespace},
-        "rules": [{"apiGroups": ["aggregation.coder.com"], "resources": ["coderworkspaces"], "verbs": verbs}],
-    }))
-    .expect("role");
-    let binding: RoleBinding = serde_json::from_value(json!({
-        "metadata": {"name": format!("{user}-workspaces"), "namespace": namespace},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": format!("{user}-workspaces")},
-        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
-    }))
-    .expect("binding");
-    Api::<Role>::namespaced(client.clone(), namespace).create(&PostParams::default(), &role).await.expect("role");
-    Api::<RoleBinding>::namespaced(client, namespace)
-        .create(&PostParams::default(), &binding)
-        .await
-        .expect("binding");
+pub fn thing(name: &str, labels: Value) -> Value {
+    json!({
+        "apiVersion": "test.example.com/v1",
+        "kind": "Thing",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"n": 1},
+    })
 }
 
-/// An HTTPS client for direct requests to the server, trusting its serving CA and sending no credential.
-pub fn direct_client(served: &Served) -> reqwest::Client {
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in rustls_pki_types::CertificateDer::pem_slice_iter(&served.ca_pem) {
-        roots.add(cert.expect("CA PEM")).expect("CA");
+/// A collected response.
+pub struct Collected {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: Vec<u8>,
+}
+
+impl Collected {
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
     }
-    let config = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()
-        .expect("protocols")
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    reqwest::Client::builder()
-        .use_preconfigured_tls(config)
-        .resolve(&format!("coder-k8s-apiserver.{SERVER_NAMESPACE}.svc"), served.addr)
-        .build()
-        .expect("client")
-}
 
-pub fn kubectl(cp: &ControlPlane, args: &[&str], stdin: Option<&str>) -> Output {
-    let mut command = cp.kubectl();
-    command.args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
-    run(command, stdin)
-}
-
-fn run(mut command: Command, stdin: Option<&str>) -> Output {
-    use std::io::Write;
-    command.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() });
-    let mut child = command.spawn().expect("run kubectl");
-    if let Some(input) = stdin {
-        child.stdin.take().expect("stdin").write_all(input.as_bytes()).expect("write stdin");
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.text()))
     }
-    child.wait_with_output().expect("kubectl output")
 }
 
-pub fn kubectl_json(cp: &ControlPlane, args: &[&str]) -> Value {
-    let out = kubectl(cp, args, None);
-    assert_success(&out, &args.join(" "));
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{}: not JSON: {e}\n{}", args.join(" "), stdout(&out)))
+pub struct Harness {
+    router: Router,
+    ready: Arc<AtomicBool>,
+    authorizer: Arc<RecordingAuthorizer>,
 }
 
-pub fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-pub fn assert_success(out: &Output, what: &str) {
-    assert!(
-        out.status.success(),
-        "{what} failed ({}):\nstdout: {}\nstderr: {}",
-        out.status,
-        stdout(out),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// Polls `check` every 250 ms until it holds or `timeout` passes (then panics naming `what`).
-pub async fn wait_until<F, Fut>(what: &str, timeout: Duration, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let deadline = tokio::time::Instant::now() + timeout;
-    while tokio::time::Instant::now() < deadline {
-        if check().await {
-            return;
+impl Harness {
+    pub fn new() -> Self {
+        let ready = Arc::new(AtomicBool::new(false));
+        let authorizer = Arc::new(RecordingAuthorizer::default());
+        let server = ApiServer {
+            registry: Arc::new(registry()),
+            authenticator: Arc::new(HeaderAuthenticator),
+            authorizer: authorizer.clone(),
+            ready: ready.clone(),
+            settings: ServerSettings {
+                request_timeout: Duration::from_secs(2),
+                bookmark_interval: Duration::from_millis(200),
+                min_watch_timeout: Duration::from_secs(2),
+            },
+        };
+        Self {
+            router: server.router(),
+            ready,
+            authorizer,
         }
-        tokio::time::sleep(Duration::from_millis(250)).await;
     }
-    panic!("timed out after {timeout:?} waiting until {what}");
+
+    /// The router, for tests that serve it on a socket.
+    pub fn router(&self) -> Router {
+        self.router.clone()
+    }
+
+    pub fn set_ready(&self, ready: bool) {
+        self.ready.store(ready, Ordering::Relaxed);
+    }
+
+    pub fn authorizer_log(&self) -> Vec<Attributes> {
+        self.authorizer.log.lock().map(|l| l.clone()).unwrap_or_default()
+    }
+
+    /// Sends a request and returns the response head with the body unread (for watches).
+    pub async fn request(&self, request: Request<Body>) -> Response {
+        match self.router.clone().oneshot(request).await {
+            Ok(response) => response,
+            Err(never) => match never {},
+        }
+    }
+
+    pub async fn open(&self, method: Method, path: &str, user: Option<&str>) -> Response {
+        self.request(build(method, path, user, &[], Body::empty())).await
+    }
+
+    pub async fn send(&self, method: Method, path: &str, user: Option<&str>) -> Collected {
+        collect(self.open(method, path, user).await).await
+    }
+
+    pub async fn send_with(&self, method: Method, path: &str, headers: &[(&str, &str)]) -> Collected {
+        collect(
+            self.request(build(method, path, None, headers, Body::empty()))
+                .await,
+        )
+        .await
+    }
+
+    pub async fn send_json(&self, method: Method, path: &str, user: Option<&str>, body: &Value) -> Collected {
+        let request = build(
+            method,
+            path,
+            user,
+            &[("content-type", "application/json")],
+            Body::from(body.to_string()),
+        );
+        collect(self.request(request).await).await
+    }
+
+    /// As alice, with a raw body of `content_type`.
+    pub async fn send_raw(&self, method: Method, path: &str, content_type: &str, body: Vec<u8>) -> Collected {
+        let request = build(
+            method,
+            path,
+            Some("alice"),
+            &[("content-type", content_type)],
+            Body::from(body),
+        );
+        collect(self.request(request).await).await
+    }
+
+    /// Creates `name` under the collection `path` as alice and returns the stored object.
+    pub async fn create(&self, path: &str, name: &str) -> Value {
+        let mut object = thing(name, json!({}));
+        // The server fills in the kind of the resource the path names.
+        if let Some(fields) = object.as_object_mut() {
+            fields.remove("kind");
+        }
+        let response = self.send_json(Method::POST, path, Some("alice"), &object).await;
+        assert_eq!(
+            response.status,
+            StatusCode::CREATED,
+            "create {name}: {}",
+            response.text()
+        );
+        response.json()
+    }
+}
+
+fn build(
+    method: Method,
+    path: &str,
+    user: Option<&str>,
+    headers: &[(&str, &str)],
+    body: Body,
+) -> Request<Body> {
+    let mut builder = Request::builder().method(method).uri(path);
+    if let Some(user) = user {
+        builder = builder.header(USER_HEADER, user);
+    }
+    for (name, value) in headers {
+        builder = builder.header(*name, *value);
+    }
+    builder.body(body).expect("a valid request")
+}
+
+pub async fn collect(response: Response) -> Collected {
+    let (parts, body) = response.into_parts();
+    let body = axum::body::to_bytes(body, usize::MAX)
+        .await
+        .expect("a readable body");
+    Collected {
+        status: parts.status,
+        headers: parts.headers,
+        body: body.to_vec(),
+    }
+}
+
+/// Every event of a watch until its stream ends; `None` when it has not ended within `limit`.
+pub async fn read_watch(response: Response, limit: Duration) -> Option<Vec<Value>> {
+    let mut stream = response.into_body().into_data_stream();
+    let mut buffer = Vec::new();
+    let read_all = async {
+        while let Some(chunk) = stream.next().await {
+            buffer.extend_from_slice(&chunk.expect("a readable chunk"));
+        }
+    };
+    tokio::time::timeout(limit, read_all).await.ok()?;
+    let text = String::from_utf8(buffer).expect("UTF-8");
+    assert!(
+        text.is_empty() || text.ends_with('\n'),
+        "events are newline-terminated: {text:?}"
+    );
+    Some(
+        text.lines()
+            .map(|line| serde_json::from_str(line).expect("one JSON event per line"))
+            .collect(),
+    )
 }

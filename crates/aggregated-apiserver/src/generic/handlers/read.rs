@@ -1,0 +1,195 @@
+//! The read verbs: get, list and watch.
+
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::StatusCode;
+use axum::response::Response;
+use serde_json::{Value, json};
+
+use super::params::Query;
+use super::{Call, respond, streaming};
+use crate::generic::negotiate::{Answering, ResponseFormat};
+use crate::generic::request_info;
+use crate::generic::selectors::{FieldSelector, LabelSelector};
+use crate::generic::status::ApiError;
+use crate::generic::watch::{EventObjectFormat, WatchFilter, WatchStream, WatchTiming};
+
+pub async fn get(call: Call<'_>) -> Result<Response, ApiError> {
+    let format = call.format(Answering::Object)?;
+    let name = call.name()?;
+    let object = call.within(call.def.storage.get(&call.ctx, name)).await?;
+    Ok(respond::object(call.def, &format, StatusCode::OK, &object))
+}
+
+/// `labelSelector` and `fieldSelector` of a list or watch.
+struct Selectors {
+    labels: LabelSelector,
+    fields: FieldSelector,
+}
+
+impl Selectors {
+    fn from_query(query: &Query) -> Result<Self, ApiError> {
+        Ok(Self {
+            labels: LabelSelector::parse(query.get("labelSelector").unwrap_or_default())?,
+            fields: FieldSelector::parse(query.get("fieldSelector").unwrap_or_default())?,
+        })
+    }
+
+    fn matches(&self, object: &Value) -> bool {
+        self.labels.matches(object) && self.fields.matches(object)
+    }
+}
+
+/// Every object in scope that the selectors select. The list's resourceVersion is the resource's watch counter,
+/// read before the storage call so that a watch from it misses nothing written after the list began.
+pub async fn list(call: Call<'_>) -> Result<Response, ApiError> {
+    if call.query.get("sendInitialEvents").is_some() {
+        return Err(list_options_invalid(
+            "sendInitialEvents: Forbidden: sendInitialEvents is forbidden for list",
+        ));
+    }
+    let selectors = Selectors::from_query(call.query)?;
+    let format = call.format(Answering::List)?;
+    let resource_version = call
+        .broadcaster()
+        .map(|b| b.resource_version())
+        .unwrap_or_default();
+    let items = call.within(call.def.storage.list(&call.ctx)).await?;
+    let items = items.into_iter().filter(|o| selectors.matches(o)).collect();
+    let list_meta = json!({"resourceVersion": resource_version});
+    Ok(respond::list(
+        call.def,
+        &call.group_version(),
+        &format,
+        items,
+        list_meta,
+    ))
+}
+
+/// A stream of the writes made through this server from now on, for `timeoutSeconds` (or a randomised default).
+pub fn watch(call: Call<'_>) -> Result<Response, ApiError> {
+    check_watch_options(call.query)?;
+    let selectors = Selectors::from_query(call.query)?;
+    let format = call.format(Answering::Watch)?;
+    let broadcaster = call.broadcaster().ok_or_else(request_info::not_found)?.clone();
+    let (event_format, content_type) = event_format(&format);
+    let stream = WatchStream {
+        receiver: broadcaster.subscribe(),
+        filter: WatchFilter {
+            namespace: call.info.namespace.clone(),
+            name: call.info.name.clone(),
+            fields: selectors.fields,
+            labels: selectors.labels,
+        },
+        format: event_format,
+        def: call.def.clone(),
+        group_version: call.group_version(),
+        broadcaster,
+        timing: watch_timing(&call)?,
+    };
+    Ok(streaming(content_type, Body::from_stream(stream.into_lines())))
+}
+
+fn event_format(format: &ResponseFormat) -> (EventObjectFormat, &'static str) {
+    match format {
+        ResponseFormat::Json | ResponseFormat::Yaml => {
+            (EventObjectFormat::Object, "application/json;stream=watch")
+        }
+        ResponseFormat::Table { include_object } => (
+            EventObjectFormat::Table(*include_object),
+            "application/json;as=Table;v=v1;g=meta.k8s.io;stream=watch",
+        ),
+        ResponseFormat::PartialObjectMetadata | ResponseFormat::PartialObjectMetadataList => (
+            EventObjectFormat::PartialObjectMetadata,
+            "application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io;stream=watch",
+        ),
+    }
+}
+
+/// kube-apiserver's validation of watch options, then this server's limits: no initial events, and a watch must
+/// start from a list's resourceVersion.
+fn check_watch_options(query: &Query) -> Result<(), ApiError> {
+    let send_initial_events = query.get("sendInitialEvents").is_some();
+    let version_match = query.get("resourceVersionMatch").filter(|m| !m.is_empty());
+    if send_initial_events && version_match != Some("NotOlderThan") {
+        return Err(list_options_invalid(
+            "resourceVersionMatch: Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+        ));
+    }
+    if version_match.is_some() && !send_initial_events {
+        return Err(list_options_invalid(
+            "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
+        ));
+    }
+    if version_match.is_some() {
+        return Err(ApiError::bad_request(
+            "sendInitialEvents and resourceVersionMatch are not supported: this server has no watch cache and only streams changes made through it; list, then watch from the list's resourceVersion",
+        ));
+    }
+    if matches!(query.get("resourceVersion"), None | Some("" | "0")) {
+        return Err(ApiError::bad_request(
+            "watch needs the resourceVersion of a list: this server has no watch cache and only streams changes made through it after the watch starts, so a watch with resourceVersion omitted or \"0\" cannot be served; list first and pass the list's resourceVersion",
+        ));
+    }
+    Ok(())
+}
+
+/// 422 as kube-apiserver words invalid list options.
+fn list_options_invalid(detail: &str) -> ApiError {
+    ApiError::invalid(format!("ListOptions.meta.k8s.io \"\" is invalid: {detail}"))
+}
+
+fn watch_timing(call: &Call<'_>) -> Result<WatchTiming, ApiError> {
+    let settings = &call.shared.server.settings;
+    let duration = match call.query.get("timeoutSeconds").filter(|t| !t.is_empty()) {
+        Some(raw) => Duration::from_secs(raw.parse::<u64>().map_err(|_| {
+            ApiError::bad_request(format!(
+                "invalid timeoutSeconds {raw:?}: expected a whole number of seconds"
+            ))
+        })?),
+        None => randomised(settings.min_watch_timeout),
+    };
+    let bookmarks = call
+        .query
+        .flag("allowWatchBookmarks")?
+        .then_some(settings.bookmark_interval);
+    Ok(WatchTiming { duration, bookmarks })
+}
+
+/// Between `min` and twice `min`, so that watches started together do not all end together (as kube-apiserver).
+fn randomised(min: Duration) -> Duration {
+    let fraction = f64::from(uuid::Uuid::new_v4().as_u128() as u16) / f64::from(u16::MAX);
+    min + min.mul_f64(fraction)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn randomised_watch_timeouts_stay_within_twice_the_minimum() {
+        let min = Duration::from_secs(1800);
+        for _ in 0..100 {
+            let d = randomised(min);
+            assert!(d >= min && d <= min * 2, "{d:?}");
+        }
+    }
+
+    #[test]
+    fn watch_options_follow_the_contract() {
+        let check = |q: &str| check_watch_options(&Query::parse(Some(q))).map_err(|e| e.code);
+        assert_eq!(check("resourceVersion=17"), Ok(()));
+        assert_eq!(check(""), Err(400));
+        assert_eq!(check("resourceVersion=0"), Err(400));
+        assert_eq!(check("resourceVersion=17&sendInitialEvents=true"), Err(422));
+        assert_eq!(
+            check("resourceVersion=17&resourceVersionMatch=NotOlderThan"),
+            Err(422)
+        );
+        assert_eq!(
+            check("resourceVersion=17&resourceVersionMatch=NotOlderThan&sendInitialEvents=true"),
+            Err(400)
+        );
+    }
+}

@@ -1,0 +1,94 @@
+//! Encodes answers in the negotiated representation: JSON, YAML, Table or PartialObjectMetadata(List).
+
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+use crate::generic::negotiate::ResponseFormat;
+use crate::generic::registry::ResourceDef;
+use crate::generic::status::ApiError;
+use crate::generic::table;
+
+const JSON: &str = "application/json";
+const YAML: &str = "application/yaml";
+const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io";
+const PARTIAL: &str = "application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io";
+const PARTIAL_LIST: &str = "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io";
+
+/// One object (get, create, update, patch, delete).
+pub fn object(def: &ResourceDef, format: &ResponseFormat, code: StatusCode, object: &Value) -> Response {
+    match format {
+        ResponseFormat::Json => encoded(code, JSON, object),
+        ResponseFormat::Yaml => yaml(code, object),
+        ResponseFormat::Table { include_object } => {
+            let list_meta = json!({"resourceVersion": object["metadata"]["resourceVersion"]});
+            let table = table::table(def, std::slice::from_ref(object), list_meta, *include_object);
+            encoded(code, TABLE, &table)
+        }
+        ResponseFormat::PartialObjectMetadata | ResponseFormat::PartialObjectMetadataList => {
+            encoded(code, PARTIAL, &table::partial_object_metadata(object))
+        }
+    }
+}
+
+/// A list with `metadata` `list_meta`.
+pub fn list(
+    def: &ResourceDef,
+    group_version: &str,
+    format: &ResponseFormat,
+    items: Vec<Value>,
+    list_meta: Value,
+) -> Response {
+    match format {
+        ResponseFormat::Table { include_object } => encoded(
+            StatusCode::OK,
+            TABLE,
+            &table::table(def, &items, list_meta, *include_object),
+        ),
+        ResponseFormat::PartialObjectMetadata | ResponseFormat::PartialObjectMetadataList => encoded(
+            StatusCode::OK,
+            PARTIAL_LIST,
+            &table::partial_object_metadata_list(&items, list_meta),
+        ),
+        ResponseFormat::Json | ResponseFormat::Yaml => {
+            let list = json!({
+                "apiVersion": group_version,
+                "kind": def.list_kind,
+                "metadata": list_meta,
+                "items": items,
+            });
+            if *format == ResponseFormat::Yaml {
+                yaml(StatusCode::OK, &list)
+            } else {
+                encoded(StatusCode::OK, JSON, &list)
+            }
+        }
+    }
+}
+
+/// A `Status` with `status: Success` (a delete the storage answers without an object).
+pub fn success(format: &ResponseFormat, details: Value) -> Response {
+    let status = json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Success",
+        "details": details,
+    });
+    if *format == ResponseFormat::Yaml {
+        yaml(StatusCode::OK, &status)
+    } else {
+        encoded(StatusCode::OK, JSON, &status)
+    }
+}
+
+fn encoded(code: StatusCode, content_type: &'static str, value: &Value) -> Response {
+    (code, [(header::CONTENT_TYPE, content_type)], value.to_string()).into_response()
+}
+
+fn yaml(code: StatusCode, value: &Value) -> Response {
+    match serde_saphyr::to_string(value) {
+        Ok(text) => (code, [(header::CONTENT_TYPE, YAML)], text).into_response(),
+        Err(e) => ApiError::internal(format!("could not encode the answer as YAML: {e}")).into_response(),
+    }
+}

@@ -1,0 +1,318 @@
+//! Test support: a real control plane with the aggregated API server of this crate registered behind it (served
+//! from in-memory storages on a runtime of its own, reached through an ExternalName Service), and kubectl helpers.
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::process::{Command, Output, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use coder_k8s_aggregated_apiserver::generic::memory::MemoryStorage;
+use coder_k8s_aggregated_apiserver::generic::server::ServerSettings;
+use coder_k8s_aggregated_apiserver::generic::{Column, Registry, ResourceDef, Verb};
+use coder_k8s_aggregated_apiserver::run::{Options, prepare};
+use coder_k8s_aggregated_apiserver::serving::ServingSettings;
+use coder_k8s_testenv::ControlPlane;
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use serde_json::{Value, json};
+use tokio::sync::OnceCell;
+
+/// The namespace the server runs in (its Service and serving-CA Secret live there).
+pub const SERVER_NAMESPACE: &str = "coder-system";
+pub const APISERVICE: &str = "v1alpha1.aggregation.coder.com";
+
+/// A control plane with the server registered and available.
+pub struct Served {
+    pub cp: &'static ControlPlane,
+    /// `https://coder-k8s-apiserver.coder-system.svc:<port>`: the server itself, for direct requests with
+    /// [`direct_client`] (which resolves that name to the local listener, so the serving certificate verifies).
+    pub url: String,
+    pub addr: SocketAddr,
+    /// The serving CA the server started with.
+    pub ca_pem: Vec<u8>,
+    pub workspaces: Arc<MemoryStorage>,
+}
+
+impl Served {
+    /// One per test process: a control plane with kube-controller-manager (for namespace deletion) and the server.
+    pub async fn shared() -> &'static Served {
+        static SERVED: OnceCell<Served> = OnceCell::const_new();
+        SERVED.get_or_init(|| async { Served::start().await }).await
+    }
+
+    async fn start() -> Served {
+        let cp: &'static ControlPlane = Box::leak(Box::new(
+            ControlPlane::builder()
+                .controller_manager(true)
+                .start()
+                .await
+                .expect("start a control plane with kube-controller-manager"),
+        ));
+        let client = cp.client().expect("client");
+        create_namespace(&client, SERVER_NAMESPACE).await;
+        let workspaces = Arc::new(MemoryStorage::default());
+        let (addr, ca_pem) = spawn_server(cp, test_registry(workspaces.clone()));
+        register(&client, addr.port()).await;
+        let served = Served { cp, url: format!("https://coder-k8s-apiserver.{SERVER_NAMESPACE}.svc:{}", addr.port()), addr, ca_pem, workspaces };
+        wait_until("the aggregated API answers through kube-apiserver", Duration::from_secs(60), || async {
+            kubectl(cp, &["get", "--raw", "/apis/aggregation.coder.com/v1alpha1"], None).status.success()
+        })
+        .await;
+        served
+    }
+
+    /// Whether the in-memory workspace storage holds nothing in `namespace`.
+    pub fn storage_is_empty(&self, namespace: &str) -> bool {
+        self.workspaces.count_in(namespace) == 0
+    }
+}
+
+/// Starts the server on a thread and runtime of its own (each test has its own runtime; the server outlives them).
+pub fn spawn_server(cp: &'static ControlPlane, registry: Registry) -> (SocketAddr, Vec<u8>) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        runtime.block_on(async move {
+            let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await.expect("bind");
+            let options = Options {
+                serving: Some(ServingSettings::new(SERVER_NAMESPACE)),
+                server: ServerSettings { bookmark_interval: Duration::from_secs(1), ..ServerSettings::default() },
+            };
+            let prepared = prepare(cp.client().expect("client"), registry, listener, options).await.expect("start-up checks");
+            tx.send((prepared.local_addr().expect("bound"), prepared.ca_pem().to_vec())).expect("send");
+            prepared.run(std::future::pending()).await.expect("serve");
+        });
+    });
+    rx.recv_timeout(Duration::from_secs(60)).expect("the server started")
+}
+
+/// The ExternalName Service (kube-apiserver resolves it to localhost without kube-proxy) and the APIService with no
+/// caBundle: the server's caBundle controller fills it.
+pub async fn register(client: &kube::Client, port: u16) {
+    let service: Service = serde_json::from_value(json!({
+        "metadata": {"name": "coder-k8s-apiserver", "namespace": SERVER_NAMESPACE},
+        "spec": {"type": "ExternalName", "externalName": "localhost"},
+    }))
+    .expect("service");
+    Api::<Service>::namespaced(client.clone(), SERVER_NAMESPACE)
+        .patch("coder-k8s-apiserver", &PatchParams::apply("tests").force(), &Patch::Apply(&service))
+        .await
+        .expect("apply the Service");
+    let apiservice = json!({
+        "apiVersion": "apiregistration.k8s.io/v1",
+        "kind": "APIService",
+        "metadata": {"name": APISERVICE},
+        "spec": {
+            "group": "aggregation.coder.com",
+            "version": "v1alpha1",
+            "groupPriorityMinimum": 1000,
+            "versionPriority": 100,
+            "service": {"name": "coder-k8s-apiserver", "namespace": SERVER_NAMESPACE, "port": port},
+        },
+    });
+    apiservices(client)
+        .patch(APISERVICE, &PatchParams::apply("tests").force(), &Patch::Apply(&apiservice))
+        .await
+        .expect("apply the APIService");
+}
+
+pub fn apiservices(client: &kube::Client) -> Api<DynamicObject> {
+    let gvk = GroupVersionKind::gvk("apiregistration.k8s.io", "v1", "APIService");
+    Api::all_with(client.clone(), &ApiResource::from_gvk_with_plural(&gvk, "apiservices"))
+}
+
+async fn create_namespace(client: &kube::Client, name: &str) {
+    let namespace = serde_json::from_value(json!({"metadata": {"name": name}})).expect("namespace");
+    let api = Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone());
+    match api.create(&PostParams::default(), &namespace).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(status)) if status.code == 409 => {}
+        Err(error) => panic!("create namespace {name}: {error}"),
+    }
+}
+
+/// `coderworkspaces` and `codertemplates` on in-memory storages, with a schema and columns like the real ones.
+pub fn test_registry(workspaces: Arc<MemoryStorage>) -> Registry {
+    let schema = |spec: Value| {
+        json!({
+            "type": "object",
+            "description": "A test object.",
+            "properties": {
+                "apiVersion": {"type": "string"},
+                "kind": {"type": "string"},
+                "metadata": {"type": "object"},
+                "spec": spec,
+                "status": {"type": "object"},
+            },
+        })
+    };
+    let workspace_spec = json!({
+        "type": "object",
+        "description": "What the workspace should be.",
+        "required": ["running"],
+        "properties": {
+            "organization": {"type": "string", "description": "The Coder organization."},
+            "templateName": {"type": "string", "description": "The template the workspace is built from."},
+            "running": {"type": "boolean", "description": "Whether the workspace should run."},
+        },
+    });
+    let template_spec = json!({"type": "object", "properties": {"organization": {"type": "string"}}});
+    let verbs: &'static [Verb] = &[
+        Verb::Get,
+        Verb::List,
+        Verb::Watch,
+        Verb::Create,
+        Verb::Update,
+        Verb::Patch,
+        Verb::Delete,
+    ];
+    Registry {
+        group: "aggregation.coder.com",
+        version: "v1alpha1",
+        resources: vec![
+            ResourceDef {
+                plural: "coderworkspaces",
+                singular: "coderworkspace",
+                kind: "CoderWorkspace",
+                list_kind: "CoderWorkspaceList",
+                short_names: &[],
+                categories: &[],
+                namespaced: true,
+                verbs,
+                schema: schema(workspace_spec),
+                columns: vec![
+                    Column {
+                        name: "Running",
+                        type_: "boolean",
+                        format: "",
+                        description: "Whether the workspace should run.",
+                        priority: 0,
+                        cell: |o| o["spec"]["running"].clone(),
+                    },
+                    Column {
+                        name: "Template",
+                        type_: "string",
+                        format: "",
+                        description: "The template.",
+                        priority: 1,
+                        cell: |o| o["spec"]["templateName"].clone(),
+                    },
+                ],
+                subresources: vec![],
+                storage: workspaces,
+            },
+            ResourceDef {
+                plural: "codertemplates",
+                singular: "codertemplate",
+                kind: "CoderTemplate",
+                list_kind: "CoderTemplateList",
+                short_names: &[],
+                categories: &[],
+                namespaced: true,
+                verbs,
+                schema: schema(template_spec),
+                columns: vec![],
+                subresources: vec![],
+                storage: Arc::new(MemoryStorage::default()),
+            },
+        ],
+    }
+}
+
+/// Gives `user` the `verbs` on coderworkspaces in `namespace`.
+pub async fn grant(cp: &ControlPlane, namespace: &str, user: &str, verbs: &[&str]) {
+    let client = cp.client().expect("client");
+    let role: Role = serde_json::from_value(json!({
+        "metadata": {"name": format!("{user}-workspaces"), "namespace": namespace},
+        "rules": [{"apiGroups": ["aggregation.coder.com"], "resources": ["coderworkspaces"], "verbs": verbs}],
+    }))
+    .expect("role");
+    let binding: RoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": format!("{user}-workspaces"), "namespace": namespace},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": format!("{user}-workspaces")},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
+    }))
+    .expect("binding");
+    Api::<Role>::namespaced(client.clone(), namespace).create(&PostParams::default(), &role).await.expect("role");
+    Api::<RoleBinding>::namespaced(client, namespace)
+        .create(&PostParams::default(), &binding)
+        .await
+        .expect("binding");
+}
+
+/// An HTTPS client for direct requests to the server, trusting its serving CA and sending no credential.
+pub fn direct_client(served: &Served) -> reqwest::Client {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls_pki_types::CertificateDer::pem_slice_iter(&served.ca_pem) {
+        roots.add(cert.expect("CA PEM")).expect("CA");
+    }
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .expect("protocols")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    reqwest::Client::builder()
+        .use_preconfigured_tls(config)
+        .resolve(&format!("coder-k8s-apiserver.{SERVER_NAMESPACE}.svc"), served.addr)
+        .build()
+        .expect("client")
+}
+
+pub fn kubectl(cp: &ControlPlane, args: &[&str], stdin: Option<&str>) -> Output {
+    let mut command = cp.kubectl();
+    command.args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
+    run(command, stdin)
+}
+
+fn run(mut command: Command, stdin: Option<&str>) -> Output {
+    use std::io::Write;
+    command.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() });
+    let mut child = command.spawn().expect("run kubectl");
+    if let Some(input) = stdin {
+        child.stdin.take().expect("stdin").write_all(input.as_bytes()).expect("write stdin");
+    }
+    child.wait_with_output().expect("kubectl output")
+}
+
+pub fn kubectl_json(cp: &ControlPlane, args: &[&str]) -> Value {
+    let out = kubectl(cp, args, None);
+    assert_success(&out, &args.join(" "));
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{}: not JSON: {e}\n{}", args.join(" "), stdout(&out)))
+}
+
+pub fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+pub fn assert_success(out: &Output, what: &str) {
+    assert!(
+        out.status.success(),
+        "{what} failed ({}):\nstdout: {}\nstderr: {}",
+        out.status,
+        stdout(out),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Polls `check` every 250 ms until it holds or `timeout` passes (then panics naming `what`).
+pub async fn wait_until<F, Fut>(what: &str, timeout: Duration, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    while tokio::time::Instant::now() < deadline {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    panic!("timed out after {timeout:?} waiting until {what}");
+}
