@@ -16,6 +16,7 @@ pub mod status;
 pub mod storage;
 pub mod table;
 pub mod tls;
+mod ttl_cache;
 pub mod watch;
 
 pub use auth::{Attributes, Authenticator, Authorizer, Decision, PeerCertificates, UserInfo};
@@ -25,3 +26,16 @@ pub use registry::{
 pub use server::ApiServer;
 pub use status::ApiError;
 pub use storage::{Deleted, EventType, RequestContext, Storage, Written};
+
+/// Why the server cannot start (the process exits with this message). Messages begin with what was being set up,
+/// e.g. `configure delegated authentication: ...`, and never contain a credential.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StartupError(pub String);
+
+impl std::fmt::Display for StartupError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for StartupError {}
