@@ -59,17 +59,36 @@ impl DelegatedAuthenticator {
     /// read it. A ConfigMap that does not exist is not an error (only bearer tokens work until it appears), as in
     /// Kubernetes' own extension servers.
     pub async fn start(client: kube::Client) -> Result<Arc<Self>, StartupError> {
-        let api: Api<ConfigMap> = Api::namespaced(client.clone(), AUTHENTICATION_CONFIGMAP_NAMESPACE);
-        let found = api
-            .get_opt(AUTHENTICATION_CONFIGMAP_NAME)
+        Self::start_from(
+            client,
+            AUTHENTICATION_CONFIGMAP_NAMESPACE,
+            AUTHENTICATION_CONFIGMAP_NAME,
+        )
+        .await
+    }
+
+    /// As [`Self::start`], with the settings in another ConfigMap (tests use their own copy to change it freely).
+    pub async fn start_from(
+        client: kube::Client,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Arc<Self>, StartupError> {
+        let source = Source {
+            api: Api::namespaced(client.clone(), namespace),
+            name: name.to_owned(),
+            described: format!("ConfigMap {namespace}/{name}"),
+        };
+        let found = source
+            .api
+            .get_opt(name)
             .await
             .map_err(|error| startup_error(&kube_message(&error)))?;
         let config = match &found {
-            Some(configmap) => parse_configmap(configmap).map_err(|reason| startup_error(&reason))?,
+            Some(configmap) => source.parse(configmap).map_err(|reason| startup_error(&reason))?,
             None => {
                 tracing::warn!(
-                    "ConfigMap {AUTHENTICATION_CONFIGMAP_NAMESPACE}/{AUTHENTICATION_CONFIGMAP_NAME} not found; only \
-                     bearer tokens authenticate until it exists"
+                    "{} not found; only bearer tokens authenticate until it exists",
+                    source.described
                 );
                 AuthConfig::default()
             }
@@ -77,7 +96,7 @@ impl DelegatedAuthenticator {
         tracing::info!(settings = %config.summary(), "delegated authentication configured");
         let trust = Trust::build(config).map_err(|reason| startup_error(&reason))?;
         let trust: SharedTrust = Arc::new(RwLock::new(Arc::new(trust)));
-        let watch = tokio::spawn(watch_configmap(api, Arc::downgrade(&trust))).abort_handle();
+        let watch = tokio::spawn(watch_configmap(source, Arc::downgrade(&trust))).abort_handle();
         Ok(Arc::new(Self {
             client,
             trust,
@@ -187,11 +206,20 @@ fn user_from_review(user: KubeUserInfo) -> UserInfo {
     }
 }
 
-fn parse_configmap(configmap: &ConfigMap) -> Result<AuthConfig, String> {
-    let data = configmap.data.clone().unwrap_or_default();
-    AuthConfig::parse(&data.into_iter().collect()).map_err(|reason| {
-        format!("ConfigMap {AUTHENTICATION_CONFIGMAP_NAMESPACE}/{AUTHENTICATION_CONFIGMAP_NAME}: {reason}")
-    })
+/// The ConfigMap the settings come from.
+struct Source {
+    api: Api<ConfigMap>,
+    name: String,
+    /// `ConfigMap <namespace>/<name>`, for messages.
+    described: String,
+}
+
+impl Source {
+    fn parse(&self, configmap: &ConfigMap) -> Result<AuthConfig, String> {
+        let data = configmap.data.clone().unwrap_or_default();
+        AuthConfig::parse(&data.into_iter().collect())
+            .map_err(|reason| format!("{}: {reason}", self.described))
+    }
 }
 
 fn startup_error(reason: &str) -> StartupError {
@@ -207,29 +235,29 @@ pub(crate) fn kube_message(error: &kube::Error) -> String {
 }
 
 /// Keeps the shared trust in step with the ConfigMap until the authenticator is dropped.
-async fn watch_configmap(api: Api<ConfigMap>, trust: Weak<RwLock<Arc<Trust>>>) {
-    let selector = format!("metadata.name={AUTHENTICATION_CONFIGMAP_NAME}");
-    let events = watcher::watcher(api, watcher::Config::default().fields(&selector)).default_backoff();
+async fn watch_configmap(source: Source, trust: Weak<RwLock<Arc<Trust>>>) {
+    let selector = format!("metadata.name={}", source.name);
+    let events =
+        watcher::watcher(source.api.clone(), watcher::Config::default().fields(&selector)).default_backoff();
     let mut events = std::pin::pin!(events);
     while let Some(event) = events.next().await {
         let Some(trust) = trust.upgrade() else { return };
         match event {
-            Ok(Event::Apply(configmap) | Event::InitApply(configmap)) => apply_configmap(&trust, &configmap),
+            Ok(Event::Apply(configmap) | Event::InitApply(configmap)) => {
+                apply_configmap(&source, &trust, &configmap);
+            }
             Ok(Event::Delete(_)) => tracing::warn!(
-                "ConfigMap {AUTHENTICATION_CONFIGMAP_NAMESPACE}/{AUTHENTICATION_CONFIGMAP_NAME} was deleted; \
-                 keeping the last authentication settings"
+                "{} was deleted; keeping the last authentication settings",
+                source.described
             ),
             Ok(Event::Init | Event::InitDone) => {}
-            Err(error) => tracing::warn!(
-                %error,
-                "watching ConfigMap {AUTHENTICATION_CONFIGMAP_NAMESPACE}/{AUTHENTICATION_CONFIGMAP_NAME} failed; retrying"
-            ),
+            Err(error) => tracing::warn!(%error, "watching {} failed; retrying", source.described),
         }
     }
 }
 
-fn apply_configmap(shared: &SharedTrust, configmap: &ConfigMap) {
-    let config = match parse_configmap(configmap) {
+fn apply_configmap(source: &Source, shared: &SharedTrust, configmap: &ConfigMap) {
+    let config = match source.parse(configmap) {
         Ok(config) => config,
         Err(reason) => {
             tracing::warn!(%reason, "ignoring an unusable authentication ConfigMap; keeping the last settings");
