@@ -238,10 +238,9 @@ async fn service_account_tokens_authenticate_through_token_review_and_answers_ar
     assert_eq!(log.count("POST", "/tokenreviews"), 2, "{:?}", log.entries());
 }
 
-#[tokio::test]
-async fn token_review_failure_fails_closed_with_a_500() {
-    let cp = coder_k8s_testenv::shared().await.unwrap();
-    // A user who may read the authentication ConfigMap but not create TokenReviews.
+/// A user bound only to the `extension-apiserver-authentication-reader` Role (what the shipped
+/// authentication-reader binding grants): it may read and watch the ConfigMap, but not create TokenReviews.
+async fn reader_only_user(cp: &coder_k8s_testenv::ControlPlane) -> String {
     let user = unique_user("reader-only");
     let bindings: Api<RoleBinding> = Api::namespaced(cp.client().unwrap(), "kube-system");
     let binding = RoleBinding {
@@ -262,6 +261,13 @@ async fn token_review_failure_fails_closed_with_a_500() {
         }]),
     };
     bindings.create(&PostParams::default(), &binding).await.unwrap();
+    user
+}
+
+#[tokio::test]
+async fn token_review_failure_fails_closed_with_a_500() {
+    let cp = coder_k8s_testenv::shared().await.unwrap();
+    let user = reader_only_user(cp).await;
     let authenticator = DelegatedAuthenticator::start(kube::Client::try_from(config_as(cp, &user)).unwrap())
         .await
         .unwrap();
@@ -272,6 +278,39 @@ async fn token_review_failure_fails_closed_with_a_500() {
     assert_eq!(error.code, 500);
     assert!(error.message.contains("tokenreviews"), "{}", error.message);
     assert!(!error.message.contains("some-token"), "{}", error.message);
+}
+
+#[tokio::test]
+async fn the_authentication_reader_role_is_enough_to_start_and_watch() {
+    let cp = coder_k8s_testenv::shared().await.unwrap();
+    let user = reader_only_user(cp).await;
+    let (client, log) = recording_client(config_as(cp, &user));
+    let _authenticator = DelegatedAuthenticator::start(client).await.unwrap();
+    let is_list = |entry: &str| {
+        entry.starts_with("GET /api/v1/namespaces/kube-system/configmaps?") && !entry.contains("watch=true")
+    };
+    let is_watch = |entry: &str| {
+        entry.starts_with("GET /api/v1/namespaces/kube-system/configmaps?") && entry.contains("watch=true")
+    };
+    // The watcher lists, and only after a successful list does it watch.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while log.count_matching(is_watch) == 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no watch started: {:?}",
+            log.entries()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // A refused watch would make the watcher list again.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(log.count_matching(is_list), 1, "{:?}", log.entries());
+    assert_eq!(log.count_matching(is_watch), 1, "{:?}", log.entries());
+    let watch = log.entries().into_iter().find(|entry| is_watch(entry)).unwrap();
+    assert!(
+        watch.contains("fieldSelector=metadata.name%3Dextension-apiserver-authentication"),
+        "{watch}"
+    );
 }
 
 #[tokio::test]

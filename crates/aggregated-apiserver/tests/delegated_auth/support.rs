@@ -315,7 +315,7 @@ async fn whoami(State(authenticator): State<Arc<dyn Authenticator>>, request: Re
     }
 }
 
-/// Every request a kube client sent: `<METHOD> <path>`.
+/// Every request a kube client sent: `<METHOD> <path>[?<query>]`.
 #[derive(Clone, Default)]
 pub struct RequestLog(Arc<Mutex<Vec<String>>>);
 
@@ -324,12 +324,16 @@ impl RequestLog {
         self.0.lock().unwrap().clone()
     }
 
-    /// How many requests went to `path_suffix` with `method`.
+    /// How many requests went to a path ending in `path_suffix` with `method`.
     pub fn count(&self, method: &str, path_suffix: &str) -> usize {
-        self.entries()
-            .iter()
-            .filter(|entry| entry.starts_with(&format!("{method} ")) && entry.ends_with(path_suffix))
-            .count()
+        self.count_matching(|entry| {
+            let path = entry.split('?').next().unwrap_or_default();
+            entry.starts_with(&format!("{method} ")) && path.ends_with(path_suffix)
+        })
+    }
+
+    pub fn count_matching(&self, predicate: impl Fn(&str) -> bool) -> usize {
+        self.entries().iter().filter(|entry| predicate(entry)).count()
     }
 }
 
@@ -342,7 +346,7 @@ pub fn recording_client(config: kube::Config) -> (kube::Client, RequestLog) {
             .0
             .lock()
             .unwrap()
-            .push(format!("{} {}", request.method(), request.uri().path()));
+            .push(format!("{} {}", request.method(), request.uri()));
         request
     });
     let client = ClientBuilder::try_from(config)
