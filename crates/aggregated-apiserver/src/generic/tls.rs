@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use axum::extract::ConnectInfo;
 use hyper::body::Incoming;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
 use rustls::crypto::ring::sign::any_supported_type;
@@ -199,7 +199,9 @@ async fn serve_connection(
         request.extensions_mut().insert(ConnectInfo(remote));
         request
     });
-    let builder = auto::Builder::new(TokioExecutor::new());
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    // With a timer, HTTP/1 applies its default 30 s limit on reading a request's headers (slow clients).
+    builder.http1().timer(TokioTimer::new());
     let connection =
         builder.serve_connection_with_upgrades(TokioIo::new(tls), TowerToHyperService::new(service));
     let mut connection = std::pin::pin!(connection);

@@ -7,7 +7,7 @@ use std::time::Duration;
 use axum::extract::Request;
 use axum::routing::get;
 use coder_k8s_aggregated_apiserver::generic::authn::DelegatedAuthenticator;
-use tokio::io::AsyncWriteExt as _;
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
 
 use crate::support::{TestCa, TestServer, echo_router, front_proxy_identity};
@@ -124,4 +124,19 @@ async fn shutdown_lets_requests_in_flight_finish_and_stops_accepting() {
         TcpStream::connect(addr).await.is_err(),
         "the listener is closed after shutdown"
     );
+}
+
+#[tokio::test]
+async fn a_client_that_never_finishes_its_request_headers_is_disconnected() {
+    let (_cp, server) = server().await;
+    let mut stream = server.client().connect().await.unwrap();
+    stream
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n")
+        .await
+        .unwrap();
+    stream.flush().await.unwrap();
+    let mut buffer = Vec::new();
+    // hyper's HTTP/1 header read timeout is 30 s.
+    let closed = tokio::time::timeout(Duration::from_secs(45), stream.read_to_end(&mut buffer)).await;
+    assert!(closed.is_ok(), "the connection is still open after 45 s");
 }
