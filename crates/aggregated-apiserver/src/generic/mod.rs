@@ -17,6 +17,7 @@ pub mod status;
 pub mod storage;
 pub mod table;
 pub mod tls;
+mod ttl_cache;
 pub mod watch;
 
 pub use auth::{Attributes, Authenticator, Authorizer, Decision, PeerCertificates, UserInfo};
@@ -27,7 +28,8 @@ pub use server::ApiServer;
 pub use status::ApiError;
 pub use storage::{Deleted, EventType, RequestContext, Storage, Written};
 
-/// Why the server cannot start; the message says what to fix.
+/// Why the server cannot start (the process exits with this message). Messages begin with what was being set up,
+/// e.g. `configure delegated authentication: ...`, and never contain a credential.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StartupError(pub String);
 

@@ -1,13 +1,37 @@
 //! TLS serving: a serving certificate that can be replaced while the server runs (renewal without restart), and
 //! the accept loop that puts each connection's client certificate chain into its requests.
 
+use std::future::Future;
+use std::net::SocketAddr;
 use std::sync::{Arc, RwLock};
+use std::time::Duration;
 
+use axum::extract::ConnectInfo;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::service::TowerToHyperService;
 use rustls::crypto::ring::sign::any_supported_type;
+use rustls::server::danger::ClientCertVerifier;
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+use tokio_rustls::TlsAcceptor;
+use tower::ServiceExt as _;
+
+use super::StartupError;
+use super::auth::PeerCertificates;
+
+/// A client that opens a TCP connection and never finishes the handshake is dropped after this long.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// After shutdown is requested, requests in flight (watches included) get this long before their connections close.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
+/// Accept errors (e.g. out of file descriptors) are usually transient; pausing avoids a busy loop.
+const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(100);
 
 /// Why a certificate and key cannot be served.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -78,6 +102,133 @@ fn certified_key(chain_pem: &[u8], key_pem: &[u8]) -> Result<CertifiedKey, CertE
     let key = PrivateKeyDer::from_pem_slice(key_pem).map_err(|_| CertError::BadKey)?;
     let signing_key = any_supported_type(&key).map_err(|_| CertError::UnsupportedKey)?;
     Ok(CertifiedKey::new(chain, signing_key))
+}
+
+/// The TLS configuration the server listens with: `cert` as the served certificate (replaceable at run time),
+/// client certificates checked by `verifier` (optional, so health probes work without one), ALPN `h2` and
+/// `http/1.1`. Uses the ring provider explicitly, so it works whether or not a process-wide provider is installed.
+pub fn server_config(
+    cert: Arc<ServingCert>,
+    verifier: Arc<dyn ClientCertVerifier>,
+) -> Result<Arc<rustls::ServerConfig>, StartupError> {
+    let mut config =
+        rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .map_err(|error| StartupError(format!("configure TLS: {error}")))?
+            .with_client_cert_verifier(verifier)
+            .with_cert_resolver(cert);
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
+/// Serves `router` over TLS on `listener` until `shutdown` completes. Each request carries the connection's client
+/// certificate chain as [`PeerCertificates`] (when one was presented) and its `ConnectInfo<SocketAddr>`. A failed
+/// or slow handshake closes only that connection. On shutdown the listener closes at once; requests in flight get
+/// up to 30 s to finish.
+pub async fn serve(
+    listener: TcpListener,
+    config: Arc<rustls::ServerConfig>,
+    router: axum::Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let acceptor = TlsAcceptor::from(config);
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let mut connections = JoinSet::new();
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        tokio::select! {
+            () = &mut shutdown => break,
+            accepted = listener.accept() => match accepted {
+                Ok((tcp, remote)) => {
+                    connections.spawn(serve_connection(
+                        acceptor.clone(),
+                        tcp,
+                        remote,
+                        router.clone(),
+                        stop_rx.clone(),
+                    ));
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "accepting a connection failed");
+                    tokio::time::sleep(ACCEPT_ERROR_PAUSE).await;
+                }
+            },
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+        }
+    }
+    drop(listener);
+    // Receivers only fail when every connection is gone, which is fine.
+    let _ = stop_tx.send(true);
+    let drained = tokio::time::timeout(SHUTDOWN_GRACE, async {
+        while connections.join_next().await.is_some() {}
+    })
+    .await;
+    if drained.is_err() {
+        tracing::warn!(
+            open = connections.len(),
+            "closing connections still open after the shutdown grace period"
+        );
+        connections.shutdown().await;
+    }
+    Ok(())
+}
+
+async fn serve_connection(
+    acceptor: TlsAcceptor,
+    tcp: TcpStream,
+    remote: SocketAddr,
+    router: axum::Router,
+    mut stop: watch::Receiver<bool>,
+) {
+    let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+        Ok(Ok(tls)) => tls,
+        Ok(Err(error)) => {
+            tracing::debug!(%remote, %error, "TLS handshake failed");
+            return;
+        }
+        Err(_) => {
+            tracing::debug!(%remote, "TLS handshake timed out");
+            return;
+        }
+    };
+    let peer = peer_certificates(tls.get_ref().1);
+    let service = router.map_request(move |mut request: http::Request<Incoming>| {
+        if let Some(peer) = &peer {
+            request.extensions_mut().insert(peer.clone());
+        }
+        request.extensions_mut().insert(ConnectInfo(remote));
+        request
+    });
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    // With a timer, HTTP/1 applies its default 30 s limit on reading a request's headers (slow clients).
+    builder.http1().timer(TokioTimer::new());
+    let connection =
+        builder.serve_connection_with_upgrades(TokioIo::new(tls), TowerToHyperService::new(service));
+    let mut connection = std::pin::pin!(connection);
+    let stopping = async move {
+        // An error means the server is gone, which is a reason to stop as well.
+        let _ = stop.wait_for(|stopping| *stopping).await;
+    };
+    let result = tokio::select! {
+        result = connection.as_mut() => result,
+        () = stopping => {
+            connection.as_mut().graceful_shutdown();
+            connection.as_mut().await
+        }
+    };
+    if let Err(error) = result {
+        tracing::debug!(%remote, %error, "connection ended with an error");
+    }
+}
+
+/// The chain the client presented, leaf first; `None` without a client certificate.
+fn peer_certificates(connection: &rustls::ServerConnection) -> Option<PeerCertificates> {
+    let chain = connection.peer_certificates()?;
+    if chain.is_empty() {
+        return None;
+    }
+    let owned = chain.iter().map(|cert| cert.clone().into_owned()).collect();
+    Some(PeerCertificates(Arc::new(owned)))
 }
 
 #[cfg(test)]
