@@ -8,7 +8,9 @@
 //!   and the controller that keeps the APIService's `caBundle` in step with it.
 //! - [`coder`]: the `aggregation.coder.com/v1alpha1` resources: their registry table, name rules, the control-plane
 //!   provider that picks the Coder deployment for a namespace, and Coder error mapping.
+//! - [`run`]: the start-up sequence and serving loop a process calls.
 
 pub mod coder;
 pub mod generic;
+pub mod run;
 pub mod serving;

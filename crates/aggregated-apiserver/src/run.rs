@@ -29,7 +29,7 @@ pub struct Prepared {
     listener: TcpListener,
     material: ServingMaterial,
     options: Options,
-    verifier: Arc<dyn rustls::server::danger::ClientCertVerifier>,
+    tls: Arc<rustls::ServerConfig>,
 }
 
 /// Runs the start-up checks. Errors are the documented start-up errors. `listener` is bound by the caller (the
@@ -53,8 +53,15 @@ pub async fn prepare(
         ready: Arc::new(AtomicBool::new(false)),
         settings: options.server.clone(),
     };
-    let verifier = authenticator.client_cert_verifier();
-    Ok(Prepared { client, server, listener, material, options, verifier })
+    let tls = tls::server_config(material.cert.clone(), authenticator.client_cert_verifier())?;
+    Ok(Prepared {
+        client,
+        server,
+        listener,
+        material,
+        options,
+        tls,
+    })
 }
 
 impl Prepared {
@@ -76,17 +83,28 @@ impl Prepared {
     /// Serves until `shutdown` completes. The certificate renewal and, in a cluster, the caBundle controller run
     /// beside the listener and stop with it.
     pub async fn run(self, shutdown: impl Future<Output = ()> + Send + 'static) -> std::io::Result<()> {
-        let Prepared { client, server, listener, material, options, verifier } = self;
+        let Prepared {
+            client,
+            server,
+            listener,
+            material,
+            options,
+            tls,
+        } = self;
         let (ca_tx, ca_rx) = tokio::sync::watch::channel(material.ca_pem.clone());
-        let config = tls::server_config(material.cert.clone(), verifier);
         let mut background = tokio::task::JoinSet::new();
         if let Some(settings) = options.serving.clone() {
-            background.spawn(serving::run_renewal(client.clone(), settings, material, ca_tx));
+            background.spawn(serving::run_renewal(
+                client.clone(),
+                settings,
+                material.cert.clone(),
+                ca_tx,
+            ));
             background.spawn(serving::run_ca_bundle_controller(client, ca_rx));
         }
         server.ready.store(true, std::sync::atomic::Ordering::Relaxed);
         tracing::info!(address = ?listener.local_addr().ok(), "serving the aggregated API");
-        let result = tls::serve(listener, config, server.router(), shutdown).await;
+        let result = tls::serve(listener, tls, server.router(), shutdown).await;
         background.abort_all();
         result
     }

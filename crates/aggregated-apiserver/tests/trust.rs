@@ -7,9 +7,9 @@ mod cluster;
 use std::time::Duration;
 
 use base64::Engine as _;
+use cluster::{APISERVICE, Served, apiservices, kubectl, wait_until};
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
-use cluster::{APISERVICE, Served, apiservices, kubectl, wait_until};
 
 const MANAGER: &str = "coder-k8s-apiservice-cabundle";
 
@@ -30,13 +30,23 @@ async fn ca_bundle(client: &kube::Client) -> (String, Option<bool>, String) {
 async fn other_writer_sets(client: &kube::Client, ca_bundle: &str, annotations: serde_json::Value) {
     let patch = json!({"metadata": {"annotations": annotations}, "spec": {"caBundle": ca_bundle}});
     apiservices(client)
-        .patch(APISERVICE, &PatchParams::default().field_manager("someone-else"), &Patch::Merge(&patch))
+        .patch(
+            APISERVICE,
+            &PatchParams::default().field_manager("someone-else"),
+            &Patch::Merge(&patch),
+        )
         .await
         .expect("patch the APIService as another writer");
 }
 
 fn proxied_discovery_works(served: &Served) -> bool {
-    kubectl(served.cp, &["get", "--raw", "/apis/aggregation.coder.com/v1alpha1"], None).status.success()
+    kubectl(
+        served.cp,
+        &["get", "--raw", "/apis/aggregation.coder.com/v1alpha1"],
+        None,
+    )
+    .status
+    .success()
 }
 
 fn foreign_ca() -> Vec<u8> {
@@ -56,7 +66,13 @@ async fn the_ca_bundle_is_managed_repaired_and_left_alone_when_opted_out() {
     let (bundle, insecure, _) = ca_bundle(&client).await;
     assert_eq!(bundle, ours);
     assert_eq!(insecure, Some(false));
-    let managers = apiservices(&client).get(APISERVICE).await.expect("get").metadata.managed_fields.unwrap_or_default();
+    let managers = apiservices(&client)
+        .get(APISERVICE)
+        .await
+        .expect("get")
+        .metadata
+        .managed_fields
+        .unwrap_or_default();
     assert!(
         managers.iter().any(|m| m.manager.as_deref() == Some(MANAGER)),
         "{managers:?}"
@@ -69,26 +85,43 @@ async fn the_ca_bundle_is_managed_repaired_and_left_alone_when_opted_out() {
         ca_bundle(&client).await.0 == ours
     })
     .await;
-    wait_until("proxied requests work again", Duration::from_secs(30), || async { proxied_discovery_works(served) }).await;
+    wait_until("proxied requests work again", Duration::from_secs(30), || async {
+        proxied_discovery_works(served)
+    })
+    .await;
 
     // Opted out: a wrong caBundle stays, and kube-apiserver reports the x509 error of the troubleshooting guide.
     other_writer_sets(&client, &foreign, json!({"coder.com/manage-ca-bundle": "false"})).await;
     let (_, _, version) = ca_bundle(&client).await;
-    wait_until("kube-apiserver refuses the server's certificate", Duration::from_secs(60), || async {
-        let out = kubectl(served.cp, &["get", "--raw", "/apis/aggregation.coder.com/v1alpha1"], None);
-        !out.status.success() && String::from_utf8_lossy(&out.stderr).contains("ServiceUnavailable")
-    })
+    wait_until(
+        "kube-apiserver refuses the server's certificate",
+        Duration::from_secs(60),
+        || async {
+            let out = kubectl(
+                served.cp,
+                &["get", "--raw", "/apis/aggregation.coder.com/v1alpha1"],
+                None,
+            );
+            !out.status.success() && String::from_utf8_lossy(&out.stderr).contains("ServiceUnavailable")
+        },
+    )
     .await;
-    let log = std::fs::read_to_string(served.cp.log_dir().join("kube-apiserver.log")).expect("kube-apiserver log");
+    let log =
+        std::fs::read_to_string(served.cp.log_dir().join("kube-apiserver.log")).expect("kube-apiserver log");
     assert!(
-        log.lines().any(|l| l.contains("x509: certificate signed by unknown authority") && l.contains(APISERVICE)),
+        log.lines()
+            .any(|l| l.contains("x509: certificate signed by unknown authority") && l.contains(APISERVICE)),
         "the kube-apiserver log names the x509 error for the APIService"
     );
     // The controller only acts on watch events (it never polls): a change it would have made comes within
     // milliseconds of the event, so 5 s without a write shows the opt-out is respected.
     tokio::time::sleep(Duration::from_secs(5)).await;
     let (bundle, _, now) = ca_bundle(&client).await;
-    assert_eq!((bundle, now), (foreign.clone(), version), "an opted-out APIService is not written");
+    assert_eq!(
+        (bundle, now),
+        (foreign.clone(), version),
+        "an opted-out APIService is not written"
+    );
 
     // Opting back in gives the field back.
     apiservices(&client)
@@ -99,12 +132,16 @@ async fn the_ca_bundle_is_managed_repaired_and_left_alone_when_opted_out() {
         )
         .await
         .expect("remove the opt-out");
-    wait_until("the caBundle is managed again", Duration::from_secs(30), || async {
-        ca_bundle(&client).await.0 == ours
-    })
+    wait_until(
+        "the caBundle is managed again",
+        Duration::from_secs(30),
+        || async { ca_bundle(&client).await.0 == ours },
+    )
     .await;
-    wait_until("proxied requests work after opting back in", Duration::from_secs(30), || async {
-        proxied_discovery_works(served)
-    })
+    wait_until(
+        "proxied requests work after opting back in",
+        Duration::from_secs(30),
+        || async { proxied_discovery_works(served) },
+    )
     .await;
 }

@@ -13,7 +13,9 @@ use crate::cli::{AppMode, Args, Settings, StartupError};
 use crate::controller::context::{Context as ControllerContext, ControllerSettings};
 use crate::controller::metrics::ReconcileMetrics;
 use crate::{aggregated, controller, leader, mcp};
-use coder_k8s_aggregated_apiserver::coder::{ControlPlaneProvider, Provider, StaticProvider, UnconfiguredProvider};
+use coder_k8s_aggregated_apiserver::coder::{
+    ControlPlaneProvider, Provider, StaticProvider, UnconfiguredProvider,
+};
 use coder_k8s_control_plane_access::{ClientCache, ClientSettings};
 
 /// Everything the startup checks produced; the components start from it without validating again.
@@ -157,7 +159,13 @@ async fn run_components(
                 controller_settings,
                 reconcile_metrics,
             ));
-            let controllers = run_controller(ctx, settings.leader_elect, admin_state, leader_gauge, shutdown.clone());
+            let controllers = run_controller(
+                ctx,
+                settings.leader_elect,
+                admin_state,
+                leader_gauge,
+                shutdown.clone(),
+            );
             if settings.mode == AppMode::Controller {
                 return controllers.await;
             }
@@ -186,7 +194,9 @@ fn standalone_provider(startup: &Startup, settings: &Settings) -> Result<Arc<dyn
     Ok(match &startup.standalone_backend {
         Some(backend) => {
             tracing::info!(namespace = %backend.namespace, "aggregated API provider: static Coder backend from the flags");
-            Arc::new(StaticProvider::new(backend, &client_settings(settings)).context("build the Coder client")?)
+            Arc::new(
+                StaticProvider::new(backend, &client_settings(settings)).context("build the Coder client")?,
+            )
         }
         None => {
             tracing::warn!("aggregated API provider: not configured; every resource request answers 503");

@@ -7,5 +7,7 @@ pub mod names;
 pub mod provider;
 pub mod resources;
 
-pub use provider::{Backend, ControlPlaneProvider, Provider, StaticBackend, StaticProvider, UnconfiguredProvider};
+pub use provider::{
+    Backend, ControlPlaneProvider, Provider, StaticBackend, StaticProvider, UnconfiguredProvider,
+};
 pub use resources::registry;

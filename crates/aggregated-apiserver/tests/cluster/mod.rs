@@ -53,20 +53,34 @@ impl Served {
         ));
         let client = cp.client().expect("client");
         create_namespace(&client, SERVER_NAMESPACE).await;
-        let workspaces = Arc::new(MemoryStorage::default());
+        let workspaces = Arc::new(MemoryStorage::new("aggregation.coder.com", "coderworkspaces"));
         let (addr, ca_pem) = spawn_server(cp, test_registry(workspaces.clone()));
         register(&client, addr.port()).await;
-        let served = Served { cp, url: format!("https://coder-k8s-apiserver.{SERVER_NAMESPACE}.svc:{}", addr.port()), addr, ca_pem, workspaces };
-        wait_until("the aggregated API answers through kube-apiserver", Duration::from_secs(60), || async {
-            kubectl(cp, &["get", "--raw", "/apis/aggregation.coder.com/v1alpha1"], None).status.success()
-        })
+        let served = Served {
+            cp,
+            url: format!(
+                "https://coder-k8s-apiserver.{SERVER_NAMESPACE}.svc:{}",
+                addr.port()
+            ),
+            addr,
+            ca_pem,
+            workspaces,
+        };
+        wait_until(
+            "the aggregated API answers through kube-apiserver",
+            Duration::from_secs(60),
+            || async {
+                kubectl(
+                    cp,
+                    &["get", "--raw", "/apis/aggregation.coder.com/v1alpha1"],
+                    None,
+                )
+                .status
+                .success()
+            },
+        )
         .await;
         served
-    }
-
-    /// Whether the in-memory workspace storage holds nothing in `namespace`.
-    pub fn storage_is_empty(&self, namespace: &str) -> bool {
-        self.workspaces.count_in(namespace) == 0
     }
 }
 
@@ -80,17 +94,26 @@ pub fn spawn_server(cp: &'static ControlPlane, registry: Registry) -> (SocketAdd
             .build()
             .expect("runtime");
         runtime.block_on(async move {
-            let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await.expect("bind");
+            let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+                .await
+                .expect("bind");
             let options = Options {
                 serving: Some(ServingSettings::new(SERVER_NAMESPACE)),
-                server: ServerSettings { bookmark_interval: Duration::from_secs(1), ..ServerSettings::default() },
+                server: ServerSettings {
+                    bookmark_interval: Duration::from_secs(1),
+                    ..ServerSettings::default()
+                },
             };
-            let prepared = prepare(cp.client().expect("client"), registry, listener, options).await.expect("start-up checks");
-            tx.send((prepared.local_addr().expect("bound"), prepared.ca_pem().to_vec())).expect("send");
+            let prepared = prepare(cp.client().expect("client"), registry, listener, options)
+                .await
+                .expect("start-up checks");
+            tx.send((prepared.local_addr().expect("bound"), prepared.ca_pem().to_vec()))
+                .expect("send");
             prepared.run(std::future::pending()).await.expect("serve");
         });
     });
-    rx.recv_timeout(Duration::from_secs(60)).expect("the server started")
+    rx.recv_timeout(Duration::from_secs(60))
+        .expect("the server started")
 }
 
 /// The ExternalName Service (kube-apiserver resolves it to localhost without kube-proxy) and the APIService with no
@@ -102,7 +125,11 @@ pub async fn register(client: &kube::Client, port: u16) {
     }))
     .expect("service");
     Api::<Service>::namespaced(client.clone(), SERVER_NAMESPACE)
-        .patch("coder-k8s-apiserver", &PatchParams::apply("tests").force(), &Patch::Apply(&service))
+        .patch(
+            "coder-k8s-apiserver",
+            &PatchParams::apply("tests").force(),
+            &Patch::Apply(&service),
+        )
         .await
         .expect("apply the Service");
     let apiservice = json!({
@@ -118,14 +145,21 @@ pub async fn register(client: &kube::Client, port: u16) {
         },
     });
     apiservices(client)
-        .patch(APISERVICE, &PatchParams::apply("tests").force(), &Patch::Apply(&apiservice))
+        .patch(
+            APISERVICE,
+            &PatchParams::apply("tests").force(),
+            &Patch::Apply(&apiservice),
+        )
         .await
         .expect("apply the APIService");
 }
 
 pub fn apiservices(client: &kube::Client) -> Api<DynamicObject> {
     let gvk = GroupVersionKind::gvk("apiregistration.k8s.io", "v1", "APIService");
-    Api::all_with(client.clone(), &ApiResource::from_gvk_with_plural(&gvk, "apiservices"))
+    Api::all_with(
+        client.clone(),
+        &ApiResource::from_gvk_with_plural(&gvk, "apiservices"),
+    )
 }
 
 async fn create_namespace(client: &kube::Client, name: &str) {
@@ -220,7 +254,7 @@ pub fn test_registry(workspaces: Arc<MemoryStorage>) -> Registry {
                 schema: schema(template_spec),
                 columns: vec![],
                 subresources: vec![],
-                storage: Arc::new(MemoryStorage::default()),
+                storage: Arc::new(MemoryStorage::new("aggregation.coder.com", "codertemplates")),
             },
         ],
     }
@@ -240,7 +274,10 @@ pub async fn grant(cp: &ControlPlane, namespace: &str, user: &str, verbs: &[&str
         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
     }))
     .expect("binding");
-    Api::<Role>::namespaced(client.clone(), namespace).create(&PostParams::default(), &role).await.expect("role");
+    Api::<Role>::namespaced(client.clone(), namespace)
+        .create(&PostParams::default(), &role)
+        .await
+        .expect("role");
     Api::<RoleBinding>::namespaced(client, namespace)
         .create(&PostParams::default(), &binding)
         .await
@@ -253,14 +290,18 @@ pub fn direct_client(served: &Served) -> reqwest::Client {
     for cert in rustls_pki_types::CertificateDer::pem_slice_iter(&served.ca_pem) {
         roots.add(cert.expect("CA PEM")).expect("CA");
     }
-    let config = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()
-        .expect("protocols")
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+    let config =
+        rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .expect("protocols")
+            .with_root_certificates(roots)
+            .with_no_client_auth();
     reqwest::Client::builder()
         .use_preconfigured_tls(config)
-        .resolve(&format!("coder-k8s-apiserver.{SERVER_NAMESPACE}.svc"), served.addr)
+        .resolve(
+            &format!("coder-k8s-apiserver.{SERVER_NAMESPACE}.svc"),
+            served.addr,
+        )
         .build()
         .expect("client")
 }
@@ -273,10 +314,19 @@ pub fn kubectl(cp: &ControlPlane, args: &[&str], stdin: Option<&str>) -> Output 
 
 fn run(mut command: Command, stdin: Option<&str>) -> Output {
     use std::io::Write;
-    command.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() });
+    command.stdin(if stdin.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    });
     let mut child = command.spawn().expect("run kubectl");
     if let Some(input) = stdin {
-        child.stdin.take().expect("stdin").write_all(input.as_bytes()).expect("write stdin");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(input.as_bytes())
+            .expect("write stdin");
     }
     child.wait_with_output().expect("kubectl output")
 }
@@ -284,7 +334,8 @@ fn run(mut command: Command, stdin: Option<&str>) -> Output {
 pub fn kubectl_json(cp: &ControlPlane, args: &[&str]) -> Value {
     let out = kubectl(cp, args, None);
     assert_success(&out, &args.join(" "));
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{}: not JSON: {e}\n{}", args.join(" "), stdout(&out)))
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{}: not JSON: {e}\n{}", args.join(" "), stdout(&out)))
 }
 
 pub fn stdout(out: &Output) -> String {

@@ -14,7 +14,9 @@ pub enum Source {
 /// Why there is no usable configuration. The messages follow `configure delegated authentication: `.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DelegationConfigError {
-    #[error("no Kubernetes configuration for delegated authentication and authorization: set KUBECONFIG or run in a cluster")]
+    #[error(
+        "no Kubernetes configuration for delegated authentication and authorization: set KUBECONFIG or run in a cluster"
+    )]
     Missing,
     #[error("load kubeconfig {path:?}: {reason}")]
     Load { path: PathBuf, reason: String },
@@ -36,7 +38,9 @@ pub fn choose(
         }),
         Some(value) => Ok(Source::File(PathBuf::from(value))),
         None if in_cluster => Ok(Source::InCluster),
-        None => home_config.map(Source::File).ok_or(DelegationConfigError::Missing),
+        None => home_config
+            .map(Source::File)
+            .ok_or(DelegationConfigError::Missing),
     }
 }
 
@@ -46,7 +50,11 @@ pub async fn delegation_config() -> Result<kube::Config, DelegationConfigError> 
     let home_config = std::env::var_os("HOME")
         .map(|home| Path::new(&home).join(".kube/config"))
         .filter(|path| path.is_file());
-    match choose(std::env::var("KUBECONFIG").ok().as_deref(), in_cluster, home_config)? {
+    match choose(
+        std::env::var("KUBECONFIG").ok().as_deref(),
+        in_cluster,
+        home_config,
+    )? {
         Source::InCluster => kube::Config::incluster().map_err(|error| DelegationConfigError::Invalid {
             path: PathBuf::from("in-cluster ServiceAccount"),
             reason: error.to_string(),
@@ -56,13 +64,17 @@ pub async fn delegation_config() -> Result<kube::Config, DelegationConfigError> 
 }
 
 async fn from_file(path: PathBuf) -> Result<kube::Config, DelegationConfigError> {
-    let kubeconfig = kube::config::Kubeconfig::read_from(&path).map_err(|error| DelegationConfigError::Load {
-        path: path.clone(),
-        reason: error.to_string(),
-    })?;
+    let kubeconfig =
+        kube::config::Kubeconfig::read_from(&path).map_err(|error| DelegationConfigError::Load {
+            path: path.clone(),
+            reason: error.to_string(),
+        })?;
     kube::Config::from_custom_kubeconfig(kubeconfig, &kube::config::KubeConfigOptions::default())
         .await
-        .map_err(|error| DelegationConfigError::Invalid { path, reason: error.to_string() })
+        .map_err(|error| DelegationConfigError::Invalid {
+            path,
+            reason: error.to_string(),
+        })
 }
 
 #[cfg(test)]
@@ -72,10 +84,19 @@ mod tests {
     #[test]
     fn kubeconfig_wins_and_is_never_replaced_by_a_fallback() {
         let home = Some(PathBuf::from("/home/u/.kube/config"));
-        assert_eq!(choose(Some("/k"), true, home.clone()), Ok(Source::File("/k".into())));
-        assert!(matches!(choose(Some("/a:/b"), true, home.clone()), Err(DelegationConfigError::Load { .. })));
+        assert_eq!(
+            choose(Some("/k"), true, home.clone()),
+            Ok(Source::File("/k".into()))
+        );
+        assert!(matches!(
+            choose(Some("/a:/b"), true, home.clone()),
+            Err(DelegationConfigError::Load { .. })
+        ));
         assert_eq!(choose(None, true, home.clone()), Ok(Source::InCluster));
-        assert_eq!(choose(Some(""), false, home.clone()), Ok(Source::File("/home/u/.kube/config".into())));
+        assert_eq!(
+            choose(Some(""), false, home.clone()),
+            Ok(Source::File("/home/u/.kube/config".into()))
+        );
         assert_eq!(choose(None, false, None), Err(DelegationConfigError::Missing));
         assert!(
             DelegationConfigError::Missing
@@ -86,12 +107,26 @@ mod tests {
 
     #[tokio::test]
     async fn a_missing_or_incomplete_file_is_named() {
-        let missing = from_file(PathBuf::from("/nonexistent/kubeconfig")).await.unwrap_err();
-        assert!(missing.to_string().starts_with("load kubeconfig \"/nonexistent/kubeconfig\": "), "{missing}");
+        let missing = from_file(PathBuf::from("/nonexistent/kubeconfig"))
+            .await
+            .unwrap_err();
+        assert!(
+            missing
+                .to_string()
+                .starts_with("load kubeconfig \"/nonexistent/kubeconfig\": "),
+            "{missing}"
+        );
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("config");
-        std::fs::write(&path, "apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\nusers: []\n").unwrap();
+        std::fs::write(
+            &path,
+            "apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\nusers: []\n",
+        )
+        .unwrap();
         let invalid = from_file(path).await.unwrap_err();
-        assert!(invalid.to_string().starts_with("invalid kubeconfig "), "{invalid}");
+        assert!(
+            invalid.to_string().starts_with("invalid kubeconfig "),
+            "{invalid}"
+        );
     }
 }

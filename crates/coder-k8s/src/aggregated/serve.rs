@@ -26,9 +26,14 @@ pub async fn run(
         .with_context(|| format!("listen on --apiserver-bind-address {bind_address}"))?;
     let serving = crate::leader::current_namespace().map(ServingSettings::new);
     if serving.is_none() {
-        tracing::warn!("no namespace known (POD_NAMESPACE, ServiceAccount): serving a self-signed localhost certificate");
+        tracing::warn!(
+            "no namespace known (POD_NAMESPACE, ServiceAccount): serving a self-signed localhost certificate"
+        );
     }
-    let options = Options { serving, server: ServerSettings::default() };
+    let options = Options {
+        serving,
+        server: ServerSettings::default(),
+    };
     let prepared = prepare(client, registry(provider), listener, options).await?;
     prepared
         .run(crate::app::wait_for(shutdown))

@@ -431,8 +431,14 @@ fn helm_chart_lints_and_renders_each_mode_as_the_values_say() {
     );
     let placeholder = &standalone["Secret/coder-system/coder-k8s-apiserver-tls"];
     assert_eq!(placeholder["type"], "coder.com/aggregated-apiserver-serving-ca");
-    assert!(placeholder.get("data").is_none(), "an empty placeholder the server fills");
-    assert!(!all.contains_key("Secret/coder-system/coder-k8s-apiserver-tls"), "all mode creates it");
+    assert!(
+        placeholder.get("data").is_none(),
+        "an empty placeholder the server fills"
+    );
+    assert!(
+        !all.contains_key("Secret/coder-system/coder-k8s-apiserver-tls"),
+        "all mode creates it"
+    );
     let container =
         &standalone["Deployment/coder-system/coder-k8s"]["spec"]["template"]["spec"]["containers"][0];
     assert_eq!(
