@@ -70,7 +70,11 @@ impl Document {
         } else {
             StatusCode::OK
         };
-        let body = if status == StatusCode::OK { bytes } else { String::new() };
+        let body = if status == StatusCode::OK {
+            bytes
+        } else {
+            String::new()
+        };
         let mut response = (status, body).into_response();
         let response_headers = response.headers_mut();
         for (name, value) in [
@@ -251,7 +255,10 @@ pub fn aggregated(registry: &Registry, discovery_version: &str) -> Value {
     let mut body = serde_json::to_value(list).unwrap_or_default();
     if let Some(object) = body.as_object_mut() {
         object.insert("kind".into(), DISCOVERY_LIST.into());
-        object.insert("apiVersion".into(), format!("{DISCOVERY_GROUP}/{discovery_version}").into());
+        object.insert(
+            "apiVersion".into(),
+            format!("{DISCOVERY_GROUP}/{discovery_version}").into(),
+        );
     }
     body
 }
@@ -450,8 +457,14 @@ mod tests {
     async fn body(response: Response) -> (StatusCode, HeaderMap, Value) {
         let status = response.status();
         let headers = response.headers().clone();
-        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX).await.unwrap();
-        let value = if bytes.is_empty() { Value::Null } else { serde_json::from_slice(&bytes).unwrap() };
+        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        let value = if bytes.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_slice(&bytes).unwrap()
+        };
         (status, headers, value)
     }
 
@@ -464,7 +477,10 @@ mod tests {
         let (status, headers, list) = get("/apis", "application/json").await;
         assert_eq!(status, 200);
         assert_eq!(headers[header::CONTENT_TYPE], "application/json");
-        assert_eq!((&list["kind"], &list["apiVersion"]), (&json!("APIGroupList"), &json!("v1")));
+        assert_eq!(
+            (&list["kind"], &list["apiVersion"]),
+            (&json!("APIGroupList"), &json!("v1"))
+        );
         let group = &list["groups"][0];
         assert_eq!(group["name"], "toys.example.com");
         let expected = json!({"groupVersion": "toys.example.com/v1alpha1", "version": "v1alpha1"});
@@ -489,7 +505,10 @@ mod tests {
         let group = &list["items"][0];
         assert_eq!(group["metadata"]["name"], "toys.example.com");
         let version = &group["versions"][0];
-        assert_eq!((&version["version"], &version["freshness"]), (&json!("v1alpha1"), &json!("Current")));
+        assert_eq!(
+            (&version["version"], &version["freshness"]),
+            (&json!("v1alpha1"), &json!("Current"))
+        );
         let widgets = &version["resources"][0];
         assert_eq!(widgets["resource"], "widgets");
         assert_eq!(
@@ -498,7 +517,10 @@ mod tests {
         );
         assert_eq!(widgets["scope"], "Namespaced");
         assert_eq!(widgets["singularResource"], "widget");
-        assert_eq!(widgets["verbs"], json!(["get", "list", "watch", "create", "update", "patch", "delete"]));
+        assert_eq!(
+            widgets["verbs"],
+            json!(["get", "list", "watch", "create", "update", "patch", "delete"])
+        );
         assert_eq!(widgets["shortNames"], json!(["wd"]));
         assert_eq!(widgets["categories"], json!(["all", "toys"]));
         assert_eq!(widgets["subresources"][0]["subresource"], "log");
@@ -512,7 +534,12 @@ mod tests {
         let accept = "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList";
         let (_, headers, list) = get("/apis", accept).await;
         assert_eq!(list["apiVersion"], "apidiscovery.k8s.io/v2beta1");
-        assert!(headers[header::CONTENT_TYPE].to_str().unwrap().contains("v=v2beta1"));
+        assert!(
+            headers[header::CONTENT_TYPE]
+                .to_str()
+                .unwrap()
+                .contains("v=v2beta1")
+        );
     }
 
     #[tokio::test]
@@ -520,8 +547,15 @@ mod tests {
         let (_, _, list) = get("/apis", kube::core::discovery::v2::ACCEPT_AGGREGATED_DISCOVERY_V2).await;
         assert_eq!(list["kind"], "APIGroupDiscoveryList");
         let (status, _, error) = get("/apis", "application/vnd.kubernetes.protobuf").await;
-        assert_eq!((status, &error["reason"]), (StatusCode::NOT_ACCEPTABLE, &json!("NotAcceptable")));
-        let (status, _, _) = get("/apis", "application/json;g=apidiscovery.k8s.io;v=v3;as=APIGroupDiscoveryList").await;
+        assert_eq!(
+            (status, &error["reason"]),
+            (StatusCode::NOT_ACCEPTABLE, &json!("NotAcceptable"))
+        );
+        let (status, _, _) = get(
+            "/apis",
+            "application/json;g=apidiscovery.k8s.io;v=v3;as=APIGroupDiscoveryList",
+        )
+        .await;
         assert_eq!(status, StatusCode::NOT_ACCEPTABLE);
     }
 
@@ -529,7 +563,10 @@ mod tests {
     async fn the_group_path_answers_the_api_group() {
         let (status, _, group) = get("/apis/toys.example.com", "application/json").await;
         assert_eq!(status, 200);
-        assert_eq!((&group["kind"], &group["name"]), (&json!("APIGroup"), &json!("toys.example.com")));
+        assert_eq!(
+            (&group["kind"], &group["name"]),
+            (&json!("APIGroup"), &json!("toys.example.com"))
+        );
         assert_eq!(group["preferredVersion"]["version"], "v1alpha1");
     }
 
@@ -537,10 +574,17 @@ mod tests {
     async fn the_version_path_lists_resources_and_subresources() {
         let (status, _, list) = get("/apis/toys.example.com/v1alpha1/", "*/*").await;
         assert_eq!(status, 200);
-        assert_eq!((&list["kind"], &list["apiVersion"]), (&json!("APIResourceList"), &json!("v1")));
+        assert_eq!(
+            (&list["kind"], &list["apiVersion"]),
+            (&json!("APIResourceList"), &json!("v1"))
+        );
         assert_eq!(list["groupVersion"], "toys.example.com/v1alpha1");
-        let names: Vec<&str> =
-            list["resources"].as_array().unwrap().iter().map(|r| r["name"].as_str().unwrap()).collect();
+        let names: Vec<&str> = list["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["name"].as_str().unwrap())
+            .collect();
         assert_eq!(names, ["widgets", "widgets/log", "gadgets"]);
         let widgets = &list["resources"][0];
         assert_eq!(
@@ -550,8 +594,15 @@ mod tests {
         assert_eq!(widgets["shortNames"], json!(["wd"]));
         assert_eq!(widgets["categories"], json!(["all", "toys"]));
         let log = &list["resources"][1];
-        assert_eq!((&log["kind"], &log["verbs"], &log["namespaced"]), (&json!("WidgetLog"), &json!(["get"]), &json!(true)));
-        assert!(list["resources"][2].get("shortNames").is_none(), "{}", list["resources"][2]);
+        assert_eq!(
+            (&log["kind"], &log["verbs"], &log["namespaced"]),
+            (&json!("WidgetLog"), &json!(["get"]), &json!(true))
+        );
+        assert!(
+            list["resources"][2].get("shortNames").is_none(),
+            "{}",
+            list["resources"][2]
+        );
         serde_json::from_value::<APIResourceList>(list).unwrap();
     }
 
@@ -582,7 +633,11 @@ mod tests {
         assert_eq!(headers[header::ETAG], etag);
         assert_eq!(body, Value::Null);
         let legacy = answer(&registry, "/apis", &headers_with_etag("application/json", &etag)).unwrap();
-        assert_eq!(legacy.status(), StatusCode::OK, "the legacy document has another ETag");
+        assert_eq!(
+            legacy.status(),
+            StatusCode::OK,
+            "the legacy document has another ETag"
+        );
     }
 
     fn headers_with_etag(accept: &str, etag: &HeaderValue) -> HeaderMap {

@@ -107,7 +107,10 @@ pub fn accepted_ranges(headers: &HeaderMap) -> Result<Vec<MediaRange>, ApiError>
 fn parse_media_range(text: &str) -> Option<MediaRange> {
     let mut parts = text.split(';');
     let (type_, subtype) = parts.next()?.trim().split_once('/')?;
-    let (type_, subtype) = (type_.trim().to_ascii_lowercase(), subtype.trim().to_ascii_lowercase());
+    let (type_, subtype) = (
+        type_.trim().to_ascii_lowercase(),
+        subtype.trim().to_ascii_lowercase(),
+    );
     if type_.is_empty() || subtype.is_empty() {
         return None;
     }
@@ -330,7 +333,10 @@ mod tests {
 
     #[test]
     fn a_document_falls_back_to_json_past_the_table_ranges() {
-        assert_eq!(format(KUBECTL_GET, Answering::Document).unwrap(), ResponseFormat::Json);
+        assert_eq!(
+            format(KUBECTL_GET, Answering::Document).unwrap(),
+            ResponseFormat::Json
+        );
     }
 
     #[test]
@@ -363,9 +369,18 @@ mod tests {
     fn partial_object_metadata_fits_objects_and_watches_and_the_list_form_fits_lists() {
         let single = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
         let list = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1beta1";
-        assert_eq!(format(single, Answering::Object).unwrap(), ResponseFormat::PartialObjectMetadata);
-        assert_eq!(format(single, Answering::Watch).unwrap(), ResponseFormat::PartialObjectMetadata);
-        assert_eq!(format(list, Answering::List).unwrap(), ResponseFormat::PartialObjectMetadataList);
+        assert_eq!(
+            format(single, Answering::Object).unwrap(),
+            ResponseFormat::PartialObjectMetadata
+        );
+        assert_eq!(
+            format(single, Answering::Watch).unwrap(),
+            ResponseFormat::PartialObjectMetadata
+        );
+        assert_eq!(
+            format(list, Answering::List).unwrap(),
+            ResponseFormat::PartialObjectMetadataList
+        );
         assert_eq!(format(single, Answering::List).unwrap_err().code, 406);
         assert_eq!(format(list, Answering::Object).unwrap_err().code, 406);
         assert_eq!(format(single, Answering::Document).unwrap_err().code, 406);
@@ -386,8 +401,14 @@ mod tests {
 
     #[test]
     fn yaml_is_served_for_objects_but_not_documents() {
-        assert_eq!(format("application/yaml", Answering::Object).unwrap(), ResponseFormat::Yaml);
-        assert_eq!(format("application/yaml", Answering::Document).unwrap_err().code, 406);
+        assert_eq!(
+            format("application/yaml", Answering::Object).unwrap(),
+            ResponseFormat::Yaml
+        );
+        assert_eq!(
+            format("application/yaml", Answering::Document).unwrap_err().code,
+            406
+        );
     }
 
     #[test]
@@ -400,14 +421,28 @@ mod tests {
 
     #[test]
     fn q_zero_and_unparsable_q_exclude_a_range() {
-        assert_eq!(format("application/json;q=0", Answering::Object).unwrap_err().code, 406);
-        assert_eq!(format("application/json;q=high", Answering::Object).unwrap_err().code, 406);
+        assert_eq!(
+            format("application/json;q=0", Answering::Object)
+                .unwrap_err()
+                .code,
+            406
+        );
+        assert_eq!(
+            format("application/json;q=high", Answering::Object)
+                .unwrap_err()
+                .code,
+            406
+        );
     }
 
     #[test]
     fn wildcards_and_a_missing_header_mean_json() {
         for value in ["*/*", "application/*", "text/html, */*;q=0.1"] {
-            assert_eq!(format(value, Answering::Object).unwrap(), ResponseFormat::Json, "{value}");
+            assert_eq!(
+                format(value, Answering::Object).unwrap(),
+                ResponseFormat::Json,
+                "{value}"
+            );
         }
         let none = response_format(&HeaderMap::new(), Answering::Document, None).unwrap();
         assert_eq!(none, ResponseFormat::Json);
@@ -415,7 +450,10 @@ mod tests {
 
     #[test]
     fn a_specific_type_beats_a_wildcard_of_the_same_q() {
-        assert_eq!(format("*/*, application/yaml", Answering::Object).unwrap(), ResponseFormat::Yaml);
+        assert_eq!(
+            format("*/*, application/yaml", Answering::Object).unwrap(),
+            ResponseFormat::Yaml
+        );
     }
 
     #[test]
@@ -426,7 +464,10 @@ mod tests {
 
     #[test]
     fn malformed_ranges_are_skipped() {
-        assert_eq!(format("garbage, application/json", Answering::Object).unwrap(), ResponseFormat::Json);
+        assert_eq!(
+            format("garbage, application/json", Answering::Object).unwrap(),
+            ResponseFormat::Json
+        );
         assert_eq!(format("garbage", Answering::Object).unwrap_err().code, 406);
     }
 
@@ -440,7 +481,12 @@ mod tests {
             (Some("Object"), IncludeObject::Object),
         ] {
             let got = response_format(&headers, Answering::List, value).unwrap();
-            assert_eq!(got, ResponseFormat::Table { include_object: expected });
+            assert_eq!(
+                got,
+                ResponseFormat::Table {
+                    include_object: expected
+                }
+            );
         }
         let error = response_format(&headers, Answering::List, Some("object")).unwrap_err();
         assert_eq!(error.code, 400);
@@ -450,14 +496,28 @@ mod tests {
 
     #[test]
     fn write_bodies_are_json_or_yaml() {
-        assert_eq!(body_type(&content_type("application/json"), false).unwrap(), BodyType::Json);
+        assert_eq!(
+            body_type(&content_type("application/json"), false).unwrap(),
+            BodyType::Json
+        );
         let charset = content_type("application/json; charset=utf-8");
         assert_eq!(body_type(&charset, false).unwrap(), BodyType::Json);
-        assert_eq!(body_type(&content_type("application/yaml"), false).unwrap(), BodyType::Yaml);
+        assert_eq!(
+            body_type(&content_type("application/yaml"), false).unwrap(),
+            BodyType::Yaml
+        );
         assert_eq!(body_type(&HeaderMap::new(), false).unwrap(), BodyType::Json);
-        for refused in ["application/vnd.kubernetes.protobuf", "application/cbor", "application/merge-patch+json"] {
+        for refused in [
+            "application/vnd.kubernetes.protobuf",
+            "application/cbor",
+            "application/merge-patch+json",
+        ] {
             let error = body_type(&content_type(refused), false).unwrap_err();
-            assert_eq!((error.code, error.reason), (415, "UnsupportedMediaType"), "{refused}");
+            assert_eq!(
+                (error.code, error.reason),
+                (415, "UnsupportedMediaType"),
+                "{refused}"
+            );
         }
     }
 
@@ -466,14 +526,33 @@ mod tests {
         for (value, expected) in [
             ("application/merge-patch+json", BodyType::MergePatch),
             ("application/json-patch+json", BodyType::JsonPatch),
-            ("application/strategic-merge-patch+json", BodyType::StrategicMergePatch),
+            (
+                "application/strategic-merge-patch+json",
+                BodyType::StrategicMergePatch,
+            ),
             ("application/apply-patch+yaml", BodyType::ApplyPatch),
-            ("Application/Apply-Patch+YAML; charset=utf-8", BodyType::ApplyPatch),
+            (
+                "Application/Apply-Patch+YAML; charset=utf-8",
+                BodyType::ApplyPatch,
+            ),
         ] {
-            assert_eq!(body_type(&content_type(value), true).unwrap(), expected, "{value}");
+            assert_eq!(
+                body_type(&content_type(value), true).unwrap(),
+                expected,
+                "{value}"
+            );
         }
-        for refused in ["application/apply-patch+cbor", "application/json", "application/yaml", "text/plain"] {
-            assert_eq!(body_type(&content_type(refused), true).unwrap_err().code, 415, "{refused}");
+        for refused in [
+            "application/apply-patch+cbor",
+            "application/json",
+            "application/yaml",
+            "text/plain",
+        ] {
+            assert_eq!(
+                body_type(&content_type(refused), true).unwrap_err().code,
+                415,
+                "{refused}"
+            );
         }
         assert_eq!(body_type(&HeaderMap::new(), true).unwrap_err().code, 415);
     }

@@ -17,12 +17,7 @@ const META_V1: &str = "meta.k8s.io/v1";
 
 /// A `meta.k8s.io/v1` Table of `objects`: `Name`, the resource's columns, `Age`; each row's `object` per
 /// `include`. `list_metadata` is the list's `metadata` (resourceVersion, continue).
-pub fn table(
-    def: &ResourceDef,
-    objects: &[Value],
-    list_metadata: Value,
-    include: IncludeObject,
-) -> Value {
+pub fn table(def: &ResourceDef, objects: &[Value], list_metadata: Value, include: IncludeObject) -> Value {
     table_at(def, objects, list_metadata, include, unix_now())
 }
 
@@ -54,7 +49,10 @@ pub fn column_definitions(columns: &[Column]) -> Vec<Value> {
     let own = columns
         .iter()
         .map(|c| definition(c.name, c.type_, c.format, c.description, c.priority));
-    std::iter::once(name).chain(own).chain(std::iter::once(age)).collect()
+    std::iter::once(name)
+        .chain(own)
+        .chain(std::iter::once(age))
+        .collect()
 }
 
 fn definition(name: &str, type_: &str, format: &str, description: &str, priority: i32) -> Value {
@@ -71,7 +69,10 @@ fn row(columns: &[Column], object: &Value, include: IncludeObject, now_unix_seco
     let name = object.pointer("/metadata/name").cloned().unwrap_or(Value::Null);
     let own = columns.iter().map(|c| (c.cell)(object));
     let age = Value::String(age_cell(object, now_unix_seconds));
-    let cells: Vec<Value> = std::iter::once(name).chain(own).chain(std::iter::once(age)).collect();
+    let cells: Vec<Value> = std::iter::once(name)
+        .chain(own)
+        .chain(std::iter::once(age))
+        .collect();
     let mut row = Map::new();
     row.insert("cells".into(), Value::Array(cells));
     match include {
@@ -253,7 +254,13 @@ mod tests {
     #[test]
     fn columns_are_name_then_the_resources_then_age() {
         let def = fixtures::widgets();
-        let got = table_at(&def, &[], json!({"resourceVersion": "7"}), IncludeObject::None, NOW);
+        let got = table_at(
+            &def,
+            &[],
+            json!({"resourceVersion": "7"}),
+            IncludeObject::None,
+            NOW,
+        );
         let names: Vec<&str> = got["columnDefinitions"]
             .as_array()
             .unwrap()
@@ -270,9 +277,17 @@ mod tests {
             "{}",
             got["columnDefinitions"][0]
         );
-        assert!(!got["columnDefinitions"][3]["description"].as_str().unwrap().is_empty());
+        assert!(
+            !got["columnDefinitions"][3]["description"]
+                .as_str()
+                .unwrap()
+                .is_empty()
+        );
         assert_eq!(got["columnDefinitions"][2]["priority"], 1);
-        assert_eq!((&got["kind"], &got["apiVersion"]), (&json!("Table"), &json!("meta.k8s.io/v1")));
+        assert_eq!(
+            (&got["kind"], &got["apiVersion"]),
+            (&json!("Table"), &json!("meta.k8s.io/v1"))
+        );
         assert_eq!(got["metadata"], json!({"resourceVersion": "7"}));
         assert_eq!(got["rows"], json!([]));
     }
@@ -294,7 +309,13 @@ mod tests {
     fn include_object_decides_what_a_row_carries() {
         let def = fixtures::widgets();
         let object = workspace("w1", "2023-11-14T22:13:15Z");
-        let full = table_at(&def, std::slice::from_ref(&object), json!({}), IncludeObject::Object, NOW);
+        let full = table_at(
+            &def,
+            std::slice::from_ref(&object),
+            json!({}),
+            IncludeObject::Object,
+            NOW,
+        );
         assert_eq!(full["rows"][0]["object"], object);
         let none = table_at(&def, &[object], json!({}), IncludeObject::None, NOW);
         assert!(none["rows"][0].get("object").is_none(), "{}", none["rows"][0]);
@@ -311,12 +332,20 @@ mod tests {
 
     #[test]
     fn partial_object_metadata_list_wraps_each_item() {
-        let objects = [workspace("a", "2023-11-14T22:13:15Z"), workspace("b", "2023-11-14T22:13:15Z")];
+        let objects = [
+            workspace("a", "2023-11-14T22:13:15Z"),
+            workspace("b", "2023-11-14T22:13:15Z"),
+        ];
         let list = partial_object_metadata_list(&objects, json!({"resourceVersion": "9"}));
         assert_eq!(list["kind"], "PartialObjectMetadataList");
         assert_eq!(list["apiVersion"], "meta.k8s.io/v1");
         assert_eq!(list["metadata"]["resourceVersion"], "9");
-        let names: Vec<&Value> = list["items"].as_array().unwrap().iter().map(|i| &i["metadata"]["name"]).collect();
+        let names: Vec<&Value> = list["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| &i["metadata"]["name"])
+            .collect();
         assert_eq!(names, [&json!("a"), &json!("b")]);
         assert_eq!(list["items"][1]["kind"], "PartialObjectMetadata");
     }
