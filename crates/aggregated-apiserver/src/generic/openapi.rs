@@ -355,42 +355,55 @@ pub fn sanitize(schema: &Value, dialect: Dialect) -> Value {
     Value::Object(out)
 }
 
-/// Removes `null` from `type` and `anyOf`/`oneOf` (merging a single remaining alternative in); answers whether
-/// the schema allowed null.
+/// Removes `null` from `anyOf`/`oneOf` (merging a single remaining alternative in) and then from `type`; answers
+/// whether the schema allowed null.
 fn collapse_nullable(object: &mut Map<String, Value>) -> bool {
     let mut nullable = false;
-    if let Some(Value::Array(types)) = object.get("type").cloned() {
-        let kept: Vec<Value> = types.into_iter().filter(|t| t != "null").collect();
-        nullable = kept.len() < object["type"].as_array().map_or(0, Vec::len);
-        match kept.as_slice() {
-            [single] => object.insert("type".into(), single.clone()),
-            _ => object.remove("type"),
-        };
-    }
     for key in ["anyOf", "oneOf"] {
-        let Some(Value::Array(alternatives)) = object.get(key).cloned() else {
-            continue;
-        };
-        let is_null = |s: &Value| s.get("type") == Some(&json!("null"));
-        if !alternatives.iter().any(is_null) {
-            continue;
+        nullable |= collapse_null_alternative(object, key);
+    }
+    match object.get("type").cloned() {
+        Some(Value::Array(types)) => {
+            let kept: Vec<Value> = types.iter().filter(|t| *t != "null").cloned().collect();
+            nullable |= kept.len() < types.len();
+            match kept.as_slice() {
+                [single] => object.insert("type".into(), single.clone()),
+                _ => object.remove("type"),
+            };
         }
-        nullable = true;
-        let kept: Vec<Value> = alternatives.into_iter().filter(|s| !is_null(s)).collect();
-        object.remove(key);
-        match kept.as_slice() {
-            [Value::Object(single)] => {
-                for (k, v) in single {
-                    object.entry(k.clone()).or_insert_with(|| v.clone());
-                }
-            }
-            [] => {}
-            _ => {
-                object.insert(key.into(), Value::Array(kept));
-            }
+        Some(Value::String(type_)) if type_ == "null" => {
+            object.remove("type");
+            nullable = true;
         }
+        _ => {}
     }
     nullable
+}
+
+/// `anyOf: [X, {type: null}]` → X merged into the schema; `[X, Y, null]` → `[X, Y]`. Answers whether a null
+/// alternative was there.
+fn collapse_null_alternative(object: &mut Map<String, Value>, key: &str) -> bool {
+    let Some(Value::Array(alternatives)) = object.get(key).cloned() else {
+        return false;
+    };
+    let is_null = |s: &Value| s.get("type") == Some(&json!("null"));
+    if !alternatives.iter().any(is_null) {
+        return false;
+    }
+    let kept: Vec<Value> = alternatives.into_iter().filter(|s| !is_null(s)).collect();
+    object.remove(key);
+    match kept.as_slice() {
+        [Value::Object(single)] => {
+            for (k, v) in single {
+                object.entry(k.clone()).or_insert_with(|| v.clone());
+            }
+        }
+        [] => {}
+        _ => {
+            object.insert(key.into(), Value::Array(kept));
+        }
+    }
+    true
 }
 
 /// `const` → `enum`, `examples` → `example`, numeric `exclusiveMinimum`/`exclusiveMaximum` → the boolean form.
@@ -503,146 +516,183 @@ fn capitalize(word: &str) -> String {
 /// Every path of the group and its operations, in a stable order.
 fn operations(registry: &Registry) -> BTreeMap<String, Vec<Operation>> {
     let mut paths: BTreeMap<String, Vec<Operation>> = BTreeMap::new();
-    let prefix = definition_prefix(registry);
-    let ids = operation_prefix(registry);
     for def in &registry.resources {
-        resource_operations(registry, def, &prefix, &ids, &mut paths);
+        let names = Names::of(registry, def);
+        let applies = |shape: &&Shape| {
+            offers(def, shape.verb) && (shape.place != Place::AllNamespaces || def.namespaced)
+        };
+        for shape in SHAPES.iter().filter(applies) {
+            let operation = names.operation(shape);
+            paths.entry(names.path(shape.place)).or_default().push(operation);
+        }
+        subresource_operations(def, &names, &mut paths);
     }
-    paths.retain(|_, operations| !operations.is_empty());
     paths
 }
 
-fn resource_operations(
-    registry: &Registry,
-    def: &ResourceDef,
-    prefix: &str,
-    ids: &str,
-    paths: &mut BTreeMap<String, Vec<Operation>>,
-) {
-    let base = format!("/apis/{}", registry.group_version());
-    let (scope, collection) = if def.namespaced {
-        (
-            "Namespaced",
-            format!("{base}/namespaces/{{namespace}}/{}", def.plural),
-        )
-    } else {
-        ("", format!("{base}/{}", def.plural))
-    };
-    let item = format!("{collection}/{{name}}");
-    let kind_ref = reference(&format!("{prefix}{}", def.kind));
-    let list_ref = reference(&format!("{prefix}{}", def.list_kind));
-    let op =
-        |method, action, verb: &str, suffix: &str, query, body: Option<Value>, response: &Value, consumes| {
-            Operation {
-                method,
-                action,
-                operation_id: format!("{verb}{ids}{scope}{}{suffix}", def.kind),
-                kind: def.kind.to_owned(),
-                query,
-                body,
-                response: response.clone(),
-                consumes,
-            }
+/// Lists are published when a resource serves list or watch (a watch is a list with `?watch=true`).
+fn offers(def: &ResourceDef, verb: Verb) -> bool {
+    def.serves(verb) || (verb == Verb::List && def.serves(Verb::Watch))
+}
+
+/// Where an operation is served.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Place {
+    /// `/apis/<gv>/<plural>` of a namespaced resource: lists across namespaces.
+    AllNamespaces,
+    Collection,
+    Item,
+}
+
+/// What a request or response body is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Payload {
+    Nothing,
+    Kind,
+    List,
+    Patch,
+    DeleteOptions,
+    Status,
+}
+
+/// One verb's operation: where it is, its HTTP method, `x-kubernetes-action` and bodies.
+struct Shape {
+    verb: Verb,
+    place: Place,
+    method: &'static str,
+    action: &'static str,
+    /// The verb of the operation id (`read`, `replace`, ...), as kube-apiserver names them.
+    id_verb: &'static str,
+    query: &'static [&'static str],
+    body: Payload,
+    response: Payload,
+    consumes: &'static [&'static str],
+}
+
+#[rustfmt::skip]
+const SHAPES: &[Shape] = &[
+    Shape { verb: Verb::List, place: Place::AllNamespaces, method: "get", action: "list", id_verb: "list", query: LIST_QUERY, body: Payload::Nothing, response: Payload::List, consumes: JSON_TYPES },
+    Shape { verb: Verb::List, place: Place::Collection, method: "get", action: "list", id_verb: "list", query: LIST_QUERY, body: Payload::Nothing, response: Payload::List, consumes: JSON_TYPES },
+    Shape { verb: Verb::Create, place: Place::Collection, method: "post", action: "post", id_verb: "create", query: WRITE_QUERY, body: Payload::Kind, response: Payload::Kind, consumes: JSON_TYPES },
+    Shape { verb: Verb::DeleteCollection, place: Place::Collection, method: "delete", action: "deletecollection", id_verb: "deletecollection", query: LIST_QUERY, body: Payload::DeleteOptions, response: Payload::Status, consumes: JSON_TYPES },
+    Shape { verb: Verb::Get, place: Place::Item, method: "get", action: "get", id_verb: "read", query: READ_QUERY, body: Payload::Nothing, response: Payload::Kind, consumes: JSON_TYPES },
+    Shape { verb: Verb::Update, place: Place::Item, method: "put", action: "put", id_verb: "replace", query: WRITE_QUERY, body: Payload::Kind, response: Payload::Kind, consumes: JSON_TYPES },
+    Shape { verb: Verb::Patch, place: Place::Item, method: "patch", action: "patch", id_verb: "patch", query: PATCH_QUERY, body: Payload::Patch, response: Payload::Kind, consumes: PATCH_TYPES },
+    Shape { verb: Verb::Delete, place: Place::Item, method: "delete", action: "delete", id_verb: "delete", query: DELETE_QUERY, body: Payload::DeleteOptions, response: Payload::Kind, consumes: JSON_TYPES },
+];
+
+/// The paths, definition names and operation-id parts of one resource.
+struct Names {
+    kind: &'static str,
+    namespaced: bool,
+    all_namespaces: String,
+    collection: String,
+    item: String,
+    kind_definition: String,
+    list_definition: String,
+    /// `AggregationCoderComV1alpha1`.
+    id_group: String,
+}
+
+impl Names {
+    fn of(registry: &Registry, def: &ResourceDef) -> Self {
+        let prefix = definition_prefix(registry);
+        let all_namespaces = format!("/apis/{}/{}", registry.group_version(), def.plural);
+        let collection = if def.namespaced {
+            format!(
+                "/apis/{}/namespaces/{{namespace}}/{}",
+                registry.group_version(),
+                def.plural
+            )
+        } else {
+            all_namespaces.clone()
         };
-    let serves = |verb| def.serves(verb);
-    let status = reference(STATUS);
-    let patch_body = json!({"type": "object", "description": "The patch, in the format Content-Type names."});
-    let delete_body = reference(DELETE_OPTIONS);
-    if def.namespaced && (serves(Verb::List) || serves(Verb::Watch)) {
-        let all = paths.entry(format!("{base}/{}", def.plural)).or_default();
-        all.push(Operation {
-            operation_id: format!("list{ids}{}ForAllNamespaces", def.kind),
-            ..op("get", "list", "list", "", LIST_QUERY, None, &list_ref, JSON_TYPES)
-        });
+        Self {
+            kind: def.kind,
+            namespaced: def.namespaced,
+            item: format!("{collection}/{{name}}"),
+            all_namespaces,
+            collection,
+            kind_definition: format!("{prefix}{}", def.kind),
+            list_definition: format!("{prefix}{}", def.list_kind),
+            id_group: operation_prefix(registry),
+        }
     }
-    let on_collection = paths.entry(collection).or_default();
-    if serves(Verb::List) || serves(Verb::Watch) {
-        on_collection.push(op(
-            "get", "list", "list", "", LIST_QUERY, None, &list_ref, JSON_TYPES,
-        ));
+
+    fn path(&self, place: Place) -> String {
+        match place {
+            Place::AllNamespaces => self.all_namespaces.clone(),
+            Place::Collection => self.collection.clone(),
+            Place::Item => self.item.clone(),
+        }
     }
-    if serves(Verb::Create) {
-        on_collection.push(op(
-            "post",
-            "post",
-            "create",
-            "",
-            WRITE_QUERY,
-            Some(kind_ref.clone()),
-            &kind_ref,
-            JSON_TYPES,
-        ));
+
+    fn payload(&self, payload: Payload) -> Option<Value> {
+        match payload {
+            Payload::Nothing => None,
+            Payload::Kind => Some(reference(&self.kind_definition)),
+            Payload::List => Some(reference(&self.list_definition)),
+            Payload::Patch => {
+                Some(json!({"type": "object", "description": "The patch, in the format Content-Type names."}))
+            }
+            Payload::DeleteOptions => Some(reference(DELETE_OPTIONS)),
+            Payload::Status => Some(reference(STATUS)),
+        }
     }
-    if serves(Verb::DeleteCollection) {
-        let body = Some(delete_body.clone());
-        on_collection.push(op(
-            "delete",
-            "deletecollection",
-            "deletecollection",
-            "",
-            LIST_QUERY,
-            body,
-            &status,
-            JSON_TYPES,
-        ));
+
+    /// kube-apiserver's operation ids: `listAggregationCoderComV1alpha1NamespacedCoderWorkspace`,
+    /// `...CoderWorkspaceForAllNamespaces`.
+    fn operation_id(&self, id_verb: &str, place: Place, suffix: &str) -> String {
+        let (scope, all) = match place {
+            Place::AllNamespaces if self.namespaced => ("", "ForAllNamespaces"),
+            _ if self.namespaced => ("Namespaced", ""),
+            _ => ("", ""),
+        };
+        format!("{id_verb}{}{scope}{}{suffix}{all}", self.id_group, self.kind)
     }
-    let on_item = paths.entry(item.clone()).or_default();
-    if serves(Verb::Get) {
-        on_item.push(op(
-            "get", "get", "read", "", READ_QUERY, None, &kind_ref, JSON_TYPES,
-        ));
+
+    fn operation(&self, shape: &Shape) -> Operation {
+        Operation {
+            method: shape.method,
+            action: shape.action,
+            operation_id: self.operation_id(shape.id_verb, shape.place, ""),
+            kind: self.kind.to_owned(),
+            query: shape.query,
+            body: self.payload(shape.body),
+            response: self
+                .payload(shape.response)
+                .unwrap_or_else(|| json!({"type": "object"})),
+            consumes: shape.consumes,
+        }
     }
-    if serves(Verb::Update) {
-        on_item.push(op(
-            "put",
-            "put",
-            "replace",
-            "",
-            WRITE_QUERY,
-            Some(kind_ref.clone()),
-            &kind_ref,
-            JSON_TYPES,
-        ));
-    }
-    if serves(Verb::Patch) {
-        on_item.push(op(
-            "patch",
-            "patch",
-            "patch",
-            "",
-            PATCH_QUERY,
-            Some(patch_body.clone()),
-            &kind_ref,
-            PATCH_TYPES,
-        ));
-    }
-    if serves(Verb::Delete) {
-        on_item.push(op(
-            "delete",
-            "delete",
-            "delete",
-            "",
-            DELETE_QUERY,
-            Some(delete_body),
-            &kind_ref,
-            JSON_TYPES,
-        ));
-    }
+}
+
+/// `<item>/<subresource>` operations for the verbs each subresource serves. Their bodies are opaque objects: the
+/// registry knows a subresource's kind, not its schema.
+fn subresource_operations(def: &ResourceDef, names: &Names, paths: &mut BTreeMap<String, Vec<Operation>>) {
     for sub in &def.subresources {
-        let suffix = capitalize(sub.name);
-        let any = json!({"type": "object", "description": format!("{} of the {}.", sub.kind, def.kind)});
-        let on_sub = paths.entry(format!("{item}/{}", sub.name)).or_default();
+        let opaque = json!({"type": "object", "description": format!("{} of the {}.", sub.kind, def.kind)});
+        let on_sub = paths.entry(format!("{}/{}", names.item, sub.name)).or_default();
         for &verb in sub.verbs {
-            let (method, action, id_verb, body, consumes) = match verb {
-                Verb::Get => ("get", "get", "read", None, JSON_TYPES),
-                Verb::Create => ("post", "post", "create", Some(any.clone()), JSON_TYPES),
-                Verb::Update => ("put", "put", "replace", Some(any.clone()), JSON_TYPES),
-                Verb::Patch => ("patch", "patch", "patch", Some(patch_body.clone()), PATCH_TYPES),
-                _ => continue,
+            // A subresource's create is a POST to it (as `pods/eviction`), its other verbs act as on an item.
+            let at_item = |s: &&Shape| s.verb == verb && (s.place == Place::Item || verb == Verb::Create);
+            let Some(shape) = SHAPES.iter().find(at_item) else {
+                continue;
             };
-            let mut operation = op(method, action, id_verb, &suffix, READ_QUERY, body, &any, consumes);
-            operation.kind = sub.kind.to_owned();
-            on_sub.push(operation);
+            let body = (shape.body != Payload::Nothing).then(|| match shape.body {
+                Payload::Patch | Payload::DeleteOptions => names.payload(shape.body).unwrap_or_default(),
+                _ => opaque.clone(),
+            });
+            on_sub.push(Operation {
+                method: shape.method,
+                action: shape.action,
+                operation_id: names.operation_id(shape.id_verb, Place::Item, &capitalize(sub.name)),
+                kind: sub.kind.to_owned(),
+                query: READ_QUERY,
+                body,
+                response: opaque.clone(),
+                consumes: shape.consumes,
+            });
         }
     }
 }
@@ -961,6 +1011,49 @@ mod tests {
     }
 
     #[test]
+    fn a_subresource_create_is_a_post_to_it() {
+        let mut registry = fixtures::registry();
+        let mut start = registry.resources[0].subresources[0].clone();
+        (start.name, start.kind, start.verbs) = ("start", "WidgetStart", &[Verb::Create, Verb::Get]);
+        registry.resources[0].subresources.push(start);
+        let document = v2_document(&registry);
+        let path = "/apis/toys.example.com/v1alpha1/namespaces/{namespace}/widgets/{name}/start";
+        let post = &document["paths"][path]["post"];
+        assert_eq!(post["x-kubernetes-action"], "post", "{}", document["paths"][path]);
+        assert_eq!(
+            post["operationId"],
+            "createToysExampleComV1alpha1NamespacedWidgetStart"
+        );
+        assert_eq!(post["x-kubernetes-group-version-kind"]["kind"], "WidgetStart");
+        assert_eq!(
+            post["parameters"].as_array().unwrap().last().unwrap()["in"],
+            "body"
+        );
+        assert_eq!(
+            document["paths"][path]["get"]["operationId"],
+            "readToysExampleComV1alpha1NamespacedWidgetStart"
+        );
+    }
+
+    #[test]
+    fn each_operation_id_is_unique() {
+        let document = v2_document(&fixtures::registry());
+        let mut ids = Vec::new();
+        for item in document["paths"].as_object().unwrap().values() {
+            for (method, operation) in item.as_object().unwrap() {
+                if method != "parameters" {
+                    ids.push(operation["operationId"].as_str().unwrap().to_owned());
+                }
+            }
+        }
+        let count = ids.len();
+        ids.sort();
+        ids.dedup();
+        assert_eq!(ids.len(), count, "{ids:?}");
+        assert!(count >= 10, "{ids:?}");
+    }
+
+    #[test]
     fn v3_uses_components_and_nullable() {
         let document = v3_document(&fixtures::registry());
         assert_eq!(document["openapi"], "3.0.0");
@@ -1033,6 +1126,20 @@ mod tests {
     }
 
     #[test]
+    fn a_null_alternative_with_a_nullable_type_collapses_to_one_type() {
+        let schema = json!({"anyOf": [{"type": ["string", "null"]}, {"type": "null"}]});
+        assert_eq!(sanitize(&schema, Dialect::V2), json!({"type": "string"}));
+        assert_eq!(
+            sanitize(&schema, Dialect::V3),
+            json!({"type": "string", "nullable": true})
+        );
+        assert_eq!(
+            sanitize(&json!({"type": "null"}), Dialect::V3),
+            json!({"nullable": true})
+        );
+    }
+
+    #[test]
     fn recursive_and_k8s_references_are_mapped() {
         let mut registry = fixtures::registry();
         registry.resources[1].schema = json!({
@@ -1058,6 +1165,65 @@ mod tests {
                 .get("com.example.toys.v1alpha1.io.k8s.apimachinery.pkg.apis.meta.v1.OwnerReference")
                 .is_none()
         );
+    }
+
+    /// Schema-like JSON built from the keywords schemars and hand-written schemas use.
+    fn schema_like() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            Just(json!({"type": ["string", "null"]})),
+            Just(json!({"type": "integer", "format": "int32", "minimum": 0})),
+            Just(json!({"type": "null"})),
+            Just(json!({"const": "a"})),
+            Just(json!({"$ref": "#/definitions/A"})),
+            Just(json!({"examples": [1], "exclusiveMaximum": 4})),
+            Just(json!(true)),
+        ];
+        leaf.prop_recursive(4, 32, 4, |inner| {
+            let keyword = prop_oneof![
+                Just("anyOf"),
+                Just("oneOf"),
+                Just("allOf"),
+                Just("not"),
+                Just("items"),
+                Just("properties"),
+                Just("additionalProperties"),
+                Just("$defs"),
+                Just("nullable"),
+                Just("prefixItems"),
+            ];
+            (keyword, proptest::collection::vec(inner, 1..3)).prop_map(|(keyword, children)| match keyword {
+                "anyOf" | "oneOf" | "allOf" | "prefixItems" => json!({keyword: children}),
+                "properties" | "$defs" => {
+                    let named: Map<String, Value> = children
+                        .into_iter()
+                        .enumerate()
+                        .map(|(i, c)| (format!("p{i}"), c))
+                        .collect();
+                    json!({"type": "object", keyword: named})
+                }
+                "nullable" => json!({"nullable": true, "description": "d"}),
+                _ => json!({keyword: children[0]}),
+            })
+        })
+    }
+
+    proptest::proptest! {
+        /// Whatever JSON Schema comes in, the v2 form has no keyword Swagger 2.0 lacks and no type array, and
+        /// the v3 form no type array and no `#/definitions/` reference.
+        #[test]
+        fn sanitized_schemas_fit_their_dialect(schema in schema_like()) {
+            let v2 = sanitize(&schema, Dialect::V2);
+            let mut found = Vec::new();
+            offending_keys(&v2, &["anyOf", "oneOf", "not", "nullable", "$defs", "const", "examples", "prefixItems"], "", &mut found);
+            proptest::prop_assert!(found.is_empty(), "{found:?} in {v2}");
+            proptest::prop_assert!(!v2.to_string().contains(r#""type":"null""#), "{v2}");
+            let v3 = sanitize(&schema, Dialect::V3);
+            let mut found = Vec::new();
+            offending_keys(&v3, &["$defs", "const", "examples", "prefixItems"], "", &mut found);
+            proptest::prop_assert!(found.is_empty(), "{found:?} in {v3}");
+            proptest::prop_assert!(!v3.to_string().contains("#/definitions/"), "{v3}");
+        }
     }
 
     fn accept(value: &str) -> HeaderMap {

@@ -244,6 +244,39 @@ mod tests {
         }
     }
 
+    /// Seconds of a `human_duration` string, and its smallest unit.
+    fn parse_duration(text: &str) -> (i64, i64) {
+        let (mut total, mut number, mut smallest) = (0, 0, 0);
+        for c in text.chars() {
+            if let Some(digit) = c.to_digit(10) {
+                number = number * 10 + i64::from(digit);
+                continue;
+            }
+            smallest = match c {
+                's' => 1,
+                'm' => 60,
+                'h' => 3600,
+                'd' => 86400,
+                'y' => 365 * 86400,
+                other => panic!("unexpected {other} in {text}"),
+            };
+            total += number * smallest;
+            number = 0;
+        }
+        (total, smallest)
+    }
+
+    proptest::proptest! {
+        /// An age never overstates and loses less than the smallest unit it shows.
+        #[test]
+        fn human_duration_truncates_to_its_last_unit(seconds in 0i64..20 * 365 * 86400) {
+            let text = human_duration(seconds);
+            let (shown, unit) = parse_duration(&text);
+            proptest::prop_assert!(shown <= seconds && seconds - shown < unit, "{seconds} s shown as {text}");
+            proptest::prop_assert!(text.len() <= 7, "{text}");
+        }
+    }
+
     #[test]
     fn age_counts_from_the_creation_timestamp() {
         assert_eq!(age_cell(&workspace("a", "2023-11-14T22:10:08Z"), NOW), "3m12s");
