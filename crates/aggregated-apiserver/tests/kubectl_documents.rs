@@ -1,7 +1,8 @@
-//! The real `kubectl` reads this crate's discovery, OpenAPI and Table documents: a plain HTTP server on 127.0.0.1
-//! answers with `generic::{discovery, openapi, table}` and kubectl runs `api-resources`, `explain` and `get` against
-//! it. This proves kubectl parses the documents; the verb handlers and kube-apiserver's aggregation are tested
-//! elsewhere.
+//! The real `kubectl` and the real kube-apiserver read this crate's discovery, OpenAPI and Table documents. A small
+//! server answers with `generic::{discovery, openapi, table}` (and a fixed list of widgets); kubectl runs
+//! `api-resources`, `explain` and `get` against it directly over plain HTTP, and through a real kube-apiserver that
+//! aggregates it as an APIService (so kube-apiserver's aggregated discovery, its OpenAPI v2 merge with the protobuf
+//! conversion kubectl reads, and its v3 proxy all see the documents). The verb handlers are tested elsewhere.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -223,14 +224,17 @@ struct Server {
     log: RequestLog,
 }
 
+fn app(log: RequestLog) -> Router {
+    let registry = Arc::new(registry());
+    Router::new().fallback(move |uri: Uri, headers: HeaderMap| {
+        serve_logged(registry.clone(), log.clone(), uri, headers)
+    })
+}
+
 impl Server {
     async fn start() -> Self {
-        let registry = Arc::new(registry());
         let log = RequestLog::default();
-        let app_log = log.clone();
-        let app = Router::new().fallback(move |uri: Uri, headers: HeaderMap| {
-            serve_logged(registry.clone(), app_log.clone(), uri, headers)
-        });
+        let app = app(log.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
@@ -383,5 +387,213 @@ async fn kubectl_get_prints_the_table_columns() {
             "widget.toys.example.com/red-one",
             "widget.toys.example.com/blue-two"
         ]
+    );
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Behind a real kube-apiserver
+
+/// Serves `app` over TLS with a throwaway self-signed certificate (the APIService skips verification: serving
+/// certificates are another test's subject).
+async fn serve_tls(listener: tokio::net::TcpListener, app: Router) {
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(vec!["localhost".to_owned()])
+        .unwrap()
+        .self_signed(&key)
+        .unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![cert.der().clone()],
+            rustls_pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+        )
+        .unwrap();
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    loop {
+        let Ok((tcp, _)) = listener.accept().await else {
+            continue;
+        };
+        let (acceptor, app) = (acceptor.clone(), app.clone());
+        tokio::spawn(async move {
+            let Ok(tls) = acceptor.accept(tcp).await else {
+                return;
+            };
+            let service = hyper_util::service::TowerToHyperService::new(app);
+            let _ = hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new())
+                .serve_connection_with_upgrades(hyper_util::rt::TokioIo::new(tls), service)
+                .await;
+        });
+    }
+}
+
+/// The first address of this host that is not loopback: kube-apiserver refuses loopback endpoints.
+fn routable_address() -> std::net::IpAddr {
+    let output = Command::new("hostname").arg("-I").output().expect("hostname -I");
+    String::from_utf8(output.stdout)
+        .unwrap()
+        .split_whitespace()
+        .filter_map(|word| word.parse::<std::net::IpAddr>().ok())
+        .find(|ip| ip.is_ipv4() && !ip.is_loopback())
+        .expect("a non-loopback IPv4 address")
+}
+
+/// The Service (no selector), its Endpoints and EndpointSlice at `ip:port`, and the APIService.
+fn registration(ip: std::net::IpAddr, port: u16) -> String {
+    format!(
+        r#"
+apiVersion: v1
+kind: Namespace
+metadata: {{name: toys}}
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: toys-api, namespace: toys}}
+spec:
+  ports: [{{port: 443, targetPort: {port}, protocol: TCP}}]
+---
+apiVersion: v1
+kind: Endpoints
+metadata: {{name: toys-api, namespace: toys}}
+subsets: [{{addresses: [{{ip: "{ip}"}}], ports: [{{port: {port}, protocol: TCP}}]}}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {{name: toys-api-1, namespace: toys, labels: {{kubernetes.io/service-name: toys-api}}}}
+addressType: IPv4
+endpoints: [{{addresses: ["{ip}"], conditions: {{ready: true}}}}]
+ports: [{{port: {port}, protocol: TCP}}]
+---
+apiVersion: apiregistration.k8s.io/v1
+kind: APIService
+metadata: {{name: v1alpha1.toys.example.com}}
+spec:
+  group: toys.example.com
+  version: v1alpha1
+  service: {{name: toys-api, namespace: toys, port: 443}}
+  insecureSkipTLSVerify: true
+  groupPriorityMinimum: 1000
+  versionPriority: 15
+"#
+    )
+}
+
+fn run(mut command: Command, stdin: Option<&str>) -> Output {
+    use std::io::Write;
+    command.stdin(std::process::Stdio::piped());
+    command.stdout(std::process::Stdio::piped());
+    command.stderr(std::process::Stdio::piped());
+    let mut child = command.spawn().expect("kubectl is on PATH");
+    let mut pipe = child.stdin.take().unwrap();
+    pipe.write_all(stdin.unwrap_or_default().as_bytes()).unwrap();
+    drop(pipe);
+    child.wait_with_output().unwrap()
+}
+
+/// Runs kubectl until `accept` takes its output (kube-apiserver picks an APIService up asynchronously).
+async fn eventually(
+    cp: &coder_k8s_testenv::ControlPlane,
+    args: &[&str],
+    accept: impl Fn(&str) -> bool,
+) -> String {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+    loop {
+        let mut command = cp.kubectl();
+        command.args(args);
+        let output = run(command, None);
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        if output.status.success() && accept(&stdout) {
+            return stdout;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "kubectl {args:?} never gave the expected output:\n{stdout}\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kube_apiserver_aggregates_the_documents_for_kubectl() {
+    let cp = coder_k8s_testenv::ControlPlane::builder()
+        .apiserver_arg("--enable-aggregator-routing=true")
+        .start()
+        .await
+        .unwrap();
+    let ip = routable_address();
+    let listener = tokio::net::TcpListener::bind((ip, 0)).await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let log = RequestLog::default();
+    tokio::spawn(serve_tls(listener, app(log.clone())));
+    let mut apply = cp.kubectl();
+    apply.args(["apply", "-f", "-"]);
+    let applied = run(apply, Some(&registration(ip, port)));
+    assert!(
+        applied.status.success(),
+        "{}",
+        String::from_utf8_lossy(&applied.stderr)
+    );
+
+    let available = r#"jsonpath={.status.conditions[?(@.type=="Available")].status}"#;
+    eventually(
+        &cp,
+        &["get", "apiservice", "v1alpha1.toys.example.com", "-o", available],
+        |s| s == "True",
+    )
+    .await;
+
+    // Aggregated discovery: kube-apiserver took the resources from this server's /apis.
+    let resources = eventually(&cp, &["api-resources", "--api-group=toys.example.com"], |s| {
+        s.contains("widgets")
+    })
+    .await;
+    let widgets = rows(&resources).into_iter().find(|r| r[0] == "widgets").unwrap();
+    assert_eq!(
+        widgets[1..],
+        ["wd", "toys.example.com/v1alpha1", "true", "Widget"],
+        "{resources}"
+    );
+    let requests = log.lock().unwrap().clone();
+    let apis = requests.iter().find(|(path, _)| path == "/apis");
+    assert_eq!(
+        apis.map(|(_, content_type)| content_type.as_str()),
+        Some("application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"),
+        "{requests:?}"
+    );
+
+    // OpenAPI v3, proxied by kube-apiserver from its index.
+    let v3 = eventually(&cp, &["explain", "widgets.spec"], |s| {
+        s.contains("The colour of the widget.")
+    })
+    .await;
+    assert!(v3.contains("parts\t<[]Part>"), "{v3}");
+    // OpenAPI v2, merged into the cluster's document and served to kubectl as protobuf.
+    let v2_args = ["explain", "widgets.spec.parts", "--output=plaintext-openapiv2"];
+    let v2 = eventually(&cp, &v2_args, |s| s.contains("The name of the part.")).await;
+    assert!(v2.contains("The parts the widget is made of."), "{v2}");
+    let metadata = eventually(
+        &cp,
+        &["explain", "widgets.metadata", "--output=plaintext-openapiv2"],
+        |s| s.contains("creationTimestamp"),
+    )
+    .await;
+    assert!(metadata.contains("ObjectMeta"), "{metadata}");
+
+    // Table output, proxied.
+    let table = eventually(&cp, &["get", "widgets", "-n", "default", "-o", "wide"], |s| {
+        s.contains("red-one")
+    })
+    .await;
+    assert_eq!(
+        rows(&table)[..2],
+        [
+            vec!["NAME", "COLOR", "SIZE", "AGE"],
+            vec!["red-one", "red", "3", "60m"]
+        ],
+        "{table}"
     );
 }
