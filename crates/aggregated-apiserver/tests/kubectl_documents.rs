@@ -167,6 +167,9 @@ fn list_widgets(registry: &Registry, headers: &HeaderMap, query: Option<&str>) -
     let def = registry.resource("widgets").unwrap();
     let list_metadata = json!({"resourceVersion": "5"});
     let body = match response_format(headers, Answering::List, include.as_deref()) {
+        Ok(ResponseFormat::PartialObjectMetadataList) => {
+            table::partial_object_metadata_list(&widgets(), list_metadata)
+        }
         Ok(ResponseFormat::Table { include_object }) => {
             table::table(def, &widgets(), list_metadata, include_object)
         }
@@ -582,6 +585,29 @@ async fn kube_apiserver_aggregates_the_documents_for_kubectl() {
     )
     .await;
     assert!(metadata.contains("ObjectMeta"), "{metadata}");
+
+    // PartialObjectMetadataList, as the garbage collector and namespace controller ask for it.
+    let client = cp.client().unwrap();
+    let resource = kube::core::ApiResource {
+        group: "toys.example.com".into(),
+        version: "v1alpha1".into(),
+        api_version: "toys.example.com/v1alpha1".into(),
+        kind: "Widget".into(),
+        plural: "widgets".into(),
+    };
+    let api: kube::Api<kube::core::DynamicObject> = kube::Api::namespaced_with(client, "default", &resource);
+    let partial = api.list_metadata(&Default::default()).await.unwrap();
+    let names: Vec<_> = partial
+        .items
+        .iter()
+        .map(|i| i.metadata.name.clone().unwrap())
+        .collect();
+    assert_eq!(names, ["red-one", "blue-two"]);
+    assert_eq!(partial.metadata.resource_version.as_deref(), Some("5"));
+    assert_eq!(
+        partial.items[0].types.as_ref().unwrap().kind,
+        "PartialObjectMetadata"
+    );
 
     // Table output, proxied.
     let table = eventually(&cp, &["get", "widgets", "-n", "default", "-o", "wide"], |s| {
