@@ -1,6 +1,5 @@
 //! The handlers' use of content negotiation: patch types, YAML, Table and PartialObjectMetadata answers, 406 and
-//! 415. These need the real `negotiate` and `table` modules; on a branch that still has their stubs they are
-//! ignored (`NEEDS_NEGOTIATION`), and the ignore attributes go once both are merged.
+//! 415.
 // Test helpers outside #[test] functions may panic too.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -43,7 +42,6 @@ async fn patch(h: &Harness, name: &str, content_type: &str, body: &str) -> Colle
 }
 
 #[tokio::test]
-#[ignore = "NEEDS_NEGOTIATION"]
 async fn merge_and_json_patches_change_the_stored_object() {
     let h = Harness::new();
     let created = h.create(THINGS, "a").await;
@@ -97,7 +95,6 @@ async fn merge_and_json_patches_change_the_stored_object() {
 }
 
 #[tokio::test]
-#[ignore = "NEEDS_NEGOTIATION"]
 async fn strategic_merge_patch_is_415_as_for_custom_resources() {
     let h = Harness::new();
     h.create(THINGS, "a").await;
@@ -118,7 +115,6 @@ async fn strategic_merge_patch_is_415_as_for_custom_resources() {
 }
 
 #[tokio::test]
-#[ignore = "NEEDS_NEGOTIATION"]
 async fn server_side_apply_creates_then_merges() {
     let h = Harness::new();
     let yaml = "apiVersion: test.example.com/v1\nkind: Thing\nmetadata:\n  name: a\n  labels:\n    app: web\nspec:\n  n: 3\n";
@@ -161,7 +157,6 @@ async fn server_side_apply_creates_then_merges() {
 }
 
 #[tokio::test]
-#[ignore = "NEEDS_NEGOTIATION"]
 async fn yaml_bodies_and_answers() {
     let h = Harness::new();
     let yaml = "apiVersion: test.example.com/v1\nkind: Thing\nmetadata:\n  name: yy\nspec:\n  n: 9\n";
@@ -203,7 +198,6 @@ async fn yaml_bodies_and_answers() {
 }
 
 #[tokio::test]
-#[ignore = "NEEDS_NEGOTIATION"]
 async fn unknown_body_types_are_415() {
     let h = Harness::new();
     let response = send(&h, Method::POST, THINGS, &[("content-type", "text/plain")], "{}").await;
@@ -215,7 +209,6 @@ async fn unknown_body_types_are_415() {
 }
 
 #[tokio::test]
-#[ignore = "NEEDS_NEGOTIATION"]
 async fn tables_and_partial_object_metadata() {
     let h = Harness::new();
     h.create(THINGS, "a").await;
@@ -241,7 +234,6 @@ async fn tables_and_partial_object_metadata() {
 }
 
 #[tokio::test]
-#[ignore = "NEEDS_NEGOTIATION"]
 async fn not_acceptable_is_answered_before_the_storage_is_called() {
     let h = Harness::new();
     let started = std::time::Instant::now();
@@ -263,7 +255,6 @@ async fn not_acceptable_is_answered_before_the_storage_is_called() {
 }
 
 #[tokio::test]
-#[ignore = "NEEDS_NEGOTIATION"]
 async fn table_watches_carry_tables() {
     let h = Harness::new();
     let request = Request::builder()

@@ -3,6 +3,8 @@
 #![allow(dead_code)]
 
 use std::net::SocketAddr;
+
+use rustls_pki_types::pem::PemObject as _;
 use std::process::{Command, Output, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
