@@ -44,7 +44,10 @@ async fn other_writer_sets(client: &kube::Client, ca_bundle: &str, annotations: 
     apiservices(client)
         .patch(
             APISERVICE,
-            &PatchParams { field_manager: Some("someone-else".to_owned()), ..PatchParams::default() },
+            &PatchParams {
+                field_manager: Some("someone-else".to_owned()),
+                ..PatchParams::default()
+            },
             &Patch::Merge(&patch),
         )
         .await
@@ -130,8 +133,16 @@ async fn the_ca_bundle_is_managed_repaired_and_left_alone_when_opted_out() {
     // milliseconds of the event, so 5 s without a write shows the opt-out is respected.
     tokio::time::sleep(Duration::from_secs(5)).await;
     // (kube-apiserver's availability controller writes the status meanwhile, so the resourceVersion moves.)
-    assert_eq!(ca_bundle(&client).await.0, foreign, "an opted-out APIService keeps the other writer's caBundle");
-    assert_eq!(our_last_write(&client).await, last_write, "and the controller wrote nothing");
+    assert_eq!(
+        ca_bundle(&client).await.0,
+        foreign,
+        "an opted-out APIService keeps the other writer's caBundle"
+    );
+    assert_eq!(
+        our_last_write(&client).await,
+        last_write,
+        "and the controller wrote nothing"
+    );
 
     // Opting back in gives the field back.
     apiservices(&client)

@@ -2,6 +2,7 @@
 //! modules (crates/testenv) and the real kubectl.
 // Test helpers outside #[test] functions may panic too.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod aggregated;
 mod cli;
 mod coder_errors;
 mod compat;

@@ -1,0 +1,476 @@
+//! The aggregated API server inside the `coder-k8s` binary, on a real kube-apiserver: `--app=all` serves a real
+//! Coder's templates through the control plane its own controllers made ready (kubectl through kube-apiserver's
+//! APIService, with kube-controller-manager deleting a namespace); a standalone server without a backend answers
+//! 503 and keeps its serving certificate in its Secret; and the documented start-up errors stop the process.
+
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use coder_k8s_api::control_plane::CoderControlPlane;
+use coder_k8s_coder_client::types::{ArchiveKind, CreateTemplateRequest, CreateTemplateVersionRequest};
+use coder_k8s_coder_client::{CoderClient, SessionToken};
+use coder_k8s_testenv::{ControlPlane, RealCoder};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Namespace, Secret, Service};
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use rustls_pki_types::pem::PemObject as _;
+use serde_json::json;
+use tokio::sync::OnceCell;
+
+use crate::support::{assert_success, control_plane_with_crds, kubectl, path, stderr, stdout};
+
+const SERVER_NAMESPACE: &str = "coder-system";
+const APISERVICE: &str = "v1alpha1.aggregation.coder.com";
+
+/// The process; killed if a test fails before it stops it.
+struct Process(Child);
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Process {
+    fn stop(mut self) -> std::process::ExitStatus {
+        coder_k8s_testenv::send_signal("TERM", self.0.id());
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(status) = self.0.try_wait().unwrap() {
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "coder-k8s did not stop within 30 s of SIGTERM"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+fn free_ports<const N: usize>() -> [u16; N] {
+    coder_k8s_testenv::free_ports::<N>().unwrap()
+}
+
+/// A control plane of its own, with kube-controller-manager (namespace deletion) and the CRDs: the APIService is
+/// cluster-wide, so it must not lead the shared control plane's clients to a server that stops with this test.
+async fn own_control_plane() -> &'static ControlPlane {
+    static CP: OnceCell<ControlPlane> = OnceCell::const_new();
+    CP.get_or_init(|| async {
+        let cp = ControlPlane::builder()
+            .controller_manager(true)
+            .start()
+            .await
+            .unwrap();
+        let out = kubectl(
+            &cp,
+            &["apply", "--server-side", "-f", &path("config/crd/bases")],
+            None,
+        );
+        assert_success(&out, "install CRDs");
+        let out = kubectl(
+            &cp,
+            &[
+                "wait",
+                "--for=condition=Established",
+                "crd",
+                "--all",
+                "--timeout=60s",
+            ],
+            None,
+        );
+        assert_success(&out, "wait for CRDs");
+        let out = kubectl(&cp, &["create", "namespace", SERVER_NAMESPACE], None);
+        assert_success(&out, "create the server namespace");
+        cp
+    })
+    .await
+}
+
+/// The ExternalName Service and the APIService that lead kube-apiserver to the server on `port` (no caBundle: the
+/// server fills it).
+async fn register(client: &kube::Client, port: u16) {
+    let service: Service = serde_json::from_value(json!({
+        "metadata": {"name": "coder-k8s-apiserver", "namespace": SERVER_NAMESPACE},
+        "spec": {"type": "ExternalName", "externalName": "localhost"},
+    }))
+    .unwrap();
+    Api::<Service>::namespaced(client.clone(), SERVER_NAMESPACE)
+        .create(&PostParams::default(), &service)
+        .await
+        .unwrap();
+    let gvk = GroupVersionKind::gvk("apiregistration.k8s.io", "v1", "APIService");
+    let apiservices: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &ApiResource::from_gvk_with_plural(&gvk, "apiservices"),
+    );
+    let apiservice: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "apiregistration.k8s.io/v1",
+        "kind": "APIService",
+        "metadata": {"name": APISERVICE},
+        "spec": {
+            "group": "aggregation.coder.com", "version": "v1alpha1",
+            "groupPriorityMinimum": 1000, "versionPriority": 100,
+            "service": {"name": "coder-k8s-apiserver", "namespace": SERVER_NAMESPACE, "port": port},
+        },
+    }))
+    .unwrap();
+    apiservices
+        .create(&PostParams::default(), &apiservice)
+        .await
+        .unwrap();
+}
+
+/// Imports an echo template named `name` into the real Coder's default organization; returns the organization.
+async fn seed_template(coder: &RealCoder, name: &str) -> String {
+    coder_k8s_coder_client::install_ring_provider();
+    let url = url::Url::parse(coder.url()).unwrap();
+    let client = CoderClient::new(url, SessionToken::new(coder.owner_token())).unwrap();
+    let organization = client.default_organization().await.unwrap().name;
+    let tar = coder
+        .echo_template(coder_k8s_testenv::coder::EchoTemplate::Success)
+        .unwrap();
+    let file = client
+        .upload_file(ArchiveKind::Tar, bytes::Bytes::from(tar))
+        .await
+        .unwrap();
+    let mut request = CreateTemplateVersionRequest::terraform(file.id);
+    request.provisioner = "echo".to_owned();
+    let version = client
+        .create_template_version(&organization, &request)
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !client
+        .template_version(version.id)
+        .await
+        .unwrap()
+        .job
+        .status
+        .is_terminal()
+    {
+        assert!(Instant::now() < deadline, "the template import did not finish");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let request = CreateTemplateRequest {
+        name: name.to_owned(),
+        template_version_id: version.id,
+        ..CreateTemplateRequest::default()
+    };
+    client.create_template(&organization, &request).await.unwrap();
+    organization
+}
+
+async fn wait_until(what: &str, mut check: impl AsyncFnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while !check().await {
+        assert!(Instant::now() < deadline, "timed out waiting until {what}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// A control plane on the real Coder's port and database, made Ready by the operator (the test plays kubelet).
+async fn ready_control_plane(client: &kube::Client, coder: &RealCoder, namespace: &str) {
+    crate::control_plane::put_secret(
+        &Api::<Secret>::namespaced(client.clone(), namespace),
+        "coder-db",
+        &[("uri", coder.database_url())],
+    )
+    .await;
+    let spec = json!({
+        "service": {"port": coder.port()},
+        "database": {"connectionSecretRef": {"name": "coder-db", "key": "uri"}},
+    });
+    let control_planes = Api::<CoderControlPlane>::namespaced(client.clone(), namespace);
+    control_planes
+        .create(
+            &PostParams::default(),
+            &CoderControlPlane::new("coder", serde_json::from_value(spec).unwrap()),
+        )
+        .await
+        .unwrap();
+    let deployments = Api::<Deployment>::namespaced(client.clone(), namespace);
+    wait_until("the Deployment exists", async || {
+        deployments.get_opt("coder").await.unwrap().is_some()
+    })
+    .await;
+    let ready = json!({"status": {"replicas": 1, "readyReplicas": 1, "availableReplicas": 1}});
+    deployments
+        .patch_status("coder", &PatchParams::default(), &Patch::Merge(&ready))
+        .await
+        .unwrap();
+    wait_until("operator access is ready", async || {
+        let cp = control_planes.get("coder").await.unwrap();
+        cp.status.and_then(|s| s.operator_access_ready) == Some(true)
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn all_mode_serves_a_real_coders_templates_through_kube_apiserver() {
+    let coder = RealCoder::shared().await.unwrap();
+    let organization = seed_template(coder, "agg-e2e").await;
+    let cp = own_control_plane().await;
+    let client = cp.client().unwrap();
+    let team = cp.namespace("agg-team").await.unwrap();
+    let [api_port, health_port] = free_ports::<2>();
+    let operator = Process(
+        Command::new(env!("CARGO_BIN_EXE_coder-k8s"))
+            .args([
+                "--app=all",
+                "--leader-elect=false",
+                "--service-address-override=127.0.0.1",
+            ])
+            .arg(format!("--watch-namespace={team}"))
+            .arg(format!("--apiserver-bind-address=127.0.0.1:{api_port}"))
+            .arg(format!("--health-probe-bind-address=127.0.0.1:{health_port}"))
+            .env("KUBECONFIG", cp.kubeconfig_path())
+            .env("POD_NAMESPACE", SERVER_NAMESPACE)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    ready_control_plane(&client, coder, &team).await;
+    register(&client, api_port).await;
+    wait_until("the aggregated API answers through kube-apiserver", async || {
+        kubectl(
+            cp,
+            &["get", "--raw", "/apis/aggregation.coder.com/v1alpha1"],
+            None,
+        )
+        .status
+        .success()
+    })
+    .await;
+
+    // The template comes from Coder, through the control plane's operator token, named <organization>.<template>.
+    let out = kubectl(cp, &["get", "codertemplates", "-n", &team, "-o", "wide"], None);
+    assert_success(&out, "get codertemplates");
+    let table = stdout(&out);
+    let name = format!("{organization}.agg-e2e");
+    assert!(
+        table.lines().any(|l| l.starts_with(&format!("{name} "))),
+        "{table}"
+    );
+    let object: serde_json::Value = serde_json::from_slice(
+        &kubectl(
+            cp,
+            &["get", "codertemplate", &name, "-n", &team, "-o", "json"],
+            None,
+        )
+        .stdout,
+    )
+    .unwrap();
+    assert_eq!(object["spec"]["organization"], organization.as_str());
+    assert!(
+        !object["status"]["activeVersionID"]
+            .as_str()
+            .unwrap_or_default()
+            .is_empty(),
+        "{object}"
+    );
+
+    // A namespace whose control plane is not ready yet says so.
+    let waiting = cp.namespace("agg-waiting").await.unwrap();
+    Api::<CoderControlPlane>::namespaced(client.clone(), &waiting)
+        .create(
+            &PostParams::default(),
+            &CoderControlPlane::new("coder", Default::default()),
+        )
+        .await
+        .unwrap();
+    let out = kubectl(cp, &["get", "coderworkspaces", "-n", &waiting], None);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains(&format!(
+            "no eligible CoderControlPlane instances found in namespace \"{waiting}\""
+        )),
+        "{}",
+        stderr(&out)
+    );
+
+    // A namespace without any control plane lists as empty, so kube-controller-manager can delete it.
+    let empty = cp.namespace("agg-empty").await.unwrap();
+    let out = kubectl(
+        cp,
+        &[
+            "get",
+            "codertemplates,coderworkspaces,codertemplateversions",
+            "-n",
+            &empty,
+        ],
+        None,
+    );
+    assert_success(&out, "list an unserved namespace");
+    assert!(stdout(&out).trim().is_empty(), "{}", stdout(&out));
+    let namespaces = Api::<Namespace>::all(client.clone());
+    namespaces.delete(&empty, &Default::default()).await.unwrap();
+    wait_until("the namespace without a control plane is deleted", async || {
+        namespaces.get_opt(&empty).await.unwrap().is_none()
+    })
+    .await;
+
+    assert!(operator.stop().success(), "SIGTERM ends the process with 0");
+}
+
+/// A client for the server itself (not through kube-apiserver) that trusts `ca_pem` and resolves the Service name the
+/// certificate was issued for to `port` on the loopback.
+fn direct_client(ca_pem: &[u8], namespace: &str, port: u16) -> (reqwest::Client, String) {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls_pki_types::CertificateDer::pem_slice_iter(ca_pem) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let config =
+        rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+    let host = format!("coder-k8s-apiserver.{namespace}.svc");
+    let client = reqwest::Client::builder()
+        .use_preconfigured_tls(config)
+        .resolve(&host, ([127, 0, 0, 1], port).into())
+        .build()
+        .unwrap();
+    (client, format!("https://{host}:{port}"))
+}
+
+#[tokio::test]
+async fn a_standalone_server_without_a_backend_keeps_its_certificate_in_its_secret_and_answers_503() {
+    let cp = control_plane_with_crds().await;
+    let namespace = cp.namespace("agg-standalone").await.unwrap();
+    let [api_port, health_port] = free_ports::<2>();
+    let server = Process(
+        Command::new(env!("CARGO_BIN_EXE_coder-k8s"))
+            .arg("--app=aggregated-apiserver")
+            .arg(format!("--apiserver-bind-address=127.0.0.1:{api_port}"))
+            .arg(format!("--health-probe-bind-address=127.0.0.1:{health_port}"))
+            .env("KUBECONFIG", cp.kubeconfig_path())
+            .env("POD_NAMESPACE", namespace.name())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let secrets = Api::<Secret>::namespaced(cp.client().unwrap(), &namespace);
+    let mut ca = Vec::new();
+    wait_until("the serving-CA Secret is written", async || {
+        let secret = secrets.get_opt("coder-k8s-apiserver-tls").await.unwrap();
+        ca = secret
+            .and_then(|s| s.data?.get("ca.crt").map(|b| b.0.clone()))
+            .unwrap_or_default();
+        !ca.is_empty()
+    })
+    .await;
+    let (direct, base) = direct_client(&ca, &namespace, api_port);
+    wait_until("the server listens", async || {
+        direct.get(format!("{base}/healthz")).send().await.is_ok()
+    })
+    .await;
+
+    for path in ["/healthz", "/livez", "/readyz"] {
+        let response = direct.get(format!("{base}{path}")).send().await.unwrap();
+        assert_eq!(response.status(), 200, "{path} needs no credential");
+    }
+    let resources = format!("{base}/apis/aggregation.coder.com/v1alpha1/namespaces/team/coderworkspaces");
+    let anonymous = direct.get(&resources).send().await.unwrap();
+    assert_eq!(anonymous.status(), 401);
+    let response = direct
+        .get(&resources)
+        .bearer_auth(cp.admin_token())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 503);
+    let status: serde_json::Value = response.json().await.unwrap();
+    assert_eq!(
+        status["message"],
+        "coder client provider is not configured: missing coder URL and coder session token; configure --coder-url and --coder-session-token"
+    );
+    assert!(server.stop().success(), "SIGTERM ends the process with 0");
+}
+
+fn run_to_exit(command: &mut Command) -> std::process::Output {
+    let child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
+#[tokio::test]
+async fn start_up_errors_name_what_to_fix() {
+    let [api_port, health_port] = free_ports::<2>();
+    let standalone = || {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_coder-k8s"));
+        command
+            .arg("--app=aggregated-apiserver")
+            .arg(format!("--apiserver-bind-address=127.0.0.1:{api_port}"))
+            .arg(format!("--health-probe-bind-address=127.0.0.1:{health_port}"));
+        command
+    };
+    let out = run_to_exit(standalone().env("KUBECONFIG", "/nonexistent/kubeconfig"));
+    assert!(
+        stderr(&out)
+            .contains("configure delegated authentication: load kubeconfig \"/nonexistent/kubeconfig\": "),
+        "{}",
+        stderr(&out)
+    );
+
+    // An identity that may not read kube-system/extension-apiserver-authentication.
+    let cp = control_plane_with_crds().await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    let text = std::fs::read_to_string(cp.kubeconfig_path()).unwrap();
+    let token_line = format!("    token: {}\n", cp.admin_token());
+    let impersonating = text.replace(&token_line, &format!("{token_line}    as: nobody\n"));
+    assert_ne!(impersonating, text);
+    std::fs::write(&kubeconfig, impersonating).unwrap();
+    let out = run_to_exit(standalone().env("KUBECONFIG", &kubeconfig));
+    assert!(
+        stderr(&out).contains(
+            "configure delegated authentication: configmaps \"extension-apiserver-authentication\" is forbidden"
+        ),
+        "{}",
+        stderr(&out)
+    );
+
+    // A serving-CA Secret that cannot be used refuses the start, naming the field.
+    let namespace = cp.namespace("agg-broken").await.unwrap();
+    let broken: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "coder-k8s-apiserver-tls"},
+        "type": "coder.com/aggregated-apiserver-serving-ca",
+        "stringData": {"ca.crt": "not a certificate"},
+    }))
+    .unwrap();
+    Api::<Secret>::namespaced(cp.client().unwrap(), &namespace)
+        .create(&PostParams::default(), &broken)
+        .await
+        .unwrap();
+    let out = run_to_exit(
+        standalone()
+            .env("KUBECONFIG", cp.kubeconfig_path())
+            .env("POD_NAMESPACE", namespace.name()),
+    );
+    let message = stderr(&out);
+    assert!(
+        message.contains("configure aggregated API server serving certificate: ")
+            && message.contains("data[\"ca.key\"] is missing or empty"),
+        "{message}"
+    );
+}
