@@ -2,6 +2,8 @@
 //! lead to this test process) and driven with the real `kubectl`: discovery, OpenAPI, Table output, writes, watch,
 //! RBAC, the open health paths, namespace deletion and the trust kube-apiserver places in the serving CA. The
 //! resources are served from in-memory storages; the Coder-backed storages have tests of their own.
+// Test helpers outside #[test] functions may panic too.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod cluster;
 

@@ -1,5 +1,6 @@
 //! Test support: a real control plane with the aggregated API server of this crate registered behind it (served
 //! from in-memory storages on a runtime of its own, reached through an ExternalName Service), and kubectl helpers.
+// Two test binaries use this module, each a part of it.
 #![allow(dead_code)]
 
 use std::net::SocketAddr;
@@ -35,7 +36,6 @@ pub struct Served {
     pub addr: SocketAddr,
     /// The serving CA the server started with.
     pub ca_pem: Vec<u8>,
-    pub workspaces: Arc<MemoryStorage>,
 }
 
 impl Served {
@@ -56,7 +56,7 @@ impl Served {
         let client = cp.client().expect("client");
         create_namespace(&client, SERVER_NAMESPACE).await;
         let workspaces = Arc::new(MemoryStorage::new("aggregation.coder.com", "coderworkspaces"));
-        let (addr, ca_pem) = spawn_server(cp, test_registry(workspaces.clone()));
+        let (addr, ca_pem) = spawn_server(cp, test_registry(workspaces));
         register(&client, addr.port()).await;
         let served = Served {
             cp,
@@ -66,7 +66,6 @@ impl Served {
             ),
             addr,
             ca_pem,
-            workspaces,
         };
         wait_until(
             "the aggregated API answers through kube-apiserver",
