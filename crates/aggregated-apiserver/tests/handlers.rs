@@ -725,3 +725,41 @@ async fn watch_events_reach_a_socket_client_while_the_watch_runs() {
         .await
         .expect("the event is flushed long before the 60 s watch ends");
 }
+
+#[tokio::test]
+async fn openapi_v3_documents_named_by_their_hash_are_served_as_immutable() {
+    let h = Harness::new();
+    let index = h.send(Method::GET, "/openapi/v3", Some("alice")).await;
+    assert_eq!(index.status, StatusCode::OK, "{}", index.text());
+    let url = index.json()["paths"]["apis/test.example.com/v1"]["serverRelativeURL"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no serverRelativeURL in {}", index.text()))
+        .to_owned();
+    assert!(url.contains("?hash="), "{url}");
+    let document = h.send(Method::GET, &url, Some("alice")).await;
+    assert_eq!(document.status, StatusCode::OK, "{}", document.text());
+    let cache = document
+        .headers
+        .get("cache-control")
+        .map(|v| v.to_str().unwrap_or_default().to_owned());
+    assert!(
+        cache.as_deref().is_some_and(|c| c.contains("immutable")),
+        "the hash in the URL reached the OpenAPI handler: {cache:?}"
+    );
+    let stale = h
+        .send(
+            Method::GET,
+            "/openapi/v3/apis/test.example.com/v1?hash=0000",
+            Some("alice"),
+        )
+        .await;
+    assert_eq!(stale.status, StatusCode::OK);
+    let cache = stale
+        .headers
+        .get("cache-control")
+        .map(|v| v.to_str().unwrap_or_default().to_owned());
+    assert!(
+        !cache.as_deref().unwrap_or_default().contains("immutable"),
+        "{cache:?}"
+    );
+}

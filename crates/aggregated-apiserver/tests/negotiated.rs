@@ -92,6 +92,17 @@ async fn merge_and_json_patches_change_the_stored_object() {
     );
     let missing = patch(&h, "zz", "application/merge-patch+json", r#"{"spec":{}}"#).await;
     assert_eq!(missing.status, 404);
+    // A JSON patch can replace the whole document with something that is not an object.
+    for replacement in ["[1]", "\"text\"", "null"] {
+        let body = format!(r#"[{{"op":"replace","path":"","value":{replacement}}}]"#);
+        let replaced = patch(&h, "a", "application/json-patch+json", &body).await;
+        assert_eq!(replaced.status, 422, "{replacement}: {}", replaced.text());
+    }
+    let stored = h
+        .send(Method::GET, &format!("{THINGS}/a"), Some("alice"))
+        .await
+        .json();
+    assert_eq!(stored["spec"], json!({"n": 6}), "a refused patch changes nothing");
 }
 
 #[tokio::test]

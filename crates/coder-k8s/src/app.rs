@@ -16,7 +16,7 @@ use crate::{aggregated, controller, leader, mcp};
 use coder_k8s_aggregated_apiserver::coder::{
     ControlPlaneProvider, Provider, StaticProvider, UnconfiguredProvider,
 };
-use coder_k8s_control_plane_access::{ClientCache, ClientSettings};
+use coder_k8s_control_plane_access::ClientSettings;
 
 /// Everything the startup checks produced; the components start from it without validating again.
 #[derive(Debug)]
@@ -136,8 +136,15 @@ async fn run_components(
                 .map_err(|error| anyhow::anyhow!("configure delegated authentication: {error}"))?;
             let client = kube_requests.client(config).context("connect to Kubernetes")?;
             let provider = standalone_provider(startup, settings)?;
-            admin_state.set_ready(true);
-            aggregated::run(client, provider, &settings.apiserver_bind_address, shutdown).await
+            let ready = move || admin_state.set_ready(true);
+            aggregated::run(
+                client,
+                provider,
+                &settings.apiserver_bind_address,
+                ready,
+                shutdown,
+            )
+            .await
         }
         AppMode::All | AppMode::Controller => {
             let config = kube::Config::infer()
@@ -159,6 +166,9 @@ async fn run_components(
                 controller_settings,
                 reconcile_metrics,
             ));
+            // The aggregated API server reuses the controllers' Coder clients (one per control plane, forgotten
+            // when the control plane is deleted).
+            let clients = ctx.clients.clone();
             let controllers = run_controller(
                 ctx,
                 settings.leader_elect,
@@ -171,11 +181,15 @@ async fn run_components(
             }
             // Every replica serves the aggregated API; only the leader runs the controllers. Either failing stops
             // the process.
-            let provider = Arc::new(ControlPlaneProvider::new(
-                client.clone(),
-                Arc::new(ClientCache::new(client_settings(settings))),
-            ));
-            let api = aggregated::run(client, provider, &settings.apiserver_bind_address, shutdown);
+            let provider = Arc::new(ControlPlaneProvider::new(client.clone(), clients));
+            // Readiness follows the controllers' caches, as in controller mode.
+            let api = aggregated::run(
+                client,
+                provider,
+                &settings.apiserver_bind_address,
+                || {},
+                shutdown,
+            );
             tokio::try_join!(controllers, api).map(|_| ())
         }
     }

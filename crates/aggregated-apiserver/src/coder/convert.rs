@@ -17,7 +17,6 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 
 use super::names;
 use crate::generic::ApiError;
@@ -44,10 +43,7 @@ fn metadata(name: String, namespace: &str, uid: uuid::Uuid, created_at: &str) ->
 fn fingerprint(object: &impl Serialize) -> Result<String, ApiError> {
     let bytes = serde_json::to_vec(object)
         .map_err(|e| ApiError::internal(format!("serialize the object for its resourceVersion: {e}")))?;
-    Ok(Sha256::digest(&bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect())
+    Ok(crate::generic::discovery::hex_sha256(&bytes))
 }
 
 fn to_value(object: &impl Serialize) -> Result<Value, ApiError> {

@@ -17,7 +17,7 @@ use axum::http::HeaderMap;
 use futures::StreamExt as _;
 use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec, UserInfo as KubeUserInfo};
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, PostParams};
+use kube::api::Api;
 use kube::runtime::WatchStreamExt as _;
 use kube::runtime::watcher::{self, Event};
 use rustls::server::danger::ClientCertVerifier;
@@ -27,6 +27,7 @@ use self::config::AuthConfig;
 use self::trust::{DynamicClientVerifier, SharedTrust, Trust};
 use super::StartupError;
 use super::auth::{Authenticator, PeerCertificates, UserInfo};
+use super::kube_call::{create_review, kube_message};
 use super::status::ApiError;
 use super::ttl_cache::TtlCache;
 
@@ -147,15 +148,11 @@ impl DelegatedAuthenticator {
             ..TokenReview::default()
         };
         let api: Api<TokenReview> = Api::all(self.client.clone());
-        let answer = api
-            .create(&PostParams::default(), &review)
-            .await
-            .map_err(|error| {
-                ApiError::internal(format!(
-                    "authenticate the bearer token: create tokenreviews.authentication.k8s.io: {}",
-                    kube_message(&error)
-                ))
-            })?;
+        let answer = create_review(&api, &review).await.map_err(|message| {
+            ApiError::internal(format!(
+                "authenticate the bearer token: create tokenreviews.authentication.k8s.io: {message}"
+            ))
+        })?;
         let user = answer
             .status
             .filter(|status| status.authenticated == Some(true))
@@ -224,14 +221,6 @@ impl Source {
 
 fn startup_error(reason: &str) -> StartupError {
     StartupError(format!("configure delegated authentication: {reason}"))
-}
-
-/// kube-apiserver's own message for API errors (e.g. `configmaps "x" is forbidden: User ...`), else the error.
-pub(crate) fn kube_message(error: &kube::Error) -> String {
-    match error {
-        kube::Error::Api(status) if !status.message.is_empty() => status.message.clone(),
-        other => other.to_string(),
-    }
 }
 
 /// Keeps the shared trust in step with the ConfigMap until the authenticator is dropped.

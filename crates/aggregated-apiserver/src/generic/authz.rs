@@ -8,10 +8,10 @@ use k8s_openapi::api::authorization::v1::{
     NonResourceAttributes, ResourceAttributes as KubeResourceAttributes, SubjectAccessReview,
     SubjectAccessReviewSpec,
 };
-use kube::api::{Api, PostParams};
+use kube::api::Api;
 
 use super::auth::{Attributes, Authorizer, Decision};
-use super::authn::kube_message;
+use super::kube_call::create_review;
 use super::status::ApiError;
 use super::ttl_cache::TtlCache;
 
@@ -53,15 +53,11 @@ impl SubjectAccessReviewAuthorizer {
             ..SubjectAccessReview::default()
         };
         let api: Api<SubjectAccessReview> = Api::all(self.client.clone());
-        let answer = api
-            .create(&PostParams::default(), &review)
-            .await
-            .map_err(|error| {
-                ApiError::internal(format!(
-                    "authorize the request: create subjectaccessreviews.authorization.k8s.io: {}",
-                    kube_message(&error)
-                ))
-            })?;
+        let answer = create_review(&api, &review).await.map_err(|message| {
+            ApiError::internal(format!(
+                "authorize the request: create subjectaccessreviews.authorization.k8s.io: {message}"
+            ))
+        })?;
         let status = answer.status.unwrap_or_default();
         Ok(if status.allowed && status.denied != Some(true) {
             Decision::Allow

@@ -51,17 +51,32 @@ pub async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Resp
     if let Ok(value) = HeaderValue::from_str(&audit_id) {
         response.headers_mut().insert("Audit-Id", value);
     }
-    tracing::debug!(
-        %method,
-        path,
-        user,
-        user_agent,
-        status = response.status().as_u16(),
-        audit_id,
-        latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-        "request"
-    );
+    let status = response.status().as_u16();
+    let latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    macro_rules! log_request {
+        ($level:ident) => {
+            tracing::$level!(%method, path, user, user_agent, status, audit_id, latency_ms, "request")
+        };
+    }
+    // Failures of this server and every write are logged by default; reads (kube-apiserver's discovery and
+    // availability checks among them) only at debug level.
+    match log_level(&method, status) {
+        tracing::Level::WARN => log_request!(warn),
+        tracing::Level::INFO => log_request!(info),
+        _ => log_request!(debug),
+    }
     response
+}
+
+/// How a request is logged: 5xx as warnings, writes as info, reads as debug.
+fn log_level(method: &http::Method, status: u16) -> tracing::Level {
+    if status >= 500 {
+        tracing::Level::WARN
+    } else if matches!(*method, http::Method::GET | http::Method::HEAD) {
+        tracing::Level::DEBUG
+    } else {
+        tracing::Level::INFO
+    }
 }
 
 /// The answer and the name of the authenticated user (empty when there is none).
@@ -132,7 +147,14 @@ async fn authorize_and_dispatch(
         }
     }
     match info {
-        RequestInfo::NonResource { path, .. } => non_resource(&shared.server, &path, &parts.headers),
+        RequestInfo::NonResource { path, .. } => {
+            // The OpenAPI v3 documents read their `?hash=` from the query.
+            let target = match parts.uri.query() {
+                Some(query) => format!("{path}?{query}"),
+                None => path,
+            };
+            non_resource(&shared.server, &target, &parts.headers)
+        }
         RequestInfo::Resource(info) => resource(shared, parts, body, &query, &info, user).await,
     }
 }
@@ -236,9 +258,19 @@ async fn resource(
         .resource(&info.resource)
         .ok_or_else(request_info::not_found)?;
     check_scope(def, info)?;
+    // Refused before the body is read: a write to a read-only resource must not upload it first.
+    if info.subresource.is_none() && !def.serves(info.verb) {
+        return Err(method_not_allowed());
+    }
     let ctx = params::request_context(&shared.server.settings, query, info, user)?;
     let body = match info.verb {
-        Verb::Create | Verb::Update | Verb::Patch | Verb::Delete => params::read_body(body).await?,
+        Verb::Create | Verb::Update | Verb::Patch | Verb::Delete => {
+            tokio::time::timeout_at(ctx.deadline, params::read_body(body))
+                .await
+                .map_err(|_| {
+                    ApiError::timeout("the request body did not arrive within the request timeout")
+                })??
+        }
         _ => Bytes::new(),
     };
     let call = Call {
@@ -252,9 +284,6 @@ async fn resource(
     };
     if let Some(subresource) = &info.subresource {
         return write::subresource(call, subresource, parts.method).await;
-    }
-    if !def.serves(info.verb) {
-        return Err(method_not_allowed());
     }
     dispatch_verb(call).await
 }
@@ -372,6 +401,16 @@ pub(crate) fn streaming(content_type: &'static str, body: Body) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn failures_and_writes_are_logged_by_default_reads_at_debug() {
+        assert_eq!(log_level(&http::Method::GET, 503), tracing::Level::WARN);
+        assert_eq!(log_level(&http::Method::POST, 500), tracing::Level::WARN);
+        assert_eq!(log_level(&http::Method::DELETE, 200), tracing::Level::INFO);
+        assert_eq!(log_level(&http::Method::PATCH, 409), tracing::Level::INFO);
+        assert_eq!(log_level(&http::Method::GET, 200), tracing::Level::DEBUG);
+        assert_eq!(log_level(&http::Method::GET, 403), tracing::Level::DEBUG);
+    }
 
     fn alice() -> UserInfo {
         UserInfo {

@@ -6,6 +6,7 @@ pub mod authn;
 pub mod authz;
 pub mod discovery;
 pub mod handlers;
+pub mod kube_call;
 pub mod memory;
 pub mod negotiate;
 pub mod openapi;

@@ -63,13 +63,25 @@ impl std::fmt::Debug for Column {
 }
 
 /// A request to a subresource (`<resource>/<name>/<subresource>`), already authenticated and authorized.
-#[derive(Debug)]
 pub struct SubresourceRequest {
     pub ctx: RequestContext,
     pub name: String,
     pub method: http::Method,
     pub headers: http::HeaderMap,
     pub body: Bytes,
+}
+
+/// Header values (a bearer token) and the body are left out: a logged request must not carry a credential.
+impl std::fmt::Debug for SubresourceRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SubresourceRequest")
+            .field("ctx", &self.ctx)
+            .field("name", &self.name)
+            .field("method", &self.method)
+            .field("headers", &self.headers.keys().collect::<Vec<_>>())
+            .field("body_bytes", &self.body.len())
+            .finish()
+    }
 }
 
 /// The backend of one subresource. It answers the whole HTTP response (subresources may stream plain text).
@@ -166,5 +178,42 @@ impl Registry {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::generic::auth::UserInfo;
+
+    #[test]
+    fn a_subresource_request_never_shows_its_credentials() {
+        let mut headers = http::HeaderMap::new();
+        headers.insert(
+            http::header::AUTHORIZATION,
+            http::HeaderValue::from_static("Bearer s3cr3t-token"),
+        );
+        let request = SubresourceRequest {
+            ctx: RequestContext {
+                user: UserInfo::default(),
+                namespace: Some("team".into()),
+                deadline: tokio::time::Instant::now(),
+                dry_run: false,
+                query: Default::default(),
+            },
+            name: "acme.alice.dev".into(),
+            method: http::Method::POST,
+            headers,
+            body: Bytes::from_static(b"{\"token\":\"body-secret\"}"),
+        };
+        let printed = format!("{request:?}");
+        assert!(
+            printed.contains("authorization") && printed.contains("acme.alice.dev"),
+            "{printed}"
+        );
+        assert!(
+            !printed.contains("s3cr3t") && !printed.contains("body-secret"),
+            "{printed}"
+        );
     }
 }

@@ -134,7 +134,8 @@ fn decode_segment(raw: &str) -> Result<String, ApiError> {
 }
 
 /// `%XX` decoding; `None` for a malformed escape.
-fn percent_decode(raw: &str) -> Option<Vec<u8>> {
+/// `%XX` escapes decoded; `None` for a malformed escape.
+pub(crate) fn percent_decode(raw: &str) -> Option<Vec<u8>> {
     let bytes = raw.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;

@@ -32,6 +32,12 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
 /// Accept errors (e.g. out of file descriptors) are usually transient; pausing avoids a busy loop.
 const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(100);
+/// Open connections at most (kube-apiserver keeps a few long-lived HTTP/2 connections to an aggregated server).
+const MAX_CONNECTIONS: usize = 4096;
+/// HTTP/2 keep-alive: a ping after this long without frames ...
+const H2_KEEP_ALIVE_INTERVAL: Duration = Duration::from_secs(30);
+/// ... and the connection closes when the ping is not answered within this.
+const H2_KEEP_ALIVE_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// Why a certificate and key cannot be served.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -132,21 +138,23 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let acceptor = TlsAcceptor::from(config);
+    // Open connections are bounded: past the limit the server stops accepting until one closes, so clients that
+    // hold connections open (no credential is needed to finish TLS) cannot exhaust file descriptors or memory.
+    let limit = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut connections = JoinSet::new();
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
         tokio::select! {
             () = &mut shutdown => break,
-            accepted = listener.accept() => match accepted {
-                Ok((tcp, remote)) => {
-                    connections.spawn(serve_connection(
-                        acceptor.clone(),
-                        tcp,
-                        remote,
-                        router.clone(),
-                        stop_rx.clone(),
-                    ));
+            accepted = accept_within(&listener, &limit) => match accepted {
+                Ok((tcp, remote, permit)) => {
+                    let connection =
+                        serve_connection(acceptor.clone(), tcp, remote, router.clone(), stop_rx.clone());
+                    connections.spawn(async move {
+                        connection.await;
+                        drop(permit);
+                    });
                 }
                 Err(error) => {
                     tracing::warn!(%error, "accepting a connection failed");
@@ -171,6 +179,21 @@ pub async fn serve(
         connections.shutdown().await;
     }
     Ok(())
+}
+
+/// The next connection, once fewer than [`MAX_CONNECTIONS`] are open.
+async fn accept_within(
+    listener: &TcpListener,
+    limit: &Arc<tokio::sync::Semaphore>,
+) -> std::io::Result<(TcpStream, SocketAddr, tokio::sync::OwnedSemaphorePermit)> {
+    // The semaphore is never closed, so acquiring only waits.
+    let permit = limit
+        .clone()
+        .acquire_owned()
+        .await
+        .map_err(|_| std::io::Error::other("the connection limit was closed"))?;
+    let (tcp, remote) = listener.accept().await?;
+    Ok((tcp, remote, permit))
 }
 
 async fn serve_connection(
@@ -202,6 +225,12 @@ async fn serve_connection(
     let mut builder = auto::Builder::new(TokioExecutor::new());
     // With a timer, HTTP/1 applies its default 30 s limit on reading a request's headers (slow clients).
     builder.http1().timer(TokioTimer::new());
+    // HTTP/2 has no header timer: keep-alive pings close connections whose peer stopped answering.
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .keep_alive_interval(Some(H2_KEEP_ALIVE_INTERVAL))
+        .keep_alive_timeout(H2_KEEP_ALIVE_TIMEOUT);
     let connection =
         builder.serve_connection_with_upgrades(TokioIo::new(tls), TowerToHyperService::new(service));
     let mut connection = std::pin::pin!(connection);

@@ -78,6 +78,9 @@ struct Controller {
     warnings: WarnLimiter,
     /// The CA this process last wrote: writing it again means another writer changed the APIService.
     written_ca: Option<Vec<u8>>,
+    /// The resourceVersion of this process's last write: watch events older than it are stale (they were queued
+    /// while the patch was in flight) and must not undo what the patch's answer showed.
+    written_version: Option<u64>,
     said_opted_out: bool,
     said_not_registered: bool,
 }
@@ -94,6 +97,7 @@ impl Controller {
             backoff: Backoff::default(),
             warnings: WarnLimiter::default(),
             written_ca: None,
+            written_version: None,
             said_opted_out: false,
             said_not_registered: false,
         }
@@ -101,7 +105,8 @@ impl Controller {
 
     fn observe(&mut self, event: Event<DynamicObject>) {
         match event {
-            Event::Apply(object) => self.current = Some(TrustFields::of(&object)),
+            Event::Apply(object) if !self.is_stale(&object) => self.current = Some(TrustFields::of(&object)),
+            Event::Apply(_) => {}
             Event::Delete(_) => self.current = None,
             Event::Init => self.listing = None,
             Event::InitApply(object) => self.listing = Some(TrustFields::of(&object)),
@@ -110,6 +115,17 @@ impl Controller {
                 self.listed = true;
             }
         }
+    }
+
+    /// Older than this process's last write (etcd resourceVersions are increasing numbers; anything else is never
+    /// treated as stale).
+    fn is_stale(&self, object: &DynamicObject) -> bool {
+        let version = object
+            .metadata
+            .resource_version
+            .as_deref()
+            .and_then(|v| v.parse::<u64>().ok());
+        matches!((version, self.written_version), (Some(seen), Some(written)) if seen < written)
     }
 
     fn watch_failed(&mut self, error: &kube::runtime::watcher::Error) {
@@ -133,7 +149,13 @@ impl Controller {
             ..PatchParams::default()
         };
         match self.api.patch(&self.name, &params, &Patch::Merge(&body)).await {
-            Ok(_) => {
+            Ok(patched) => {
+                self.current = Some(TrustFields::of(&patched));
+                self.written_version = patched
+                    .metadata
+                    .resource_version
+                    .as_deref()
+                    .and_then(|v| v.parse::<u64>().ok());
                 let again = self.written_ca.as_deref() == Some(ca_pem);
                 let message = if again { SET_AGAIN_LOG } else { SET_LOG };
                 tracing::info!(apiservice = %self.name, field_manager = FIELD_MANAGER, "{message}");

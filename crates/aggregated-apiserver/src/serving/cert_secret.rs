@@ -14,6 +14,8 @@ use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::PemObject;
 use tokio::sync::watch;
 
+use crate::generic::kube_call::kube_message;
+
 use super::material::{self, RenewalReason, SECRET_LABELS, SECRET_NAME, SECRET_TYPE, TrustMaterial};
 use crate::generic::StartupError;
 use crate::generic::tls::ServingCert;
@@ -173,7 +175,7 @@ pub async fn ensure(
         let existing = secrets
             .get_opt(SECRET_NAME)
             .await
-            .map_err(|e| SecretError(format!("get secret {secret_ref}: {}", describe(&e))))?;
+            .map_err(|e| SecretError(format!("get secret {secret_ref}: {}", kube_message(&e))))?;
         let attempt = match existing {
             None => create(secrets, settings, now).await?,
             Some(secret) if is_placeholder(&secret) => {
@@ -227,7 +229,7 @@ async fn create(
         ))),
         Err(e) => Err(SecretError(format!(
             "create secret {secret_ref}: {}",
-            describe(&e)
+            kube_message(&e)
         ))),
     }
 }
@@ -246,7 +248,7 @@ async fn fill_placeholder(
         Err(kube::Error::Api(status)) if status.code == 409 => Ok(None),
         Err(e) => Err(SecretError(format!(
             "fill placeholder secret {secret_ref}: {}",
-            describe(&e)
+            kube_message(&e)
         ))),
     }
 }
@@ -283,7 +285,7 @@ async fn adopt_or_renew(
         Err(kube::Error::Api(status)) if status.code == 409 => Ok(None),
         Err(e) => Err(SecretError(format!(
             "update secret {secret_ref}: {}",
-            describe(&e)
+            kube_message(&e)
         ))),
     }
 }
@@ -336,13 +338,6 @@ fn secret_data(material: &TrustMaterial) -> BTreeMap<String, ByteString> {
 }
 
 /// The API server's own message (it names the verb, resource and user); other errors as they print.
-fn describe(error: &kube::Error) -> String {
-    match error {
-        kube::Error::Api(status) => status.message.clone(),
-        other => other.to_string(),
-    }
-}
-
 fn log_outcome(settings: &ServingSettings, outcome: &Outcome) {
     let secret = settings.secret_ref();
     match outcome {

@@ -15,10 +15,12 @@ use crate::admin;
 
 /// Serves the aggregated API for `provider` on `bind_address` until `shutdown` turns true. `client` is the
 /// Kubernetes client callers are checked with (TokenReview, SubjectAccessReview) and the serving Secret is kept in.
+/// `ready` runs once every start-up check passed and the server is about to serve.
 pub async fn run(
     client: kube::Client,
     provider: Arc<dyn Provider>,
     bind_address: &str,
+    ready: impl FnOnce(),
     shutdown: watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
     let listener = admin::bind(bind_address)
@@ -35,6 +37,7 @@ pub async fn run(
         server: ServerSettings::default(),
     };
     let prepared = prepare(client, registry(provider), listener, options).await?;
+    ready();
     prepared
         .run(crate::app::wait_for(shutdown))
         .await

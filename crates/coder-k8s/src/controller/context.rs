@@ -278,7 +278,7 @@ pub struct Context {
     /// The operator's own applies, so their watch echo does not trigger a reconcile.
     pub echoes: Arc<Echoes>,
     /// One Coder client per control plane.
-    pub clients: ClientCache,
+    pub clients: Arc<ClientCache>,
     /// The last entitlements read per control plane, shared by the control plane and its provisioners.
     pub entitlements: EntitlementMemo,
     /// The last status each object was given, so a cache that has not caught up does not cause a second write.
@@ -297,10 +297,10 @@ impl Context {
             controller: "coder-k8s".to_owned(),
             instance: std::env::var("POD_NAME").ok(),
         };
-        let clients = ClientCache::new(ClientSettings {
+        let clients = Arc::new(ClientCache::new(ClientSettings {
             timeout: settings.coder_request_timeout,
             service_address_override: settings.service_address_override,
-        });
+        }));
         Self {
             recorder: Recorder::new(client.clone(), reporter),
             caches: Caches::start(&client, settings.watch_namespace.as_deref()),

@@ -378,6 +378,11 @@ async fn a_standalone_server_without_a_backend_keeps_its_certificate_in_its_secr
         let response = direct.get(format!("{base}{path}")).send().await.unwrap();
         assert_eq!(response.status(), 200, "{path} needs no credential");
     }
+    // The pod's readiness probe (health port) is ready once the start-up checks passed.
+    let probe = reqwest::get(format!("http://127.0.0.1:{health_port}/readyz"))
+        .await
+        .unwrap();
+    assert_eq!(probe.status(), 200);
     let resources = format!("{base}/apis/aggregation.coder.com/v1alpha1/namespaces/team/coderworkspaces");
     let anonymous = direct.get(&resources).send().await.unwrap();
     assert_eq!(anonymous.status(), 401);

@@ -113,7 +113,7 @@ async fn provisioner_reason(h: &Harness, name: &str, type_: &str) -> Option<Stri
 
 async fn wait_provisioner_reason(h: &Harness, name: &str, type_: &str, expected: &str) {
     let mut last = None;
-    for _ in 0..150 {
+    for _ in 0..300 {
         last = provisioner_reason(h, name, type_).await;
         if last.as_deref() == Some(expected) {
             return;

@@ -202,7 +202,7 @@ impl Harness {
 
     pub(crate) async fn wait_reason(&self, name: &str, type_: &str, reason: &str) -> String {
         let mut message = String::new();
-        for _ in 0..150 {
+        for _ in 0..300 {
             if let Some((_, r, m)) = self.condition(name, type_).await {
                 if r == reason {
                     return m;
@@ -215,7 +215,7 @@ impl Harness {
     }
 
     pub(crate) async fn wait_operator_access(&self, name: &str, ready: bool) -> CoderControlPlane {
-        for _ in 0..150 {
+        for _ in 0..300 {
             let cp = self.get(name).await;
             if cp.status.as_ref().and_then(|s| s.operator_access_ready) == Some(ready) {
                 return cp;
@@ -261,7 +261,7 @@ where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
 {
-    for _ in 0..150 {
+    for _ in 0..300 {
         if check().await {
             return;
         }

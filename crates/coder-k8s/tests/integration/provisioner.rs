@@ -49,7 +49,7 @@ async fn reason(h: &Harness, name: &str, type_: &str) -> Option<(String, String)
 
 pub(crate) async fn wait_reason(h: &Harness, name: &str, type_: &str, expected: &str) {
     let mut last = None;
-    for _ in 0..150 {
+    for _ in 0..300 {
         last = reason(h, name, type_).await;
         if last.as_ref().is_some_and(|(_, r)| r == expected) {
             return;

@@ -120,7 +120,7 @@ impl RealHarness {
         done: impl Fn(&CoderControlPlane) -> bool,
     ) -> CoderControlPlane {
         let api = self.api::<CoderControlPlane>();
-        for _ in 0..150 {
+        for _ in 0..300 {
             let cp = api.get(name).await.unwrap();
             if done(&cp) {
                 return cp;

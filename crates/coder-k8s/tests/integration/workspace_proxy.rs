@@ -21,7 +21,7 @@ pub(crate) async fn create_proxy(h: &Harness, name: &str, spec: serde_json::Valu
 pub(crate) async fn wait_reason(h: &Harness, name: &str, type_: &str, expected: &str) {
     let api = h.api::<CoderWorkspaceProxy>();
     let mut last = None;
-    for _ in 0..150 {
+    for _ in 0..300 {
         let proxy = api.get(name).await.unwrap();
         last = proxy
             .status

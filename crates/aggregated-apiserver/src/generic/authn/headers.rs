@@ -85,26 +85,9 @@ fn header_name(name: &str) -> Option<HeaderName> {
 /// Percent-decodes `key` like Go's `url.PathUnescape`; an invalid escape or a result that is not UTF-8 leaves the
 /// key as it was.
 pub(crate) fn percent_decode(key: &str) -> String {
-    let bytes = key.as_bytes();
-    let mut decoded = Vec::with_capacity(bytes.len());
-    let mut index = 0;
-    while index < bytes.len() {
-        if bytes[index] == b'%' {
-            let hex = bytes
-                .get(index + 1..index + 3)
-                .and_then(|pair| std::str::from_utf8(pair).ok())
-                .and_then(|pair| u8::from_str_radix(pair, 16).ok());
-            let Some(byte) = hex else {
-                return key.to_owned();
-            };
-            decoded.push(byte);
-            index += 3;
-        } else {
-            decoded.push(bytes[index]);
-            index += 1;
-        }
-    }
-    String::from_utf8(decoded).unwrap_or_else(|_| key.to_owned())
+    crate::generic::request_info::percent_decode(key)
+        .and_then(|bytes| String::from_utf8(bytes).ok())
+        .unwrap_or_else(|| key.to_owned())
 }
 
 /// The token of an `Authorization: Bearer <token>` header (scheme case-insensitive); `None` otherwise.

@@ -46,9 +46,10 @@ impl Query {
             .map(|(_, v)| v.as_str())
     }
 
-    /// `watch=true` or `watch=1`, as kube-apiserver reads it.
+    /// `watch=true` (any case) or `watch=1`, as kube-apiserver reads it.
     pub fn watch(&self) -> bool {
-        matches!(self.get("watch"), Some("true" | "1"))
+        self.get("watch")
+            .is_some_and(|v| v == "1" || v.eq_ignore_ascii_case("true"))
     }
 
     /// A boolean parameter: `true`/`1`, `false`/`0`, else 400.
@@ -97,6 +98,10 @@ fn request_timeout(settings: &ServerSettings, query: &Query) -> Result<Duration,
             "invalid timeout {raw:?} in the request URL: expected a duration such as 30s or 1m"
         ))
     })?;
+    // 0 means "the default", as kube-apiserver reads it.
+    if asked.is_zero() {
+        return Ok(settings.request_timeout);
+    }
     Ok(asked.min(settings.request_timeout))
 }
 
@@ -231,14 +236,27 @@ mod tests {
             request_timeout(&settings, &query("timeout=1h")),
             Ok(Duration::from_secs(60))
         );
-        assert_eq!(
-            request_timeout(&settings, &query("")),
-            Ok(Duration::from_secs(60))
-        );
+        for default in ["", "timeout=0s", "timeout=0"] {
+            assert_eq!(
+                request_timeout(&settings, &query(default)),
+                Ok(Duration::from_secs(60)),
+                "{default}"
+            );
+        }
         assert_eq!(
             request_timeout(&settings, &query("timeout=soon")).map_err(|e| e.code),
             Err(400)
         );
+    }
+
+    #[test]
+    fn watch_is_read_as_kube_apiserver_reads_it() {
+        for on in ["watch=true", "watch=True", "watch=TRUE", "watch=1"] {
+            assert!(Query::parse(Some(on)).watch(), "{on}");
+        }
+        for off in ["watch=false", "watch=0", "watch=yes", ""] {
+            assert!(!Query::parse(Some(off)).watch(), "{off}");
+        }
     }
 
     #[test]

@@ -142,19 +142,29 @@ fn list_options_invalid(detail: &str) -> ApiError {
 
 fn watch_timing(call: &Call<'_>) -> Result<WatchTiming, ApiError> {
     let settings = &call.shared.server.settings;
-    let duration = match call.query.get("timeoutSeconds").filter(|t| !t.is_empty()) {
-        Some(raw) => Duration::from_secs(raw.parse::<u64>().map_err(|_| {
-            ApiError::bad_request(format!(
-                "invalid timeoutSeconds {raw:?}: expected a whole number of seconds"
-            ))
-        })?),
-        None => randomised(settings.min_watch_timeout),
-    };
+    let duration = watch_duration(call.query.get("timeoutSeconds"), settings.min_watch_timeout)?;
     let bookmarks = call
         .query
         .flag("allowWatchBookmarks")?
         .then_some(settings.bookmark_interval);
     Ok(WatchTiming { duration, bookmarks })
+}
+
+/// How long a watch runs: `timeoutSeconds`, where missing or 0 means a randomised default (as kube-apiserver reads
+/// it) and anything longer than twice `min` is capped, so no deadline can overflow.
+fn watch_duration(raw: Option<&str>, min: Duration) -> Result<Duration, ApiError> {
+    let seconds = match raw.filter(|t| !t.is_empty()) {
+        None => 0,
+        Some(raw) => raw.parse::<u64>().map_err(|_| {
+            ApiError::bad_request(format!(
+                "invalid timeoutSeconds {raw:?}: expected a whole number of seconds"
+            ))
+        })?,
+    };
+    Ok(match seconds {
+        0 => randomised(min),
+        seconds => Duration::from_secs(seconds).min(min.saturating_mul(2)),
+    })
 }
 
 /// Between `min` and twice `min`, so that watches started together do not all end together (as kube-apiserver).
@@ -166,6 +176,22 @@ fn randomised(min: Duration) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn watch_durations_default_on_zero_and_are_capped() {
+        let min = Duration::from_secs(1800);
+        assert_eq!(watch_duration(Some("3"), min).unwrap(), Duration::from_secs(3));
+        for raw in [None, Some(""), Some("0")] {
+            let d = watch_duration(raw, min).unwrap();
+            assert!(d >= min && d <= min * 2, "{raw:?}: {d:?}");
+        }
+        assert_eq!(
+            watch_duration(Some("18446744073709551615"), min).unwrap(),
+            min * 2
+        );
+        assert_eq!(watch_duration(Some("-1"), min).unwrap_err().code, 400);
+        assert_eq!(watch_duration(Some("ten"), min).unwrap_err().code, 400);
+    }
 
     #[test]
     fn randomised_watch_timeouts_stay_within_twice_the_minimum() {

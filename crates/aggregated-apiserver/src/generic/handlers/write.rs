@@ -59,6 +59,10 @@ pub(super) fn check_body(
     object: &mut Value,
     url_name: Option<&str>,
 ) -> Result<(), ApiError> {
+    // A JSON patch may have replaced the whole document; everything below indexes into an object.
+    if !object.is_object() {
+        return Err(ApiError::invalid("the object must be a JSON object"));
+    }
     let group_version = call.group_version();
     fill_or_check(object, "apiVersion", &group_version, |given| {
         format!(
