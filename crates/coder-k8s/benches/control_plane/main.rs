@@ -1,5 +1,5 @@
-//! Controller benchmark: the real `coder-k8s` binary against a dedicated etcd + kube-apiserver, PostgreSQL and the
-//! Coder API test server.
+//! Operator benchmark: the real `coder-k8s` binary (`--app=all`: the controllers and the aggregated API server)
+//! against a dedicated etcd + kube-apiserver, PostgreSQL and the Coder API test server.
 //!
 //! `cargo bench -p coder-k8s --bench control_plane -- --bench` runs a round of 100 CoderProvisioner objects (using
 //! one Ready CoderControlPlane with operator access and an entitled Coder), then rounds of 1, 100 and 1000
@@ -8,13 +8,17 @@
 //! reconciles of the round's kind and the Coder calls per new object (from the round's start until the operator is
 //! idle); the operator's CPU seconds while busy and in a quiet window after; and its memory. A final rest window,
 //! longer than every requeue interval of the operator, reports reads, writes, reconciles and Coder calls per minute
-//! with nothing changing.
+//! with nothing changing. After the provisioner round, list requests straight to the aggregated API server (as
+//! kube-apiserver forwards `kubectl get codertemplates`) report their latency and their cost in Kubernetes requests
+//! and Coder calls.
 //!
 //! Without `--bench` (what `cargo test --all-targets` runs) it does one round of each kind with N=1, with the
-//! operator's requeue intervals shortened to a few seconds, and asserts that the Deployments appear and that a quiet
-//! window longer than those intervals holds at least one reconcile and no read or write request.
+//! operator's requeue intervals shortened to a few seconds, and asserts that the Deployments appear, that a quiet
+//! window longer than those intervals holds at least one reconcile and no read or write request, and that the
+//! aggregated API answers.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod aggregated;
 mod coder;
 mod measure;
 mod operator;
@@ -65,7 +69,9 @@ pub struct Mode {
     pub deployments_timeout: Duration,
     /// The final window with nothing changing, longer than every requeue interval.
     pub rest: Option<Duration>,
-    /// Operator flags besides `--app=controller --leader-elect=false`.
+    /// Requests of the aggregated API round (0: none).
+    pub api_requests: usize,
+    /// Operator flags besides `--app=all --leader-elect=false` and the listen addresses.
     pub operator_args: &'static [&'static str],
     /// The longest requeue interval of the operator, for the report.
     pub longest_requeue: Duration,
@@ -78,6 +84,7 @@ impl Mode {
                 bench: true,
                 control_planes: &[1, 100, 1000],
                 provisioners: 100,
+                api_requests: 500,
                 idle_stable: Duration::from_secs(3),
                 idle_max: Duration::from_secs(120),
                 quiet: Duration::from_secs(10),
@@ -91,6 +98,7 @@ impl Mode {
                 bench: false,
                 control_planes: &[1],
                 provisioners: 1,
+                api_requests: 10,
                 idle_stable: Duration::from_millis(1500),
                 idle_max: Duration::from_secs(20),
                 quiet: Duration::from_secs(6),
@@ -126,6 +134,7 @@ async fn run(mode: Mode) -> Result<()> {
         .context("starting the control plane")?;
     install_crds(&cp)?;
     let client = cp.client()?;
+    create_namespace(&client, aggregated::SERVER_NAMESPACE).await?;
     let coder = Coder::start().await?;
 
     let log_path = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(if mode.bench {
@@ -134,7 +143,13 @@ async fn run(mode: Mode) -> Result<()> {
         "control_plane-smoke-operator.log"
     });
     let args: Vec<String> = mode.operator_args.iter().map(|a| (*a).to_owned()).collect();
-    let operator = Operator::start(cp.kubeconfig_path(), &log_path, &args).await?;
+    let operator = Operator::start(
+        cp.kubeconfig_path(),
+        &log_path,
+        aggregated::SERVER_NAMESPACE,
+        &args,
+    )
+    .await?;
     eprintln!(
         "operator pid {} ready after {:.1?} (flags {:?}; log: {})",
         operator.pid(),
@@ -150,6 +165,7 @@ async fn run(mode: Mode) -> Result<()> {
     };
 
     let mut rounds: Vec<Round> = Vec::new();
+    let mut api_round = None;
     // Provisioners first: later rounds' requests include the requeues of earlier rounds' objects, and 1000 control
     // planes requeueing would dwarf the 100 provisioners.
     if mode.provisioners > 0 {
@@ -164,6 +180,14 @@ async fn run(mode: Mode) -> Result<()> {
         let round = round::run(&env, Kind::Provisioner, mode.provisioners, &namespace).await?;
         eprintln!("{}", round.summary());
         rounds.push(round);
+        if mode.api_requests > 0 {
+            let api = aggregated::run(&env, cp.admin_token(), &namespace, mode.api_requests).await?;
+            eprintln!(
+                "aggregated API: {} list requests in {:.2?}",
+                api.n, api.busy.duration
+            );
+            api_round = Some(api);
+        }
     }
     for &n in mode.control_planes {
         let namespace = cp.namespace(&format!("bench-n{n}")).await?.name().to_owned();
@@ -184,6 +208,7 @@ async fn run(mode: Mode) -> Result<()> {
     report::print(
         &mode,
         &rounds,
+        api_round.as_ref(),
         rest.as_ref(),
         &memory,
         operator.clock(),
@@ -191,6 +216,12 @@ async fn run(mode: Mode) -> Result<()> {
     );
 
     if !mode.bench {
+        let answered = api_round.as_ref().map_or(0, |api| api.latencies.len());
+        ensure!(
+            answered == mode.api_requests,
+            "the aggregated API answered {answered} of {} list requests with 200",
+            mode.api_requests
+        );
         for round in &rounds {
             let what = format!("{} N={}", round.kind.name(), round.n);
             ensure!(
@@ -227,6 +258,16 @@ async fn run(mode: Mode) -> Result<()> {
     drop(operator);
     drop(coder);
     drop(cp);
+    Ok(())
+}
+
+async fn create_namespace(client: &kube::Client, name: &str) -> Result<()> {
+    let namespace: k8s_openapi::api::core::v1::Namespace =
+        serde_json::from_value(serde_json::json!({"metadata": {"name": name}}))?;
+    kube::Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
+        .create(&kube::api::PostParams::default(), &namespace)
+        .await
+        .with_context(|| format!("creating namespace {name}"))?;
     Ok(())
 }
 

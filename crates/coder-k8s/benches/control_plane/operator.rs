@@ -17,24 +17,35 @@ pub struct Operator {
     child: Mutex<Child>,
     pid: u32,
     metrics: SocketAddr,
+    /// The aggregated API server's listener.
+    api: SocketAddr,
     log_path: PathBuf,
     clock: Clock,
 }
 
 impl Operator {
-    /// Starts `coder-k8s --app=controller --leader-elect=false` with `extra_args` and waits for `/readyz`.
-    pub async fn start(kubeconfig: &Path, log_path: &Path, extra_args: &[String]) -> Result<Self> {
-        let [port] = coder_k8s_testenv::free_ports::<1>()?;
+    /// Starts `coder-k8s --app=all --leader-elect=false` (the controllers and the aggregated API server, with its
+    /// serving-CA Secret in `server_namespace`) with `extra_args` and waits for `/readyz`.
+    pub async fn start(
+        kubeconfig: &Path,
+        log_path: &Path,
+        server_namespace: &str,
+        extra_args: &[String],
+    ) -> Result<Self> {
+        let [port, api_port] = coder_k8s_testenv::free_ports::<2>()?;
         let metrics = SocketAddr::from(([127, 0, 0, 1], port));
+        let api = SocketAddr::from(([127, 0, 0, 1], api_port));
         let log = File::create(log_path).with_context(|| format!("creating {}", log_path.display()))?;
         let child = Command::new(env!("CARGO_BIN_EXE_coder-k8s"))
             .args([
-                "--app=controller".to_owned(),
+                "--app=all".to_owned(),
                 "--leader-elect=false".to_owned(),
                 format!("--health-probe-bind-address={metrics}"),
+                format!("--apiserver-bind-address={api}"),
             ])
             .args(extra_args)
             .env("KUBECONFIG", kubeconfig)
+            .env("POD_NAMESPACE", server_namespace)
             .env_remove("KUBERNETES_SERVICE_HOST")
             .stdin(Stdio::null())
             .stdout(log.try_clone().context("duplicating the log file")?)
@@ -45,6 +56,7 @@ impl Operator {
             pid: child.id(),
             child: Mutex::new(child),
             metrics,
+            api,
             log_path: log_path.to_owned(),
             clock: Clock::detect(),
         };
@@ -64,6 +76,10 @@ impl Operator {
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+    }
+
+    pub fn api_address(&self) -> SocketAddr {
+        self.api
     }
 
     pub fn pid(&self) -> u32 {

@@ -5,6 +5,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::Mode;
+use crate::aggregated::ApiRound;
 use crate::measure::{Clock, Memory, VERBS};
 use crate::round::{Round, Window, ms};
 
@@ -40,6 +41,7 @@ const RATE_HEADER: &str = "reads/min (get+list) | writes/min (create+update+patc
 pub fn print(
     mode: &Mode,
     rounds: &[Round],
+    api: Option<&ApiRound>,
     rest: Option<&Window>,
     memory: &Memory,
     clock: Clock,
@@ -47,14 +49,14 @@ pub fn print(
 ) {
     let mut out = String::new();
     let title = if mode.bench {
-        "Controller benchmark (coder-k8s --app=controller)"
+        "Operator benchmark (coder-k8s --app=all: controllers and aggregated API server)"
     } else {
-        "Controller smoke check (run with --bench for 100 provisioners and 1, 100, 1000 control planes)"
+        "Operator smoke check (run with --bench for 100 provisioners, 500 aggregated API requests and 1, 100, 1000 control planes)"
     };
     let _ = writeln!(out, "\n## {title}\n");
     let _ = writeln!(
         out,
-        "Operator flags: `--app=controller --leader-elect=false {}` (no leader election, so no Lease traffic). \
+        "Operator flags: `--app=all --leader-elect=false {}` (no leader election, so no Lease traffic). \
          Latency: create call returned -> Deployment seen by a watch; creates 32 at a time. Idle: no write \
          request{} for {:?}. CPU: utime+stime from /proc/<pid>/stat at {} ticks/s ({}).",
         mode.operator_args.join(" "),
@@ -103,6 +105,10 @@ pub fn print(
             mib(round.memory.peak_kib),
             mib(round.memory.current_kib),
         );
+    }
+
+    if let Some(api) = api {
+        write_api(&mut out, api);
     }
 
     let _ = writeln!(out, "\n### Quiet window after each round (nothing changed)\n");
@@ -216,4 +222,38 @@ pub fn print(
         let _ = writeln!(out, "  {line}");
     }
     println!("{out}");
+}
+
+/// The aggregated API table: latency and the cost of one list request.
+fn write_api(out: &mut String, api: &ApiRound) {
+    let (p50, p99, max) = api.percentiles();
+    let m = &api.busy.metrics;
+    let _ = writeln!(
+        out,
+        "\n### Aggregated API: {} sequential `GET .../codertemplates` (Table) with a bearer token, one Ready control plane\n",
+        api.n
+    );
+    let _ = writeln!(
+        out,
+        "| p50 | p99 | max | requests/s | {} per request | Coder calls per request | CPU ms per request |",
+        VERBS.join(" | ")
+    );
+    let _ = writeln!(out, "|{}", "---|".repeat(12));
+    let verbs: Vec<String> = VERBS.iter().map(|v| per(m.verb(v), api.n)).collect();
+    let _ = writeln!(
+        out,
+        "| {} | {} | {} | {:.0} | {} | {} | {:.2} |",
+        ms(p50),
+        ms(p99),
+        ms(max),
+        api.n as f64 / api.busy.duration.as_secs_f64().max(f64::EPSILON),
+        verbs.join(" | "),
+        per(api.busy.coder_calls as u64, api.n),
+        api.busy.cpu_seconds * 1000.0 / api.n.max(1) as f64,
+    );
+    let _ = writeln!(
+        out,
+        "\n(create = TokenReviews and SubjectAccessReviews, cached 10 s; get/list = the control plane list and its \
+         token Secret, read per request)"
+    );
 }

@@ -29,6 +29,7 @@ pub fn verb_of(method: &http::Method, uri: &http::Uri) -> &'static str {
     let query = uri.query().unwrap_or_default();
     match *method {
         http::Method::GET if query.split('&').any(|p| p == "watch=true" || p == "watch=1") => "watch",
+        http::Method::GET if is_collection(uri.path()) => "list",
         http::Method::GET => "get",
         http::Method::POST => "create",
         http::Method::PUT => "update",
@@ -36,6 +37,22 @@ pub fn verb_of(method: &http::Method, uri: &http::Uri) -> &'static str {
         http::Method::DELETE => "delete",
         _ => "other",
     }
+}
+
+/// Whether `path` names a collection (`/api/v1/secrets`, `/apis/g/v/namespaces/ns/things`) rather than one object
+/// or its subresource.
+fn is_collection(path: &str) -> bool {
+    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let rest = match segments.first() {
+        Some(&"api") => segments.get(2..),
+        Some(&"apis") => segments.get(3..),
+        _ => None,
+    };
+    let Some(mut rest) = rest else { return false };
+    if rest.first() == Some(&"namespaces") && rest.len() >= 3 {
+        rest = &rest[2..];
+    }
+    rest.len() == 1
 }
 
 impl KubeRequests {
@@ -108,6 +125,24 @@ mod tests {
             "get"
         );
         assert_eq!(verb_of(&http::Method::PATCH, &uri("/apis/apps/v1/x")), "patch");
+        for list in [
+            "/api/v1/secrets",
+            "/api/v1/namespaces",
+            "/api/v1/namespaces/a/secrets?labelSelector=x",
+            "/apis/coder.com/v1alpha1/codercontrolplanes",
+            "/apis/coder.com/v1alpha1/namespaces/a/codercontrolplanes",
+        ] {
+            assert_eq!(verb_of(&http::Method::GET, &uri(list)), "list", "{list}");
+        }
+        for get in [
+            "/api/v1/namespaces/a",
+            "/api/v1/namespaces/a/secrets/b",
+            "/apis/coder.com/v1alpha1/namespaces/a/codercontrolplanes/b/status",
+            "/apis/apps/v1/namespaces/a/deployments/b",
+            "/version",
+        ] {
+            assert_eq!(verb_of(&http::Method::GET, &uri(get)), "get", "{get}");
+        }
         let requests = KubeRequests::default();
         requests.record("get");
         requests.record("patch");
