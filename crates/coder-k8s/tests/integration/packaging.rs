@@ -9,7 +9,7 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
-use crate::support::{assert_success, control_plane_with_crds, kubectl, path, repo_root, stdout};
+use crate::support::{assert_success, control_plane_with_crds, kubectl, path, repo_root, stderr, stdout};
 
 /// Objects of a multi-document YAML text, keyed by `kind/namespace/name`.
 fn objects(yaml: &str) -> BTreeMap<String, Value> {
@@ -93,7 +93,12 @@ fn version_flag_prints_the_crate_version_and_the_git_commit() {
 
 #[test]
 fn kustomizations_beside_the_v015_apply_directories_list_every_file_and_hide_from_kubectl_apply_f() {
-    for dir in ["config/crd/bases", "config/rbac", "deploy"] {
+    for dir in [
+        "config/crd/bases",
+        "config/rbac",
+        "deploy",
+        "config/apiserver-standalone",
+    ] {
         let root = repo_root().join(dir);
         assert!(
             root.join("Kustomization").is_file(),
@@ -102,7 +107,7 @@ fn kustomizations_beside_the_v015_apply_directories_list_every_file_and_hide_fro
         assert!(!root.join("kustomization.yaml").exists(), "{dir}");
         assert!(!root.join("kustomization.yml").exists(), "{dir}");
     }
-    for dir in ["config/crd/bases", "config/rbac"] {
+    for dir in ["config/crd/bases", "config/rbac", "config/apiserver-standalone"] {
         let built = objects(&kustomize(dir));
         assert!(built.len() >= 5, "{dir}: {:?}", kinds(&built));
         assert_eq!(
@@ -668,4 +673,89 @@ async fn helm_install_grants_the_service_account_exactly_its_modes_access() {
         !out.status.success(),
         "the releases here were installed without the APIService"
     );
+}
+
+/// The standalone aggregated API server's manifests, applied as the troubleshooting guide says: its identity can check
+/// callers, read and fill (but not create) its serving-CA Secret, and patch only its own APIService.
+#[tokio::test]
+async fn apiserver_standalone_manifests_grant_exactly_the_standalone_servers_access() {
+    let cp = control_plane_with_crds().await;
+    let out = kubectl(cp, &["create", "namespace", "coder-system"], None);
+    assert!(
+        out.status.success() || stderr(&out).contains("AlreadyExists"),
+        "{}",
+        stderr(&out)
+    );
+    for file in [
+        "config/apiserver-standalone/",
+        "config/rbac/apiservice-cabundle-role.yaml",
+    ] {
+        assert_success(&kubectl(cp, &["apply", "-f", &path(file)], None), file);
+    }
+    let placeholder = kubectl(
+        cp,
+        &[
+            "get",
+            "secret",
+            "coder-k8s-apiserver-tls",
+            "-n",
+            "coder-system",
+            "-o",
+            "json",
+        ],
+        None,
+    );
+    assert_success(&placeholder, "the placeholder Secret");
+    let placeholder: Value = serde_json::from_slice(&placeholder.stdout).expect("Secret JSON");
+    assert_eq!(placeholder["type"], "coder.com/aggregated-apiserver-serving-ca");
+    assert!(
+        placeholder.get("data").is_none(),
+        "an empty placeholder: {placeholder}"
+    );
+    let can_i = |args: &[&str]| -> String {
+        let mut full = vec!["auth", "can-i"];
+        full.extend_from_slice(args);
+        full.extend_from_slice(&["--as", "system:serviceaccount:coder-system:coder-k8s-apiserver"]);
+        stdout(&kubectl(cp, &full, None)).trim().to_owned()
+    };
+    for (args, expected) in [
+        (vec!["create", "tokenreviews.authentication.k8s.io"], "yes"),
+        (vec!["create", "subjectaccessreviews.authorization.k8s.io"], "yes"),
+        (
+            vec![
+                "get",
+                "configmaps/extension-apiserver-authentication",
+                "-n",
+                "kube-system",
+            ],
+            "yes",
+        ),
+        (
+            vec!["get", "secrets/coder-k8s-apiserver-tls", "-n", "coder-system"],
+            "yes",
+        ),
+        (
+            vec!["update", "secrets/coder-k8s-apiserver-tls", "-n", "coder-system"],
+            "yes",
+        ),
+        (vec!["create", "secrets", "-n", "coder-system"], "no"),
+        (vec!["get", "secrets/other", "-n", "coder-system"], "no"),
+        (
+            vec![
+                "patch",
+                "apiservices.apiregistration.k8s.io/v1alpha1.aggregation.coder.com",
+            ],
+            "yes",
+        ),
+        (
+            vec![
+                "patch",
+                "apiservices.apiregistration.k8s.io/v1beta1.metrics.k8s.io",
+            ],
+            "no",
+        ),
+        (vec!["list", "codercontrolplanes.coder.com", "-n", "coder"], "no"),
+    ] {
+        assert_eq!(can_i(&args), expected, "{args:?}");
+    }
 }
