@@ -6,6 +6,9 @@ pub mod errors;
 pub mod names;
 pub mod provider;
 pub mod resources;
+pub mod template_versions;
+pub mod templates;
+pub mod workspaces;
 
 pub use provider::{
     Backend, ControlPlaneProvider, Provider, StaticBackend, StaticProvider, UnconfiguredProvider,

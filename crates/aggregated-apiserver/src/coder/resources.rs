@@ -1,34 +1,25 @@
-//! The registry table of `aggregation.coder.com/v1alpha1` and its read storages. Every object is read from Coder
-//! through the [`Provider`] on each request; nothing is stored. Writes and subresources are not served yet, so the
-//! table lists only the verbs implemented here (watch is served by the generic server from its broadcaster).
+//! The registry table of `aggregation.coder.com/v1alpha1`: each kind's module ([`super::workspaces`],
+//! [`super::templates`], [`super::template_versions`]) contributes its [`crate::generic::ResourceDef`]; this module
+//! assembles them and holds what they share (schemas, columns, the backend of a request, name errors). Every object
+//! is read from Coder through the [`Provider`] on each request; nothing is stored.
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use async_trait::async_trait;
-use coder_k8s_api::aggregation::{CoderTemplate, CoderTemplateVersion, CoderWorkspace, GROUP, VERSION};
-use coder_k8s_coder_client::CoderClient;
-use coder_k8s_coder_client::types::templates::Template;
-use coder_k8s_coder_client::types::workspaces::Workspace;
+use coder_k8s_api::aggregation::{GROUP, VERSION};
 use schemars::JsonSchema;
 use serde_json::Value;
 
-use super::convert;
-use super::errors::{Subject, within};
-use super::names;
+use super::errors::Subject;
 use super::provider::{Backend, Provider};
-use crate::generic::{ApiError, Column, Registry, RequestContext, ResourceDef, Storage, Verb};
+use super::{template_versions, templates, workspaces};
+use crate::generic::{ApiError, Column, Registry, RequestContext, Verb};
 
 pub const WORKSPACES: &str = "coderworkspaces";
 pub const TEMPLATES: &str = "codertemplates";
 pub const TEMPLATE_VERSIONS: &str = "codertemplateversions";
 
-/// The whole time a template version list or get may spend in Coder; past it the answer is a 504, never a partial
-/// list.
-const TEMPLATE_VERSION_BUDGET: Duration = Duration::from_secs(25);
-
-const READ_WATCH: &[Verb] = &[Verb::Get, Verb::List, Verb::Watch];
-const READ: &[Verb] = &[Verb::Get, Verb::List];
+pub(super) const READ_WATCH: &[Verb] = &[Verb::Get, Verb::List, Verb::Watch];
+pub(super) const READ: &[Verb] = &[Verb::Get, Verb::List];
 
 /// The served resources, backed by Coder through `provider`.
 pub fn registry(provider: Arc<dyn Provider>) -> Registry {
@@ -36,52 +27,9 @@ pub fn registry(provider: Arc<dyn Provider>) -> Registry {
         group: GROUP,
         version: VERSION,
         resources: vec![
-            ResourceDef {
-                plural: WORKSPACES,
-                singular: "coderworkspace",
-                kind: "CoderWorkspace",
-                list_kind: "CoderWorkspaceList",
-                short_names: &[],
-                categories: &[],
-                namespaced: true,
-                verbs: READ_WATCH,
-                schema: schema::<CoderWorkspace>(),
-                columns: workspace_columns(),
-                subresources: Vec::new(),
-                storage: Arc::new(WorkspaceStorage {
-                    provider: provider.clone(),
-                }),
-            },
-            ResourceDef {
-                plural: TEMPLATES,
-                singular: "codertemplate",
-                kind: "CoderTemplate",
-                list_kind: "CoderTemplateList",
-                short_names: &[],
-                categories: &[],
-                namespaced: true,
-                verbs: READ_WATCH,
-                schema: schema::<CoderTemplate>(),
-                columns: template_columns(),
-                subresources: Vec::new(),
-                storage: Arc::new(TemplateStorage {
-                    provider: provider.clone(),
-                }),
-            },
-            ResourceDef {
-                plural: TEMPLATE_VERSIONS,
-                singular: "codertemplateversion",
-                kind: "CoderTemplateVersion",
-                list_kind: "CoderTemplateVersionList",
-                short_names: &[],
-                categories: &[],
-                namespaced: true,
-                verbs: READ,
-                schema: schema::<CoderTemplateVersion>(),
-                columns: template_version_columns(),
-                subresources: Vec::new(),
-                storage: Arc::new(TemplateVersionStorage { provider }),
-            },
+            workspaces::resource(provider.clone()),
+            templates::resource(provider.clone()),
+            template_versions::resource(provider),
         ],
     }
 }
@@ -103,11 +51,11 @@ pub fn schema<T: JsonSchema>() -> Value {
     schema
 }
 
-fn at<'a>(object: &'a Value, path: &[&str]) -> &'a Value {
+pub(super) fn at<'a>(object: &'a Value, path: &[&str]) -> &'a Value {
     path.iter().fold(object, |value, key| &value[*key])
 }
 
-fn column(
+pub(super) fn column(
     name: &'static str,
     type_: &'static str,
     description: &'static str,
@@ -124,119 +72,7 @@ fn column(
     }
 }
 
-fn workspace_columns() -> Vec<Column> {
-    vec![
-        column("Organization", "string", "The Coder organization.", 0, |o| {
-            at(o, &["spec", "organization"]).clone()
-        }),
-        column("Owner", "string", "The workspace owner.", 0, |o| {
-            at(o, &["status", "ownerName"]).clone()
-        }),
-        column(
-            "Template",
-            "string",
-            "The template the workspace is built from.",
-            0,
-            |o| at(o, &["spec", "templateName"]).clone(),
-        ),
-        column(
-            "Running",
-            "boolean",
-            "Whether the workspace is started.",
-            0,
-            |o| at(o, &["spec", "running"]).clone(),
-        ),
-        column(
-            "Last Build Status",
-            "string",
-            "Status of the latest build.",
-            0,
-            |o| at(o, &["status", "latestBuildStatus"]).clone(),
-        ),
-        column("Latest Build ID", "string", "ID of the latest build.", 1, |o| {
-            at(o, &["status", "latestBuildID"]).clone()
-        }),
-        column(
-            "Auto Shutdown",
-            "date",
-            "When the workspace stops automatically.",
-            1,
-            |o| at(o, &["status", "autoShutdown"]).clone(),
-        ),
-        column("Last Used", "date", "When the workspace was last used.", 1, |o| {
-            at(o, &["status", "lastUsedAt"]).clone()
-        }),
-    ]
-}
-
-fn template_columns() -> Vec<Column> {
-    vec![
-        column("Organization", "string", "The Coder organization.", 0, |o| {
-            at(o, &["spec", "organization"]).clone()
-        }),
-        column(
-            "Active Version",
-            "string",
-            "ID of the active template version.",
-            0,
-            |o| at(o, &["status", "activeVersionID"]).clone(),
-        ),
-        column(
-            "Deprecated",
-            "boolean",
-            "Whether the template is deprecated.",
-            0,
-            |o| Value::Bool(at(o, &["status", "deprecated"]).as_bool().unwrap_or(false)),
-        ),
-        column("Display Name", "string", "The template's display name.", 1, |o| {
-            at(o, &["spec", "displayName"]).clone()
-        }),
-        column("Updated", "date", "When the template last changed.", 1, |o| {
-            at(o, &["status", "updatedAt"]).clone()
-        }),
-    ]
-}
-
-fn template_version_columns() -> Vec<Column> {
-    vec![
-        column("Organization", "string", "The Coder organization.", 0, |o| {
-            at(o, &["spec", "organization"]).clone()
-        }),
-        column("Template", "string", "The template of the version.", 0, |o| {
-            at(o, &["spec", "templateName"]).clone()
-        }),
-        column(
-            "Active",
-            "boolean",
-            "Whether this is the template's active version.",
-            0,
-            |o| at(o, &["status", "active"]).clone(),
-        ),
-        column(
-            "Archived",
-            "boolean",
-            "Whether the version is archived.",
-            0,
-            |o| at(o, &["status", "archived"]).clone(),
-        ),
-        column(
-            "Job Status",
-            "string",
-            "Status of the version's import job.",
-            0,
-            |o| at(o, &["status", "job", "status"]).clone(),
-        ),
-        column(
-            "Created By",
-            "string",
-            "Username of the version's creator.",
-            1,
-            |o| at(o, &["status", "createdBy"]).clone(),
-        ),
-    ]
-}
-
-fn subject<'a>(resource: &'a str, name: &'a str) -> Subject<'a> {
+pub(super) fn subject<'a>(resource: &'a str, name: &'a str) -> Subject<'a> {
     Subject {
         group: GROUP,
         resource,
@@ -245,7 +81,10 @@ fn subject<'a>(resource: &'a str, name: &'a str) -> Subject<'a> {
 }
 
 /// The one backend of a namespaced request, or `None` when the namespace is not served.
-async fn backend_of(provider: &dyn Provider, ctx: &RequestContext) -> Result<Option<Backend>, ApiError> {
+pub(super) async fn backend_of(
+    provider: &dyn Provider,
+    ctx: &RequestContext,
+) -> Result<Option<Backend>, ApiError> {
     Ok(provider
         .resolve(ctx.namespace.as_deref())
         .await?
@@ -254,232 +93,16 @@ async fn backend_of(provider: &dyn Provider, ctx: &RequestContext) -> Result<Opt
 }
 
 /// A request named an object by a non-canonical spelling of its name (an alias or other casing Coder resolved).
-fn not_canonical(kind: &str, requested: &str, canonical: &str) -> ApiError {
+pub(super) fn not_canonical(kind: &str, requested: &str, canonical: &str) -> ApiError {
     ApiError::bad_request(format!(
         "{kind} name {requested:?} is not canonical: use {canonical:?}"
     ))
 }
 
-struct WorkspaceStorage {
-    provider: Arc<dyn Provider>,
-}
-
-/// Every workspace Coder shows the operator, page by page until Coder's count is reached.
-async fn all_workspaces(client: &CoderClient, ctx: &RequestContext) -> Result<Vec<Workspace>, ApiError> {
-    const PAGE: u32 = 100;
-    let mut workspaces: Vec<Workspace> = Vec::new();
-    loop {
-        let offset = u32::try_from(workspaces.len()).unwrap_or(u32::MAX);
-        let page = within(
-            ctx.deadline,
-            subject(WORKSPACES, ""),
-            client.workspaces("", PAGE, offset),
-        )
-        .await?;
-        let received = page.workspaces.len();
-        workspaces.extend(page.workspaces);
-        if received == 0 || i64::try_from(workspaces.len()).unwrap_or(i64::MAX) >= page.count {
-            return Ok(workspaces);
-        }
-    }
-}
-
-#[async_trait]
-impl Storage for WorkspaceStorage {
-    async fn get(&self, ctx: &RequestContext, name: &str) -> Result<Value, ApiError> {
-        let parsed = names::parse_workspace_name(name)?;
-        let Some(backend) = backend_of(self.provider.as_ref(), ctx).await? else {
-            return Err(ApiError::not_found(GROUP, WORKSPACES, name));
-        };
-        let workspace = within(
-            ctx.deadline,
-            subject(WORKSPACES, name),
-            backend
-                .client
-                .workspace_by_owner_and_name(&parsed.owner, &parsed.workspace),
-        )
-        .await?;
-        // A workspace of another organization is not found: the answer must not reveal that it exists.
-        if workspace.organization_name != parsed.organization {
-            return Err(ApiError::not_found(GROUP, WORKSPACES, name));
-        }
-        let object = convert::workspace(&backend.namespace, &workspace)?;
-        match object["metadata"]["name"].as_str() {
-            Some(canonical) if canonical == name => Ok(object),
-            Some(canonical) => Err(not_canonical("workspace", name, canonical)),
-            None => Err(ApiError::internal("a converted workspace has no name")),
-        }
-    }
-
-    async fn list(&self, ctx: &RequestContext) -> Result<Vec<Value>, ApiError> {
-        let mut objects = Vec::new();
-        for backend in self.provider.resolve(ctx.namespace.as_deref()).await? {
-            for workspace in all_workspaces(&backend.client, ctx).await? {
-                objects.push(convert::workspace(&backend.namespace, &workspace)?);
-            }
-        }
-        Ok(objects)
-    }
-}
-
-struct TemplateStorage {
-    provider: Arc<dyn Provider>,
-}
-
-/// Every template of every organization, sorted by organization and name.
-async fn all_templates(
-    client: &CoderClient,
-    deadline: tokio::time::Instant,
-    resource: &str,
-) -> Result<Vec<Template>, ApiError> {
-    let organizations = within(deadline, subject(resource, ""), client.organizations()).await?;
-    let mut templates = Vec::new();
-    for organization in organizations {
-        templates.extend(
-            within(
-                deadline,
-                subject(resource, ""),
-                client.templates(&organization.name),
-            )
-            .await?,
-        );
-    }
-    templates.sort_by(|a, b| (&a.organization_name, &a.name).cmp(&(&b.organization_name, &b.name)));
-    Ok(templates)
-}
-
-/// The template `<organization>.<template>` exactly as named: another organization is 404, another spelling of the
-/// template name 400.
-async fn named_template(
-    client: &CoderClient,
-    deadline: tokio::time::Instant,
-    resource: &str,
-    name: &str,
-    organization: &str,
-    template: &str,
-) -> Result<Template, ApiError> {
-    let found = within(
-        deadline,
-        subject(resource, name),
-        client.template_by_name(organization, template),
-    )
-    .await?;
-    if found.organization_name != organization {
-        return Err(ApiError::not_found(GROUP, resource, name));
-    }
-    if found.name != template {
-        let canonical = names::template_name(&found.organization_name, &found.name)?;
-        return Err(not_canonical(
-            "template",
-            &format!("{organization}.{template}"),
-            &canonical,
-        ));
-    }
-    Ok(found)
-}
-
-#[async_trait]
-impl Storage for TemplateStorage {
-    async fn get(&self, ctx: &RequestContext, name: &str) -> Result<Value, ApiError> {
-        let parsed = names::parse_template_name(name)?;
-        let Some(backend) = backend_of(self.provider.as_ref(), ctx).await? else {
-            return Err(ApiError::not_found(GROUP, TEMPLATES, name));
-        };
-        let template = named_template(
-            &backend.client,
-            ctx.deadline,
-            TEMPLATES,
-            name,
-            &parsed.organization,
-            &parsed.template,
-        )
-        .await?;
-        convert::template(&backend.namespace, &template)
-    }
-
-    async fn list(&self, ctx: &RequestContext) -> Result<Vec<Value>, ApiError> {
-        let mut objects = Vec::new();
-        for backend in self.provider.resolve(ctx.namespace.as_deref()).await? {
-            for template in all_templates(&backend.client, ctx.deadline, TEMPLATES).await? {
-                objects.push(convert::template(&backend.namespace, &template)?);
-            }
-        }
-        Ok(objects)
-    }
-}
-
-struct TemplateVersionStorage {
-    provider: Arc<dyn Provider>,
-}
-
-impl TemplateVersionStorage {
-    /// The request deadline, cut to the template version budget.
-    fn deadline(ctx: &RequestContext) -> tokio::time::Instant {
-        ctx.deadline
-            .min(tokio::time::Instant::now() + TEMPLATE_VERSION_BUDGET)
-    }
-}
-
-#[async_trait]
-impl Storage for TemplateVersionStorage {
-    async fn get(&self, ctx: &RequestContext, name: &str) -> Result<Value, ApiError> {
-        let parsed = names::parse_template_version_name(name)?;
-        let deadline = Self::deadline(ctx);
-        let Some(backend) = backend_of(self.provider.as_ref(), ctx).await? else {
-            return Err(ApiError::not_found(GROUP, TEMPLATE_VERSIONS, name));
-        };
-        let template = named_template(
-            &backend.client,
-            deadline,
-            TEMPLATE_VERSIONS,
-            name,
-            &parsed.organization,
-            &parsed.template,
-        )
-        .await?;
-        let versions = within(
-            deadline,
-            subject(TEMPLATE_VERSIONS, name),
-            backend.client.template_versions(template.id, true),
-        )
-        .await?;
-        // Version names are compared exactly: another casing is another (missing) object.
-        let version = versions
-            .iter()
-            .find(|v| v.name == parsed.version)
-            .ok_or_else(|| ApiError::not_found(GROUP, TEMPLATE_VERSIONS, name))?;
-        convert::template_version(&backend.namespace, &template, version)
-    }
-
-    async fn list(&self, ctx: &RequestContext) -> Result<Vec<Value>, ApiError> {
-        let deadline = Self::deadline(ctx);
-        let mut objects = Vec::new();
-        for backend in self.provider.resolve(ctx.namespace.as_deref()).await? {
-            for template in all_templates(&backend.client, deadline, TEMPLATE_VERSIONS).await? {
-                let mut versions = within(
-                    deadline,
-                    subject(TEMPLATE_VERSIONS, ""),
-                    backend.client.template_versions(template.id, true),
-                )
-                .await?;
-                versions.sort_by(|a, b| {
-                    convert::time(&a.created_at)
-                        .map(|t| t.0)
-                        .cmp(&convert::time(&b.created_at).map(|t| t.0))
-                        .then_with(|| a.name.cmp(&b.name))
-                });
-                for version in &versions {
-                    objects.push(convert::template_version(&backend.namespace, &template, version)?);
-                }
-            }
-        }
-        Ok(objects)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use async_trait::async_trait;
     use serde_json::json;
 
     struct Unserved;
