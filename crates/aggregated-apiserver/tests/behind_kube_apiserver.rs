@@ -77,6 +77,18 @@ async fn kubectl_discovers_the_group_and_its_resources() {
 #[tokio::test]
 async fn kubectl_explain_reads_the_served_openapi() {
     let served = Served::shared().await;
+    // kube-apiserver fetches an aggregated server's OpenAPI in the background after the APIService turns available,
+    // so `explain` may not know the kind for a few seconds.
+    wait_until(
+        "kubectl explain knows the kind",
+        Duration::from_secs(60),
+        || async {
+            kubectl(served.cp, &["explain", "coderworkspaces.spec"], None)
+                .status
+                .success()
+        },
+    )
+    .await;
     let out = kubectl(served.cp, &["explain", "coderworkspaces.spec"], None);
     assert_success(&out, "explain");
     let text = stdout(&out);
