@@ -1072,7 +1072,8 @@ async fn coders_answers_to_the_activation_are_mapped_and_never_retried() {
 // ---------------------------------------------------------------------------------------------------------------
 // Through kube-apiserver and kubectl
 
-#[tokio::test]
+// kubectl runs blocking on a worker while the Coder test server answers on the others.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn kubectl_reads_logs_and_promotes_through_kube_apiserver() {
     let cp: &'static coder_k8s_testenv::ControlPlane = Box::leak(Box::new(
         coder_k8s_testenv::ControlPlane::builder()
