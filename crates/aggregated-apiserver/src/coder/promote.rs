@@ -567,6 +567,15 @@ mod tests {
     }
 
     #[test]
+    fn a_promotion_needs_ten_seconds_for_the_activation_and_five_for_the_re_read() {
+        let settings = PromoteSettings::default();
+        assert_eq!(
+            (settings.activation_budget, settings.reread_reserve),
+            (Duration::from_secs(10), Duration::from_secs(5))
+        );
+    }
+
+    #[test]
     fn the_answer_carries_the_outcome() {
         let body = answer(
             &checked(),

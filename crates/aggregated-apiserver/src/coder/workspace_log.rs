@@ -902,6 +902,40 @@ mod tests {
     }
 
     #[test]
+    fn the_default_limits_are_the_documented_ones() {
+        let limits = LogLimits::default();
+        assert_eq!((limits.max_open, limits.max_open_per_user), (64, 4));
+        assert_eq!(
+            (limits.max_response_bytes, limits.max_read_bytes),
+            (4 << 20, 4 << 20)
+        );
+        assert_eq!(
+            (limits.read_time, limits.follow_read_time),
+            (Duration::from_secs(60), Duration::from_secs(25 * 60))
+        );
+        assert_eq!(
+            (limits.write_time, limits.follow_write_time),
+            (Duration::from_secs(120), Duration::from_secs(26 * 60))
+        );
+        let caller = |limit| {
+            budget(
+                &limits,
+                &LogOptions {
+                    limit_bytes: Some(limit),
+                    follow: false,
+                },
+            )
+        };
+        assert_eq!(caller(30), (30, true));
+        assert_eq!(caller(4 << 20), (4 << 20, true));
+        assert_eq!(
+            caller((4 << 20) + 1),
+            (4 << 20, false),
+            "more than the server allows is the server's limit"
+        );
+    }
+
+    #[test]
     fn limits_are_validated() {
         assert!(LogLimits::default().validate().is_ok());
         let bad = [
