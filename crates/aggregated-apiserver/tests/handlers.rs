@@ -249,7 +249,10 @@ async fn dry_run_changes_nothing_and_only_all_is_accepted() {
             &thing("a", json!({})),
         )
         .await;
-    assert_eq!(response.status, 400);
+    assert_eq!(
+        response.status, 422,
+        "kube-apiserver's answer to an unsupported dryRun value"
+    );
     let poke = h
         .send_json(
             Method::POST,

@@ -140,6 +140,31 @@ impl TestServer {
             .collect()
     }
 
+    // --- Build logs for the aggregated API server's coderworkspaces/log tests ---
+
+    /// Appends one log entry per `outputs` item (source `provisioner`, level `level`, stage `stage`) to the job of
+    /// workspace build `build_id`, as a provisioner would, and wakes log followers. Returns `false` when there is no
+    /// such build.
+    pub fn append_build_logs(
+        &self,
+        build_id: uuid::Uuid,
+        level: &'static str,
+        stage: &str,
+        outputs: &[String],
+    ) -> bool {
+        {
+            let mut mem = self.app.mem();
+            let Some(job_id) = mem.build(build_id).map(|b| b.job_id) else {
+                return false;
+            };
+            for output in outputs {
+                mem.push_log(job_id, "provisioner", level, stage, output);
+            }
+        }
+        self.app.notify();
+        true
+    }
+
     pub fn deployment_id(&self) -> &str {
         &self.app.deployment_id
     }

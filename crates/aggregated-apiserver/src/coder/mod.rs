@@ -4,10 +4,12 @@
 pub mod convert;
 pub mod errors;
 pub mod names;
+pub mod promote;
 pub mod provider;
 pub mod resources;
 pub mod template_versions;
 pub mod templates;
+pub mod workspace_log;
 pub mod workspaces;
 
 pub use provider::{

@@ -48,6 +48,14 @@ impl CoderClient {
         self.follow_logs("workspacebuilds", id, after).await
     }
 
+    /// `GET /api/v2/workspacebuilds/{id}/logs` as raw JSON, read up to `limit` bytes. A longer answer is cut at
+    /// `limit` and reported with `true` (the caller decodes the complete entries), where
+    /// [`CoderClient::workspace_build_logs`] would fail with [`Error::BodyTooLarge`].
+    pub async fn workspace_build_logs_capped(&self, id: Uuid, limit: usize) -> Result<(Bytes, bool)> {
+        let url = self.endpoint(&["workspacebuilds", &id.to_string(), "logs"])?;
+        self.get_capped(url, limit).await
+    }
+
     async fn job_logs(&self, kind: &str, id: Uuid, after: Option<i64>) -> Result<Vec<ProvisionerJobLog>> {
         let after = after.map(|a| a.to_string());
         let query: Vec<(&str, &str)> = after.iter().map(|a| ("after", a.as_str())).collect();
@@ -189,6 +197,44 @@ mod tests {
             let _ = ws.next().await;
         });
         (url, log)
+    }
+
+    #[tokio::test]
+    async fn capped_build_logs_cut_long_answers_instead_of_failing() {
+        use super::super::test_support::{CODER, JSON};
+        let body = format!("[{}]", vec![r#"{"id":1}"#; 100].join(","));
+        let len = body.len();
+        let (url, log) = serve(move |i, _| {
+            Some(if i < 3 {
+                response("200 OK", &[JSON, CODER], &body)
+            } else {
+                response(
+                    "404 Not Found",
+                    &[JSON, CODER],
+                    r#"{"message":"Resource not found"}"#,
+                )
+            })
+        })
+        .await;
+        let c = client(&url);
+        let id = Uuid::from_u128(5);
+        let (bytes, cut) = c.workspace_build_logs_capped(id, 50).await.unwrap();
+        assert_eq!((bytes.len(), cut), (50, true));
+        let (bytes, cut) = c.workspace_build_logs_capped(id, len).await.unwrap();
+        assert_eq!(
+            (bytes.len(), cut),
+            (len, false),
+            "an answer of exactly the cap is whole"
+        );
+        let (bytes, cut) = c.workspace_build_logs_capped(id, len - 1).await.unwrap();
+        assert_eq!((bytes.len(), cut), (len - 1, true));
+        let error = c.workspace_build_logs_capped(id, 50).await.unwrap_err();
+        assert!(error.is_not_found(), "{error:?}");
+        let first = log.lock().unwrap()[0].clone();
+        assert!(
+            first.starts_with(&format!("GET /api/v2/workspacebuilds/{id}/logs HTTP/1.1")),
+            "{first}"
+        );
     }
 
     #[tokio::test]

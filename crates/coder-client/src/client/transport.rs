@@ -297,6 +297,44 @@ impl CoderClient {
     }
 }
 
+// --- Capped raw reads (the aggregated API server's coderworkspaces/log) ---
+
+/// How much of an error answer a capped read looks at: only Coder's message is needed.
+const CAPPED_ERROR_BODY_BYTES: usize = 64 * 1024;
+
+impl CoderClient {
+    /// `GET url`, reading at most `limit` bytes of a successful answer: a longer body is cut there and reported with
+    /// `true` instead of failing. An error status is mapped like every other call (its body read up to 64 KiB).
+    pub(super) async fn get_capped(&self, url: Url, limit: usize) -> Result<(Bytes, bool)> {
+        let mut response = self
+            .request(Method::GET, url, false)
+            .send()
+            .await
+            .map_err(|e| self.map_transport(&e))?;
+        let status = response.status();
+        if !status.is_success() {
+            let headers = response.headers().clone();
+            let body = read_capped(response, CAPPED_ERROR_BODY_BYTES).await;
+            return Err(error_from_response(
+                status.as_u16(),
+                &headers,
+                &body,
+                &self.sensitive(),
+            ));
+        }
+        let mut buf = BytesMut::new();
+        while let Some(chunk) = response.chunk().await.map_err(|e| self.map_transport(&e))? {
+            let room = limit.saturating_sub(buf.len());
+            if chunk.len() > room {
+                buf.extend_from_slice(&chunk[..room]);
+                return Ok((buf.freeze(), true));
+            }
+            buf.extend_from_slice(&chunk);
+        }
+        Ok((buf.freeze(), false))
+    }
+}
+
 /// The server must echo the accept key derived from our `Sec-WebSocket-Key`.
 fn check_accept_key(headers: &HeaderMap, key: &str) -> Result<()> {
     let expected = derive_accept_key(key.as_bytes());

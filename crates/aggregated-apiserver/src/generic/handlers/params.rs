@@ -105,12 +105,13 @@ fn request_timeout(settings: &ServerSettings, query: &Query) -> Result<Duration,
     Ok(asked.min(settings.request_timeout))
 }
 
-/// `dryRun=All` (the only value kube-apiserver knows) sets dry-run; any other value is a 400.
+/// `dryRun=All` (the only value kube-apiserver knows) sets dry-run; any other value is a 422, as kube-apiserver's
+/// options validation answers.
 fn dry_run(query: &Query) -> Result<bool, ApiError> {
     let mut dry_run = false;
     for value in query.all("dryRun") {
         if value != "All" {
-            return Err(ApiError::bad_request(format!(
+            return Err(ApiError::invalid(format!(
                 "invalid dryRun value {value:?}: the only supported value is \"All\""
             )));
         }
@@ -264,7 +265,7 @@ mod tests {
         assert_eq!(dry_run(&Query::parse(Some("dryRun=All"))), Ok(true));
         assert_eq!(dry_run(&Query::parse(None)), Ok(false));
         let err = dry_run(&Query::parse(Some("dryRun=All&dryRun=Some"))).expect_err("bad value");
-        assert_eq!(err.code, 400);
+        assert_eq!((err.code, err.reason), (422, "Invalid"));
     }
 
     #[test]

@@ -170,11 +170,11 @@ fn delete_options(call: &Call<'_>) -> Result<DeleteOptions, ApiError> {
     Ok(options)
 }
 
-/// `dryRun` inside DeleteOptions: `["All"]` or nothing.
+/// `dryRun` inside DeleteOptions: `["All"]` or nothing (422 otherwise, as for the query parameter).
 fn body_dry_run(options: &DeleteOptions) -> Result<bool, ApiError> {
     let values = options.dry_run.as_deref().unwrap_or_default();
     if let Some(bad) = values.iter().find(|v| *v != "All") {
-        return Err(ApiError::bad_request(format!(
+        return Err(ApiError::invalid(format!(
             "invalid dryRun value {bad:?}: the only supported value is \"All\""
         )));
     }
