@@ -11,8 +11,8 @@ use serde_json::Value;
 
 use super::errors::Subject;
 use super::provider::{Backend, Provider};
-use super::{template_versions, templates, workspaces};
-use crate::generic::{ApiError, Column, Registry, RequestContext, Verb};
+use super::{promote, template_versions, templates, workspace_log, workspaces};
+use crate::generic::{ApiError, Column, Registry, RequestContext, ResourceDef, SubresourceDef, Verb};
 
 pub const WORKSPACES: &str = "coderworkspaces";
 pub const TEMPLATES: &str = "codertemplates";
@@ -27,11 +27,22 @@ pub fn registry(provider: Arc<dyn Provider>) -> Registry {
         group: GROUP,
         version: VERSION,
         resources: vec![
-            workspaces::resource(provider.clone()),
-            templates::resource(provider.clone()),
+            with_subresources(
+                workspaces::resource(provider.clone()),
+                vec![workspace_log::subresource(provider.clone())],
+            ),
+            with_subresources(
+                templates::resource(provider.clone()),
+                vec![promote::subresource(provider.clone())],
+            ),
             template_versions::resource(provider),
         ],
     }
+}
+
+fn with_subresources(mut resource: ResourceDef, subresources: Vec<SubresourceDef>) -> ResourceDef {
+    resource.subresources.extend(subresources);
+    resource
 }
 
 /// The OpenAPI v3 schema of `T`: every subschema inlined (no `$ref`), without the meta-schema keyword.
@@ -129,9 +140,19 @@ mod tests {
         assert_eq!(verbs(TEMPLATE_VERSIONS), [Verb::Get, Verb::List]);
         for resource in &registry.resources {
             assert!(resource.namespaced);
-            assert!(resource.subresources.is_empty());
             assert_eq!(resource.list_kind, format!("{}List", resource.kind));
         }
+        let subresources = |plural: &str| -> Vec<(&str, Vec<Verb>)> {
+            let resource = registry.resource(plural).unwrap();
+            resource
+                .subresources
+                .iter()
+                .map(|s| (s.name, s.verbs.to_vec()))
+                .collect()
+        };
+        assert_eq!(subresources(WORKSPACES), [("log", vec![Verb::Get])]);
+        assert_eq!(subresources(TEMPLATES), [("promote", vec![Verb::Create])]);
+        assert!(subresources(TEMPLATE_VERSIONS).is_empty());
     }
 
     #[test]
