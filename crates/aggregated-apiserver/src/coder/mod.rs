@@ -9,6 +9,7 @@ pub mod resources;
 pub mod template_versions;
 pub mod templates;
 pub mod workspaces;
+pub mod world_watch;
 
 pub use provider::{
     Backend, ControlPlaneProvider, Provider, StaticBackend, StaticProvider, UnconfiguredProvider,
