@@ -54,6 +54,9 @@ pub struct WatchEvent {
     pub counter: u64,
 }
 
+/// A watcher's end of a broadcaster.
+pub type EventReceiver = broadcast::Receiver<Arc<WatchEvent>>;
+
 /// A list answered for a namespace scope (`None`: all namespaces), before selectors were applied.
 struct ListSnapshot {
     scope: Option<String>,
@@ -151,7 +154,7 @@ impl Broadcaster {
     pub fn subscribe_after(
         &self,
         since: u64,
-    ) -> Option<(broadcast::Receiver<Arc<WatchEvent>>, Vec<Arc<WatchEvent>>)> {
+    ) -> Option<(EventReceiver, Vec<Arc<WatchEvent>>)> {
         let journal = self.journal();
         if since < journal.complete_after {
             return None;
