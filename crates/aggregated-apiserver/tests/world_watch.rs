@@ -1,6 +1,6 @@
 //! Watches that see changes made in Coder directly: the poll-and-diff feed of `coderworkspaces` and
-//! `codertemplates` against the Coder API test server, in process through the server's router and through a real
-//! kube-apiserver with kube-rs.
+//! `codertemplates` against the Coder API test server (in process through the server's router, and through a real
+//! kube-apiserver with kube-rs) and against a real Coder.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -22,6 +22,13 @@ use coder_k8s_aggregated_apiserver::generic::{
     ApiError, ApiServer, Attributes, Authenticator, Authorizer, Decision, PeerCertificates, Registry,
     UserInfo,
 };
+use coder_k8s_coder_client::types::builds::{CreateWorkspaceBuildRequest, Transition, WorkspaceBuildStatus};
+use coder_k8s_coder_client::types::files::ArchiveKind;
+use coder_k8s_coder_client::types::template_versions::CreateTemplateVersionRequest;
+use coder_k8s_coder_client::types::templates::{CreateTemplateRequest, Template};
+use coder_k8s_coder_client::types::workspaces::CreateWorkspaceRequest;
+use coder_k8s_coder_client::{CoderClient, SessionToken};
+use coder_k8s_testenv::coder::{EchoTemplate, RealCoder};
 use futures::{Stream, StreamExt, TryStreamExt};
 use kube::api::{Api, DynamicObject, ListParams, WatchParams};
 use kube::core::{ApiResource, GroupVersionKind, WatchEvent};
@@ -361,4 +368,113 @@ async fn a_watch_through_kube_apiserver_sees_a_workspace_created_in_coder() {
     .await
     .expect("the ADDED event within 30 s");
     assert_eq!(added.data["spec"]["running"], true);
+}
+
+/// Imports an echo template named `name` into the real Coder's default organization.
+async fn real_template(coder: &RealCoder, client: &CoderClient, organization: &str, name: &str) -> Template {
+    let tar = coder.echo_template(EchoTemplate::Success).unwrap();
+    let file = client
+        .upload_file(ArchiveKind::Tar, bytes::Bytes::from(tar))
+        .await
+        .unwrap();
+    let mut request = CreateTemplateVersionRequest::terraform(file.id);
+    request.provisioner = "echo".to_owned();
+    let version = client
+        .create_template_version(organization, &request)
+        .await
+        .unwrap();
+    coder_fixture::eventually("the template import", async || {
+        let job = client.template_version(version.id).await.unwrap().job;
+        job.status.is_terminal().then_some(())
+    })
+    .await;
+    let request = CreateTemplateRequest {
+        name: name.to_owned(),
+        template_version_id: version.id,
+        ..CreateTemplateRequest::default()
+    };
+    client.create_template(organization, &request).await.unwrap()
+}
+
+#[tokio::test]
+async fn a_watch_sees_changes_made_in_a_real_coder() {
+    coder_k8s_coder_client::install_ring_provider();
+    let coder = RealCoder::shared().await.unwrap();
+    let url = url::Url::parse(coder.url()).unwrap();
+    let client = CoderClient::new(url.clone(), SessionToken::new(coder.owner_token())).unwrap();
+    let organization = client.default_organization().await.unwrap().name;
+    let owner = client.me().await.unwrap().username;
+    let template = real_template(coder, &client, &organization, "watched").await;
+    let backend = StaticBackend {
+        url,
+        token: coder.owner_token().to_owned(),
+        namespace: NAMESPACE.to_owned(),
+    };
+    let provider = Arc::new(StaticProvider::new(&backend, &settings()).unwrap());
+    let mut registry = registry(provider.clone());
+    // One second: both resources polled stay far below Coder's rate limit.
+    let settings = WorldWatchSettings {
+        interval: Duration::from_secs(1),
+        ..WorldWatchSettings::default()
+    };
+    world_watch::attach(&mut registry, provider, settings);
+    let router = router(registry);
+
+    // A template renamed in Coder.
+    let from = list_version(&router, TEMPLATES).await;
+    let mut templates = Watch::open(&router, TEMPLATES, &from).await;
+    let renamed = coder
+        .send_json(
+            "PATCH",
+            &format!("/api/v2/templates/{}", template.id),
+            &serde_json::json!({"display_name": "Watched, renamed"}),
+        )
+        .await
+        .unwrap();
+    assert!(renamed.status < 300, "{}", renamed.text());
+    let name = format!("{organization}.watched");
+    let modified = templates.next_of(&name).await;
+    assert_eq!(summary(&modified), ("MODIFIED".to_owned(), name), "{modified}");
+    assert_eq!(modified["object"]["spec"]["displayName"], "Watched, renamed");
+
+    // A workspace created and deleted in Coder.
+    let from = list_version(&router, WORKSPACES).await;
+    let mut workspaces = Watch::open(&router, WORKSPACES, &from).await;
+    let created = client
+        .create_workspace(
+            "me",
+            &CreateWorkspaceRequest {
+                template_id: Some(template.id),
+                name: "watched".to_owned(),
+                ..CreateWorkspaceRequest::default()
+            },
+        )
+        .await
+        .unwrap();
+    let name = format!("{organization}.{owner}.watched");
+    let added = workspaces.next_of(&name).await;
+    assert_eq!(summary(&added), ("ADDED".to_owned(), name.clone()), "{added}");
+    assert_eq!(added["object"]["metadata"]["uid"], created.id.to_string());
+    coder_fixture::eventually("the first build", async || {
+        let build = client.workspace(created.id).await.unwrap().latest_build;
+        (build.status == WorkspaceBuildStatus::Running).then_some(())
+    })
+    .await;
+    client
+        .create_workspace_build(
+            created.id,
+            &CreateWorkspaceBuildRequest {
+                transition: Transition::Delete,
+                ..CreateWorkspaceBuildRequest::default()
+            },
+        )
+        .await
+        .unwrap();
+    let deleted = loop {
+        let event = workspaces.next_of(&name).await;
+        if event["type"] != "MODIFIED" {
+            break event;
+        }
+    };
+    assert_eq!(summary(&deleted), ("DELETED".to_owned(), name), "{deleted}");
 }
