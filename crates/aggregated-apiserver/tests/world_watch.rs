@@ -28,6 +28,7 @@ use coder_k8s_coder_client::types::template_versions::CreateTemplateVersionReque
 use coder_k8s_coder_client::types::templates::{CreateTemplateRequest, Template};
 use coder_k8s_coder_client::types::workspaces::CreateWorkspaceRequest;
 use coder_k8s_coder_client::{CoderClient, SessionToken};
+use coder_k8s_coder_testserver::{Fault, FaultRule};
 use coder_k8s_testenv::coder::{EchoTemplate, RealCoder};
 use futures::{Stream, StreamExt, TryStreamExt};
 use kube::api::{Api, DynamicObject, ListParams, WatchParams};
@@ -38,6 +39,7 @@ use tower::ServiceExt;
 const NAMESPACE: &str = "coder-ns";
 const WORKSPACES: &str = "/apis/aggregation.coder.com/v1alpha1/namespaces/coder-ns/coderworkspaces";
 const TEMPLATES: &str = "/apis/aggregation.coder.com/v1alpha1/namespaces/coder-ns/codertemplates";
+const ALL_WORKSPACES: &str = "/apis/aggregation.coder.com/v1alpha1/coderworkspaces";
 
 /// Everyone is alice, and alice may do anything.
 struct Alice;
@@ -186,10 +188,15 @@ async fn changes_made_in_coder_directly_reach_a_watch_as_the_right_events() {
     let router = router(watched_registry(&coder, Duration::from_millis(300)));
     let from = list_version(&router, WORKSPACES).await;
     let mut watch = Watch::open(&router, WORKSPACES, &from).await;
+    let from_all = list_version(&router, ALL_WORKSPACES).await;
+    let mut across_namespaces = Watch::open(&router, ALL_WORKSPACES, &from_all).await;
 
     // Created in Coder, not through the server.
     let web = coder.create_workspace("web").await;
     let name = coder.workspace_name("web");
+    let added_everywhere = across_namespaces.next_of(&name).await;
+    assert_eq!(summary(&added_everywhere), ("ADDED".to_owned(), name.clone()));
+    assert_eq!(added_everywhere["object"]["metadata"]["namespace"], NAMESPACE);
     let added = watch.next_of(&name).await;
     assert_eq!(summary(&added), ("ADDED".to_owned(), name.clone()), "{added}");
     assert_eq!(added["object"]["metadata"]["uid"], web.id.to_string());
@@ -310,6 +317,40 @@ async fn watchers_share_one_poll_that_stops_when_the_last_one_leaves() {
         coder.server.requests().is_empty(),
         "{:?}",
         coder.server.requests()
+    );
+}
+
+#[tokio::test]
+async fn a_failing_coder_publishes_nothing_and_the_next_good_poll_catches_up() {
+    let coder = coder("outage").await;
+    let interval = Duration::from_millis(300);
+    let router = router(watched_registry(&coder, interval));
+    let from = list_version(&router, WORKSPACES).await;
+    let mut watch = Watch::open(&router, WORKSPACES, &from).await;
+
+    // Five polls fail (503), over about five intervals: no event, in particular no deletion of "dev".
+    coder.server.clear_requests();
+    coder.server.add_fault(FaultRule {
+        method: None,
+        path_prefix: "/api/v2/workspaces".to_owned(),
+        fault: Fault::ServerError(503),
+        times: Some(5),
+    });
+    coder_fixture::eventually("five failed polls", async || {
+        let failed = coder.server.requests().iter().filter(|r| r.status == 503).count();
+        (failed >= 5).then_some(())
+    })
+    .await;
+    let quiet = tokio::time::timeout(interval * 3, watch.lines.next()).await;
+    assert!(quiet.is_err(), "no event during the outage: {quiet:?}");
+
+    // Coder answers again: the first event is the change made meanwhile, not a deletion.
+    coder.create_workspace("late").await;
+    let first = watch.next().await;
+    assert_eq!(
+        summary(&first),
+        ("ADDED".to_owned(), coder.workspace_name("late")),
+        "{first}"
     );
 }
 
