@@ -306,7 +306,10 @@ impl Poller {
             dry_run: false,
             query: BTreeMap::new(),
         };
-        self.storage.list(&ctx).await
+        // The storage bounds its Coder calls by the deadline; this also bounds finding the backend.
+        tokio::time::timeout(self.settings.poll_timeout, self.storage.list(&ctx))
+            .await
+            .unwrap_or_else(|_| Err(ApiError::timeout("the watch poll did not finish in time")))
     }
 }
 
