@@ -151,10 +151,7 @@ impl Broadcaster {
 
     /// A receiver of the events after `since` and the recorded ones after it, or `None` when the history no
     /// longer holds every event after `since`.
-    pub fn subscribe_after(
-        &self,
-        since: u64,
-    ) -> Option<(EventReceiver, Vec<Arc<WatchEvent>>)> {
+    pub fn subscribe_after(&self, since: u64) -> Option<(EventReceiver, Vec<Arc<WatchEvent>>)> {
         let journal = self.journal();
         if since < journal.complete_after {
             return None;
