@@ -259,6 +259,39 @@ mod tests {
         }
     }
 
+    fn start_of(
+        since: Option<u64>,
+        lease: Option<&FeedLease>,
+        broadcaster: &Broadcaster,
+    ) -> Result<usize, String> {
+        match watch_start(broadcaster, "rv", since, lease).1 {
+            WatchStart::Replay(events) => Ok(events.len()),
+            WatchStart::Expired(message) => Err(message),
+        }
+    }
+
+    #[test]
+    fn a_watch_replays_what_is_known_and_expires_what_is_not() {
+        let broadcaster = Broadcaster::new(0);
+        let listed = broadcaster.current();
+        broadcaster.publish(
+            crate::generic::EventType::Added,
+            json!({"metadata": {"name": "a"}}),
+        );
+        let covered = |since| FeedLease::new(since, Box::new(()));
+        // Without a feed: replayed when known, else from now.
+        assert_eq!(start_of(Some(listed), None, &broadcaster), Ok(1));
+        assert_eq!(start_of(None, None, &broadcaster), Ok(0));
+        // With a feed: replayed when the feed covers it, else 410.
+        assert_eq!(
+            start_of(Some(listed), Some(&covered(listed)), &broadcaster),
+            Ok(1)
+        );
+        let expired = start_of(Some(listed), Some(&covered(listed + 1)), &broadcaster).unwrap_err();
+        assert!(expired.starts_with("too old resource version: rv ("), "{expired}");
+        assert!(start_of(None, Some(&covered(0)), &broadcaster).is_err());
+    }
+
     #[test]
     fn watch_options_follow_the_contract() {
         let check = |q: &str| check_watch_options(&Query::parse(Some(q))).map_err(|e| e.code);
