@@ -562,4 +562,44 @@ async fn the_control_plane_provider_follows_the_eligibility_rules_on_a_real_apis
     assert_eq!((error.code, error.message.as_str()), (400, message.as_str()));
     let error = provider.resolve(None).await.unwrap_err();
     assert_eq!((error.code, error.message.as_str()), (400, message.as_str()));
+
+    // The annotation aggregation.coder.com/serve="true" picks one of them: the namespace is served by it.
+    let control_planes: Api<CoderControlPlane> = Api::namespaced(client.clone(), &twice);
+    let serve = async |name: &str, value: &str| {
+        let patch = json!({"metadata": {"annotations": {"aggregation.coder.com/serve": value}}});
+        control_planes
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .unwrap();
+    };
+    let serving_host = async || -> String {
+        let backends = provider.resolve(Some(&twice)).await.unwrap();
+        assert_eq!(backends.len(), 1);
+        backends[0].client.base_url().host_str().unwrap().to_owned()
+    };
+    serve("coder-b", "true").await;
+    assert!(
+        serving_host()
+            .await
+            .starts_with(&format!("coder-b.{}.", twice.name())),
+        "{}",
+        serving_host().await
+    );
+    let templates = list(&registry, "codertemplates", Some(&twice)).await.unwrap();
+    assert_eq!(names(&templates), [name.as_str()]);
+    // Both selected: ambiguous again, with the v0.1.5 message.
+    serve("coder-a", "true").await;
+    let error = list(&registry, "coderworkspaces", Some(&twice))
+        .await
+        .unwrap_err();
+    assert_eq!((error.code, error.message.as_str()), (400, message.as_str()));
+    // Only "true" selects.
+    serve("coder-b", "false").await;
+    assert!(
+        serving_host()
+            .await
+            .starts_with(&format!("coder-a.{}.", twice.name())),
+        "{}",
+        serving_host().await
+    );
 }

@@ -115,6 +115,7 @@ fn registry() -> Registry {
             handler: Arc::new(NoLog),
         }],
         storage: Arc::new(NoStorage),
+        watch_feed: None,
     };
     let gadgets = ResourceDef {
         plural: "gadgets",
@@ -129,6 +130,7 @@ fn registry() -> Registry {
         columns: Vec::new(),
         subresources: Vec::new(),
         storage: Arc::new(NoStorage),
+        watch_feed: None,
     };
     Registry {
         group: "toys.example.com",

@@ -11,6 +11,7 @@ pub mod template_versions;
 pub mod templates;
 pub mod workspace_log;
 pub mod workspaces;
+pub mod world_watch;
 
 pub use provider::{
     Backend, ControlPlaneProvider, Provider, StaticBackend, StaticProvider, UnconfiguredProvider,

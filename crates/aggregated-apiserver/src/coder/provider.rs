@@ -1,10 +1,11 @@
 //! Which Coder deployment serves a request namespace. In `all` mode the answer comes from the `CoderControlPlane`
 //! objects of the cluster ([`ControlPlaneProvider`]); standalone, from the `--coder-*` flags ([`StaticProvider`]).
 //!
-//! A namespace is served by exactly one eligible control plane. A namespace without any control plane is not served
-//! at all: it resolves to no backend, so lists there are empty and gets are 404, and a namespace holding these
-//! resources can be deleted. A namespace whose control plane exists but is not eligible (yet) answers 503, so a
-//! short outage never looks like every object was deleted.
+//! A namespace is served by exactly one eligible control plane. When it has several, the one annotated
+//! [`SERVE_ANNOTATION`]` = "true"` serves it; without exactly one such annotation the namespace is ambiguous (400).
+//! A namespace without any control plane is not served at all: it resolves to no backend, so lists there are empty
+//! and gets are 404, and a namespace holding these resources can be deleted. A namespace whose control plane exists
+//! but is not eligible (yet) answers 503, so a short outage never looks like every object was deleted.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -33,6 +34,10 @@ pub trait Provider: Send + Sync {
     /// lists answer empty and gets 404.
     async fn resolve(&self, namespace: Option<&str>) -> Result<Vec<Backend>, ApiError>;
 }
+
+/// The annotation that picks the control plane serving a namespace with more than one eligible control plane: the
+/// one eligible control plane whose value is exactly `"true"`.
+pub const SERVE_ANNOTATION: &str = "aggregation.coder.com/serve";
 
 /// Whether a control plane may serve the aggregated API.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -93,7 +98,10 @@ pub fn choose<'a>(
         match eligible.as_slice() {
             [] => {}
             [one] => chosen.push(*one),
-            _ => return Err(ApiError::bad_request(multiple_eligible_message(ns))),
+            several => match selected(several) {
+                Some(one) => chosen.push(one),
+                None => return Err(ApiError::bad_request(multiple_eligible_message(ns))),
+            },
         }
     }
     match namespace {
@@ -106,6 +114,18 @@ pub fn choose<'a>(
             "no eligible CoderControlPlane instances found across all namespaces",
         )),
         _ => Ok(chosen),
+    }
+}
+
+/// Among several eligible control planes of one namespace, the one annotated [`SERVE_ANNOTATION`]` = "true"`;
+/// `None` when none or more than one is.
+pub fn selected<'a>(eligible: &[&'a CoderControlPlane]) -> Option<&'a CoderControlPlane> {
+    let mut marked = eligible
+        .iter()
+        .filter(|cp| cp.annotations().get(SERVE_ANNOTATION).map(String::as_str) == Some("true"));
+    match (marked.next(), marked.next()) {
+        (Some(one), None) => Some(*one),
+        _ => None,
     }
 }
 
@@ -380,6 +400,60 @@ mod tests {
         );
         assert_eq!(choose(None, &cps).unwrap_err().message, error.message);
         assert_eq!(names(&choose(Some("solo"), &cps).unwrap()), ["solo/coder"]);
+    }
+
+    fn serving(mut cp: CoderControlPlane, value: &str) -> CoderControlPlane {
+        cp.annotations_mut()
+            .insert(SERVE_ANNOTATION.to_owned(), value.to_owned());
+        cp
+    }
+
+    #[test]
+    fn the_serve_annotation_picks_one_of_several_eligible_control_planes() {
+        let picked = [
+            control_plane("team", "a"),
+            serving(control_plane("team", "b"), "true"),
+            control_plane("team", "c"),
+        ];
+        assert_eq!(names(&choose(Some("team"), &picked).unwrap()), ["team/b"]);
+        assert_eq!(names(&choose(None, &picked).unwrap()), ["team/b"]);
+        let one = [&picked[0], &picked[1]];
+        assert_eq!(selected(&one).map(ResourceExt::name_any), Some("b".to_owned()));
+    }
+
+    #[test]
+    fn without_exactly_one_serve_annotation_several_control_planes_stay_ambiguous() {
+        let message = r#"multiple eligible CoderControlPlane instances in namespace "team"; multi-instance support is planned"#;
+        let cases = [
+            // Two selected.
+            vec![
+                serving(control_plane("team", "a"), "true"),
+                serving(control_plane("team", "b"), "true"),
+            ],
+            // Only "true" selects.
+            vec![
+                serving(control_plane("team", "a"), "yes"),
+                serving(control_plane("team", "b"), "True"),
+            ],
+            // A selected control plane that is not eligible breaks no tie.
+            vec![
+                control_plane("team", "a"),
+                control_plane("team", "b"),
+                with_status(serving(control_plane("team", "c"), "true"), |s| s.url = None),
+            ],
+        ];
+        for cps in &cases {
+            let error = choose(Some("team"), cps).unwrap_err();
+            assert_eq!((error.code, error.message.as_str()), (400, message), "{cps:?}");
+        }
+        // One eligible control plane serves whether or not another, not eligible, is selected.
+        let single = [
+            control_plane("team", "a"),
+            with_status(serving(control_plane("team", "b"), "true"), |s| {
+                s.operator_access_ready = Some(false)
+            }),
+        ];
+        assert_eq!(names(&choose(Some("team"), &single).unwrap()), ["team/a"]);
     }
 
     #[test]

@@ -35,6 +35,7 @@ pub fn resource(provider: Arc<dyn Provider>) -> ResourceDef {
         columns: template_version_columns(),
         subresources: Vec::new(),
         storage: Arc::new(TemplateVersionStorage { provider }),
+        watch_feed: None,
     }
 }
 

@@ -30,6 +30,7 @@ pub fn resource(provider: Arc<dyn Provider>) -> ResourceDef {
         columns: template_columns(),
         subresources: Vec::new(),
         storage: Arc::new(TemplateStorage { provider }),
+        watch_feed: None,
     }
 }
 

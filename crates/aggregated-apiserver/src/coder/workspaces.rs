@@ -30,6 +30,7 @@ pub fn resource(provider: Arc<dyn Provider>) -> ResourceDef {
         columns: workspace_columns(),
         subresources: Vec::new(),
         storage: Arc::new(WorkspaceStorage { provider }),
+        watch_feed: None,
     }
 }
 

@@ -409,6 +409,7 @@ pub(crate) mod fixtures {
                 handler: Arc::new(NoLog),
             }],
             storage: Arc::new(NoStorage),
+            watch_feed: None,
         }
     }
 
@@ -429,6 +430,7 @@ pub(crate) mod fixtures {
             columns: Vec::new(),
             subresources: Vec::new(),
             storage: Arc::new(NoStorage),
+            watch_feed: None,
         }
     }
 

@@ -292,7 +292,7 @@ async fn dispatch_verb(call: Call<'_>) -> Result<Response, ApiError> {
     match call.info.verb {
         Verb::Get => read::get(call).await,
         Verb::List => read::list(call).await,
-        Verb::Watch => read::watch(call),
+        Verb::Watch => read::watch(call).await,
         Verb::Create => write::create(call).await,
         Verb::Update => write::update(call).await,
         Verb::Patch => patch::patch(call).await,

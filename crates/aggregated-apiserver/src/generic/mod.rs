@@ -5,6 +5,7 @@ pub mod auth;
 pub mod authn;
 pub mod authz;
 pub mod discovery;
+pub mod feed;
 pub mod handlers;
 pub mod kube_call;
 pub mod memory;
@@ -22,6 +23,7 @@ mod ttl_cache;
 pub mod watch;
 
 pub use auth::{Attributes, Authenticator, Authorizer, Decision, PeerCertificates, UserInfo};
+pub use feed::{FeedLease, FeedRequest, WatchFeed};
 pub use registry::{
     Column, Registry, ResourceDef, SubresourceDef, SubresourceHandler, SubresourceRequest, Verb,
 };

@@ -8,6 +8,7 @@ use axum::response::Response;
 use bytes::Bytes;
 use serde_json::Value;
 
+use super::feed::WatchFeed;
 use super::status::ApiError;
 use super::storage::{RequestContext, Storage};
 
@@ -119,6 +120,8 @@ pub struct ResourceDef {
     pub columns: Vec<Column>,
     pub subresources: Vec<SubresourceDef>,
     pub storage: Arc<dyn Storage>,
+    /// Changes made outside this server, for watches; `None`: watches see only writes through this server.
+    pub watch_feed: Option<Arc<dyn WatchFeed>>,
 }
 
 impl ResourceDef {

@@ -1,27 +1,29 @@
-//! Watch streams: per-resource event fan-out of the writes made through this server, bookmarks and timeouts.
+//! Watch streams: per-resource event fan-out, a short event history for resuming, bookmarks and timeouts.
 //!
-//! There is no watch cache: a watch sees the writes made through this server after it started, nothing older and
-//! nothing changed behind the server's back. Each resource has a [`Broadcaster`] (a tokio broadcast channel of 100
-//! events); a watcher that falls more than 100 events behind gets an `ERROR` event with a 410 `Expired` Status and
-//! its stream ends, so clients relist.
+//! Each resource has a [`Broadcaster`] (a tokio broadcast channel of 100 events). Writes through this server
+//! publish into it, and so does the resource's [`WatchFeed`](super::feed::WatchFeed) when it has one (changes made
+//! behind the server's back). A watcher that falls more than 100 events behind gets an `ERROR` event with a 410
+//! `Expired` Status and its stream ends, so clients relist.
 //!
-//! resourceVersions: objects carry whatever their storage sets. Lists and bookmarks carry the broadcaster's
-//! counter, a per-resource number seeded with the server's start time in microseconds (so it keeps growing across
-//! restarts) and incremented by every event. Because object resourceVersions come from storages and are not
-//! comparable with it, a watch accepts any resourceVersion other than `0` and streams from the moment it starts.
+//! resourceVersions: objects carry whatever their storage sets. Lists, bookmarks and events carry the broadcaster's
+//! counter, a hybrid clock: at least the wall-clock time in microseconds and strictly growing, so counters of
+//! replicas (and of a restarted process) are comparable up to clock skew. The last [`HISTORY_CAPACITY`] events are
+//! kept with their counters, so a watch can resume from a list's or bookmark's resourceVersion, or from the
+//! resourceVersion of an object it was sent. A `DELETED` event's object gets the event's counter as its
+//! resourceVersion (as kube-apiserver gives a deletion a new one), so every event of the history has its own.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::convert::Infallible;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use bytes::Bytes;
-use futures::Stream;
+use futures::{Stream, StreamExt as _};
 use serde_json::{Value, json};
 use tokio::sync::broadcast::{self, error::RecvError};
 use tokio::time::{Instant, Interval};
 
+use super::feed::FeedLease;
 use super::negotiate::IncludeObject;
 use super::registry::{Registry, ResourceDef};
 use super::selectors::{FieldSelector, LabelSelector};
@@ -31,43 +33,206 @@ use super::table;
 /// Events a watcher may fall behind by before it is ended with 410 Expired.
 pub const CHANNEL_CAPACITY: usize = 100;
 
-/// One write, as watchers see it.
+/// Events kept per resource for watches that resume from an earlier resourceVersion.
+pub const HISTORY_CAPACITY: usize = 1000;
+
+/// Lists remembered per resource (the newest per namespace scope), for feeds that start from a client's list.
+const LIST_SNAPSHOTS: usize = 16;
+
+/// How long a remembered list may serve as the starting point of a feed.
+const LIST_SNAPSHOT_MAX_AGE: Duration = Duration::from_secs(600);
+
+/// How far ahead of this process's clock a counter from another replica may be and still be read as one.
+const CLOCK_SKEW: u64 = 60_000_000;
+
+/// One change, as watchers see it.
 #[derive(Clone, Debug)]
 pub struct WatchEvent {
     pub kind: EventType,
     pub object: Value,
+    /// The broadcaster's counter for this event.
+    pub counter: u64,
 }
 
-/// The event fan-out and resourceVersion counter of one resource.
+/// A watcher's end of a broadcaster.
+pub type EventReceiver = broadcast::Receiver<Arc<WatchEvent>>;
+
+/// A list answered for a namespace scope (`None`: all namespaces), before selectors were applied.
+struct ListSnapshot {
+    scope: Option<String>,
+    counter: u64,
+    taken: Instant,
+    items: Arc<Vec<Value>>,
+}
+
+/// The counter, the event history and the remembered lists of one resource.
+struct Journal {
+    counter: u64,
+    history: VecDeque<Arc<WatchEvent>>,
+    /// Every event with a counter above this is still in `history`.
+    complete_after: u64,
+    lists: VecDeque<ListSnapshot>,
+}
+
+impl Journal {
+    /// Advances the counter: strictly growing, and at least the wall-clock time in microseconds.
+    fn tick(&mut self) -> u64 {
+        self.counter = self.counter.saturating_add(1).max(now_micros());
+        self.counter
+    }
+
+    /// The counter as of now, without an event.
+    fn observe(&mut self) -> u64 {
+        self.counter = self.counter.max(now_micros());
+        self.counter
+    }
+}
+
+/// Microseconds since the Unix epoch.
+pub fn now_micros() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX / 2))
+}
+
+/// The event fan-out, history and resourceVersion counter of one resource.
 pub struct Broadcaster {
     sender: broadcast::Sender<Arc<WatchEvent>>,
-    resource_version: AtomicU64,
+    journal: Mutex<Journal>,
 }
 
 impl Broadcaster {
-    /// A broadcaster whose counter starts at `seed`.
+    /// A broadcaster whose counter starts at `seed` (or the current time, when later). Nothing before it can be
+    /// replayed.
     pub fn new(seed: u64) -> Self {
         let (sender, _) = broadcast::channel(CHANNEL_CAPACITY);
         Self {
             sender,
-            resource_version: AtomicU64::new(seed),
+            journal: Mutex::new(Journal {
+                counter: seed,
+                history: VecDeque::new(),
+                complete_after: seed,
+                lists: VecDeque::new(),
+            }),
         }
     }
 
-    /// Sends `object` to every current watcher and advances the counter.
-    pub fn publish(&self, kind: EventType, object: Value) {
-        self.resource_version.fetch_add(1, Ordering::SeqCst);
+    fn journal(&self) -> MutexGuard<'_, Journal> {
+        self.journal.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Sends `object` to every current watcher, records it in the history and answers its counter.
+    pub fn publish(&self, kind: EventType, mut object: Value) -> u64 {
+        let mut journal = self.journal();
+        let counter = journal.tick();
+        if kind == EventType::Deleted && object["metadata"].is_object() {
+            object["metadata"]["resourceVersion"] = counter.to_string().into();
+        }
+        let event = Arc::new(WatchEvent {
+            kind,
+            object,
+            counter,
+        });
+        if journal.history.len() == HISTORY_CAPACITY
+            && let Some(dropped) = journal.history.pop_front()
+        {
+            journal.complete_after = dropped.counter;
+        }
+        journal.history.push_back(event.clone());
+        // Sent under the lock, so a watcher that subscribes and reads the history under it sees each event once.
         // An error only means nobody is watching.
-        let _ = self.sender.send(Arc::new(WatchEvent { kind, object }));
+        let _ = self.sender.send(event);
+        counter
     }
 
     pub fn subscribe(&self) -> broadcast::Receiver<Arc<WatchEvent>> {
         self.sender.subscribe()
     }
 
-    /// The counter, as lists and bookmarks report it.
+    /// A receiver of the events after `since` and the recorded ones after it, or `None` when the history no
+    /// longer holds every event after `since`.
+    pub fn subscribe_after(&self, since: u64) -> Option<(EventReceiver, Vec<Arc<WatchEvent>>)> {
+        let journal = self.journal();
+        if since < journal.complete_after {
+            return None;
+        }
+        let backlog = journal
+            .history
+            .iter()
+            .filter(|e| e.counter > since)
+            .cloned()
+            .collect();
+        Some((self.sender.subscribe(), backlog))
+    }
+
+    /// The counter as of now, as lists and bookmarks report it.
+    pub fn current(&self) -> u64 {
+        self.journal().observe()
+    }
+
+    /// [`Self::current`] as a resourceVersion string.
     pub fn resource_version(&self) -> String {
-        self.resource_version.load(Ordering::SeqCst).to_string()
+        self.current().to_string()
+    }
+
+    /// The counter a client's resourceVersion stands for: the resourceVersion of an object in the history (the
+    /// newest event carrying it), or a counter of this broadcaster (or of another replica, up to [`CLOCK_SKEW`]
+    /// ahead, which this counter then catches up with). `None` when it is neither.
+    pub fn counter_of(&self, resource_version: &str) -> Option<u64> {
+        let mut journal = self.journal();
+        let sent = journal
+            .history
+            .iter()
+            .rev()
+            .find(|e| e.object["metadata"]["resourceVersion"].as_str() == Some(resource_version))
+            .map(|e| e.counter);
+        if sent.is_some() {
+            return sent;
+        }
+        let now = journal.observe();
+        let counter = resource_version
+            .parse::<u64>()
+            .ok()
+            .filter(|counter| *counter <= now.saturating_add(CLOCK_SKEW))?;
+        journal.counter = journal.counter.max(counter);
+        Some(counter)
+    }
+
+    /// Remembers a list answered at `counter` for `scope` (the namespace, `None` for all), replacing the last one of
+    /// the same scope.
+    pub fn remember_list(&self, scope: Option<&str>, counter: u64, items: &[Value]) {
+        let mut journal = self.journal();
+        journal.lists.retain(|l| l.scope.as_deref() != scope);
+        if journal.lists.len() == LIST_SNAPSHOTS {
+            journal.lists.pop_front();
+        }
+        journal.lists.push_back(ListSnapshot {
+            scope: scope.map(str::to_owned),
+            counter,
+            taken: Instant::now(),
+            items: Arc::new(items.to_vec()),
+        });
+    }
+
+    /// The newest remembered list that covers `namespace` and was answered at or before `at_or_before`, no older
+    /// than ten minutes: its counter and the objects of that namespace.
+    pub fn list_snapshot(&self, namespace: &str, at_or_before: u64) -> Option<(u64, Vec<Value>)> {
+        let journal = self.journal();
+        journal
+            .lists
+            .iter()
+            .filter(|l| l.scope.as_deref().is_none_or(|s| s == namespace))
+            .filter(|l| l.counter <= at_or_before && l.taken.elapsed() <= LIST_SNAPSHOT_MAX_AGE)
+            .max_by_key(|l| l.counter)
+            .map(|l| {
+                let items = l
+                    .items
+                    .iter()
+                    .filter(|o| o["metadata"]["namespace"].as_str() == Some(namespace))
+                    .cloned()
+                    .collect();
+                (l.counter, items)
+            })
     }
 }
 
@@ -79,9 +244,7 @@ pub struct WatchHub {
 impl WatchHub {
     /// One broadcaster per resource of `registry`, counters seeded with the current time in microseconds.
     pub fn new(registry: &Registry) -> Self {
-        let seed = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(1, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX / 2));
+        let seed = now_micros();
         let broadcasters = registry
             .resources
             .iter()
@@ -139,9 +302,21 @@ pub struct WatchTiming {
     pub bookmarks: Option<Duration>,
 }
 
+/// Where a watch starts.
+pub enum WatchStart {
+    /// The recorded events after the requested resourceVersion, then what follows.
+    Replay(Vec<Arc<WatchEvent>>),
+    /// The requested resourceVersion cannot be served: one `ERROR` event with a 410 `Expired` Status (its
+    /// message), then the end, so the client relists.
+    Expired(String),
+}
+
 /// Everything a running watch needs.
 pub struct WatchStream {
     pub receiver: broadcast::Receiver<Arc<WatchEvent>>,
+    pub start: WatchStart,
+    /// Keeps the resource's feed running for this watch; dropped when the stream ends.
+    pub lease: Option<FeedLease>,
     pub filter: WatchFilter,
     pub format: EventObjectFormat,
     pub def: ResourceDef,
@@ -160,6 +335,7 @@ enum Wake {
 
 struct Running {
     watch: WatchStream,
+    backlog: VecDeque<Arc<WatchEvent>>,
     deadline: Instant,
     bookmarks: Option<Interval>,
     ended: bool,
@@ -174,7 +350,15 @@ impl WatchStream {
             .timing
             .bookmarks
             .map(|period| tokio::time::interval_at(now + period, period));
+        let (backlog, ended_with) = match &self.start {
+            WatchStart::Replay(events) => (events.iter().cloned().collect(), None),
+            WatchStart::Expired(message) => (VecDeque::new(), Some(message.clone())),
+        };
+        if let Some(message) = ended_with {
+            return futures::stream::iter(vec![Ok(expired_message_line(&message))]).left_stream();
+        }
         let running = Running {
+            backlog,
             deadline: now + self.timing.duration,
             watch: self,
             bookmarks,
@@ -184,11 +368,17 @@ impl WatchStream {
             let line = running.next_line().await?;
             Some((Ok(line), running))
         })
+        .right_stream()
     }
 }
 
 impl Running {
     async fn next_line(&mut self) -> Option<Bytes> {
+        while let Some(event) = self.backlog.pop_front() {
+            if self.watch.filter.matches(&event.object) {
+                return Some(self.line(event.kind.as_str(), &event.object));
+            }
+        }
         while !self.ended {
             match self.wait().await {
                 Wake::Deadline | Wake::Event(Err(RecvError::Closed)) => return None,
@@ -271,14 +461,19 @@ fn event_line(kind: &str, object: Value) -> Bytes {
 
 /// The `ERROR` event a lagging watcher ends with: clients see 410 Expired and relist.
 fn expired_line(missed: u64) -> Bytes {
+    expired_message_line(&format!(
+        "too old resource version: the watch fell {missed} events behind and was ended; list again to continue"
+    ))
+}
+
+/// An `ERROR` event with a 410 `Expired` Status saying `message`.
+fn expired_message_line(message: &str) -> Bytes {
     let status = json!({
         "kind": "Status",
         "apiVersion": "v1",
         "metadata": {},
         "status": "Failure",
-        "message": format!(
-            "too old resource version: the watch fell {missed} events behind and was ended; list again to continue"
-        ),
+        "message": message,
         "reason": "Expired",
         "code": 410,
     });
@@ -290,11 +485,85 @@ mod tests {
     use super::*;
 
     #[test]
-    fn publishing_advances_the_counter() {
-        let broadcaster = Broadcaster::new(41);
-        assert_eq!(broadcaster.resource_version(), "41");
-        broadcaster.publish(EventType::Added, json!({}));
-        assert_eq!(broadcaster.resource_version(), "42");
+    fn publishing_advances_the_counter_past_the_clock() {
+        let far_future = now_micros() + 3_600_000_000;
+        let broadcaster = Broadcaster::new(far_future);
+        assert_eq!(broadcaster.current(), far_future);
+        assert_eq!(broadcaster.publish(EventType::Added, json!({})), far_future + 1);
+        assert_eq!(broadcaster.resource_version(), (far_future + 1).to_string());
+        let seeded_in_the_past = Broadcaster::new(41);
+        let before = now_micros();
+        assert!(seeded_in_the_past.publish(EventType::Added, json!({})) >= before);
+    }
+
+    fn named(name: &str, rv: &str) -> Value {
+        json!({"metadata": {"name": name, "namespace": "ns", "resourceVersion": rv}})
+    }
+
+    #[test]
+    fn a_watch_resumes_after_a_counter_or_an_object_resource_version() {
+        let broadcaster = Broadcaster::new(0);
+        let listed = broadcaster.current();
+        let first = broadcaster.publish(EventType::Added, named("a", "rv-a1"));
+        broadcaster.publish(EventType::Modified, named("a", "rv-a2"));
+        let (_, backlog) = broadcaster.subscribe_after(listed).unwrap();
+        assert_eq!(backlog.len(), 2);
+        let (_, backlog) = broadcaster.subscribe_after(first).unwrap();
+        assert_eq!(backlog.len(), 1);
+        assert_eq!(backlog[0].object["metadata"]["resourceVersion"], "rv-a2");
+        assert_eq!(broadcaster.counter_of("rv-a1"), Some(first));
+        assert_eq!(broadcaster.counter_of(&listed.to_string()), Some(listed));
+        assert_eq!(broadcaster.counter_of("unknown-fingerprint"), None);
+        let far = (now_micros() + 10 * CLOCK_SKEW).to_string();
+        assert_eq!(broadcaster.counter_of(&far), None, "far beyond any clock");
+    }
+
+    #[test]
+    fn a_deleted_object_gets_the_counter_of_its_event() {
+        let broadcaster = Broadcaster::new(0);
+        broadcaster.publish(EventType::Added, named("a", "rv-a1"));
+        let deleted = broadcaster.publish(EventType::Deleted, named("a", "rv-a1"));
+        let (_, backlog) = broadcaster.subscribe_after(0).unwrap();
+        assert_eq!(
+            backlog[1].object["metadata"]["resourceVersion"],
+            deleted.to_string()
+        );
+        // The ADDED event still resolves to itself, not to the deletion.
+        assert_eq!(broadcaster.counter_of("rv-a1"), Some(backlog[0].counter));
+    }
+
+    #[test]
+    fn an_evicted_history_cannot_be_replayed() {
+        let broadcaster = Broadcaster::new(0);
+        let start = broadcaster.current();
+        assert!(broadcaster.subscribe_after(start).is_some());
+        for i in 0..=HISTORY_CAPACITY {
+            broadcaster.publish(EventType::Modified, named("a", &i.to_string()));
+        }
+        assert!(broadcaster.subscribe_after(start).is_none());
+        assert!(broadcaster.subscribe_after(broadcaster.current()).is_some());
+        assert!(
+            Broadcaster::new(now_micros()).subscribe_after(5).is_none(),
+            "before the seed"
+        );
+    }
+
+    #[test]
+    fn list_snapshots_are_found_by_namespace_and_counter() {
+        let broadcaster = Broadcaster::new(0);
+        let all = [
+            named("a", "1"),
+            json!({"metadata": {"name": "b", "namespace": "other"}}),
+        ];
+        broadcaster.remember_list(None, 10, &all);
+        broadcaster.remember_list(Some("ns"), 20, &[named("c", "3")]);
+        let (counter, items) = broadcaster.list_snapshot("ns", 15).unwrap();
+        assert_eq!((counter, items.len()), (10, 1));
+        assert_eq!(items[0]["metadata"]["name"], "a");
+        let (counter, items) = broadcaster.list_snapshot("ns", 25).unwrap();
+        assert_eq!((counter, items[0]["metadata"]["name"].clone()), (20, json!("c")));
+        assert!(broadcaster.list_snapshot("ns", 5).is_none());
+        assert_eq!(broadcaster.list_snapshot("other", 25).unwrap().1.len(), 1);
     }
 
     #[test]

@@ -163,7 +163,7 @@ pub fn apiservices(client: &kube::Client) -> Api<DynamicObject> {
     )
 }
 
-async fn create_namespace(client: &kube::Client, name: &str) {
+pub async fn create_namespace(client: &kube::Client, name: &str) {
     let namespace = serde_json::from_value(json!({"metadata": {"name": name}})).expect("namespace");
     let api = Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone());
     match api.create(&PostParams::default(), &namespace).await {
@@ -242,6 +242,7 @@ pub fn test_registry(workspaces: Arc<MemoryStorage>) -> Registry {
                 ],
                 subresources: vec![],
                 storage: workspaces,
+                watch_feed: None,
             },
             ResourceDef {
                 plural: "codertemplates",
@@ -256,6 +257,7 @@ pub fn test_registry(workspaces: Arc<MemoryStorage>) -> Registry {
                 columns: vec![],
                 subresources: vec![],
                 storage: Arc::new(MemoryStorage::new("aggregation.coder.com", "codertemplates")),
+                watch_feed: None,
             },
         ],
     }

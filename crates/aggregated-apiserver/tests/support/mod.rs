@@ -156,6 +156,7 @@ fn resource(
         columns: Vec::new(),
         subresources: Vec::new(),
         storage,
+        watch_feed: None,
     }
 }
 

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use anyhow::Context as _;
+use coder_k8s_aggregated_apiserver::coder::world_watch::{self, WorldWatchSettings};
 use coder_k8s_aggregated_apiserver::coder::{Provider, registry};
 use coder_k8s_aggregated_apiserver::generic::server::ServerSettings;
 use coder_k8s_aggregated_apiserver::run::{Options, prepare};
@@ -36,7 +37,10 @@ pub async fn run(
         serving,
         server: ServerSettings::default(),
     };
-    let prepared = prepare(client, registry(provider), listener, options).await?;
+    // Watches also see changes made in Coder directly, polled at the default interval.
+    let mut registry = registry(provider.clone());
+    world_watch::attach(&mut registry, provider, WorldWatchSettings::default());
+    let prepared = prepare(client, registry, listener, options).await?;
     ready();
     prepared
         .run(crate::app::wait_for(shutdown))

@@ -1,19 +1,24 @@
 //! The read verbs: get, list and watch.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::{Value, json};
+use tokio::sync::broadcast;
 
 use super::params::Query;
 use super::{Call, respond, streaming};
+use crate::generic::feed::{FeedLease, FeedRequest};
 use crate::generic::negotiate::{Answering, ResponseFormat};
 use crate::generic::request_info;
 use crate::generic::selectors::{FieldSelector, LabelSelector};
 use crate::generic::status::ApiError;
-use crate::generic::watch::{EventObjectFormat, WatchFilter, WatchStream, WatchTiming};
+use crate::generic::watch::{
+    Broadcaster, EventObjectFormat, WatchEvent, WatchFilter, WatchStart, WatchStream, WatchTiming,
+};
 
 pub async fn get(call: Call<'_>) -> Result<Response, ApiError> {
     let format = call.format(Answering::Object)?;
@@ -56,6 +61,14 @@ pub async fn list(call: Call<'_>) -> Result<Response, ApiError> {
         .map(|b| b.resource_version())
         .unwrap_or_default();
     let items = call.within(call.def.storage.list(&call.ctx)).await?;
+    // A feed that starts for a watch from this list's resourceVersion begins from what the client saw.
+    if let (Some(_), Some(broadcaster), Ok(counter)) = (
+        &call.def.watch_feed,
+        call.broadcaster(),
+        resource_version.parse::<u64>(),
+    ) {
+        broadcaster.remember_list(call.ctx.namespace.as_deref(), counter, &items);
+    }
     let items = items.into_iter().filter(|o| selectors.matches(o)).collect();
     let list_meta = json!({"resourceVersion": resource_version});
     Ok(respond::list(
@@ -67,15 +80,33 @@ pub async fn list(call: Call<'_>) -> Result<Response, ApiError> {
     ))
 }
 
-/// A stream of the writes made through this server from now on, for `timeoutSeconds` (or a randomised default).
-pub fn watch(call: Call<'_>) -> Result<Response, ApiError> {
+/// A stream of the changes after the requested resourceVersion, for `timeoutSeconds` (or a randomised default):
+/// the writes made through this server and, for a resource with a feed, the changes the feed finds.
+pub async fn watch(call: Call<'_>) -> Result<Response, ApiError> {
     check_watch_options(call.query)?;
     let selectors = Selectors::from_query(call.query)?;
     let format = call.format(Answering::Watch)?;
     let broadcaster = call.broadcaster().ok_or_else(request_info::not_found)?.clone();
     let (event_format, content_type) = event_format(&format);
+    let timing = watch_timing(&call)?;
+    let requested = call.query.get("resourceVersion").unwrap_or_default();
+    let since = broadcaster.counter_of(requested);
+    let lease = match &call.def.watch_feed {
+        Some(feed) => {
+            let request = FeedRequest {
+                namespace: call.info.namespace.clone(),
+                since,
+                broadcaster: broadcaster.clone(),
+            };
+            Some(call.within(feed.join(request)).await?)
+        }
+        None => None,
+    };
+    let (receiver, start) = watch_start(&broadcaster, requested, since, lease.as_ref());
     let stream = WatchStream {
-        receiver: broadcaster.subscribe(),
+        receiver,
+        start,
+        lease,
         filter: WatchFilter {
             namespace: call.info.namespace.clone(),
             name: call.info.name.clone(),
@@ -86,9 +117,35 @@ pub fn watch(call: Call<'_>) -> Result<Response, ApiError> {
         def: call.def.clone(),
         group_version: call.group_version(),
         broadcaster,
-        timing: watch_timing(&call)?,
+        timing,
     };
     Ok(streaming(content_type, Body::from_stream(stream.into_lines())))
+}
+
+/// Where a watch from `requested` (read as the counter `since`) starts. With a feed, only a resourceVersion whose
+/// later changes are all known is served, else the watch gets 410 Expired and the client relists. Without one
+/// (the watch only sees writes through this server), a resourceVersion this server cannot place starts the watch
+/// from now.
+fn watch_start(
+    broadcaster: &Broadcaster,
+    requested: &str,
+    since: Option<u64>,
+    lease: Option<&FeedLease>,
+) -> (broadcast::Receiver<Arc<WatchEvent>>, WatchStart) {
+    let covered_since = lease.map(FeedLease::covered_since);
+    let replayable = since.filter(|s| covered_since.is_none_or(|covered| *s >= covered));
+    if let Some((receiver, backlog)) = replayable.and_then(|s| broadcaster.subscribe_after(s)) {
+        return (receiver, WatchStart::Replay(backlog));
+    }
+    let start = if lease.is_some() {
+        WatchStart::Expired(format!(
+            "too old resource version: {requested} ({}): the changes after it are not known here; list again to continue",
+            broadcaster.current()
+        ))
+    } else {
+        WatchStart::Replay(Vec::new())
+    };
+    (broadcaster.subscribe(), start)
 }
 
 fn event_format(format: &ResponseFormat) -> (EventObjectFormat, &'static str) {
@@ -124,12 +181,12 @@ fn check_watch_options(query: &Query) -> Result<(), ApiError> {
     }
     if version_match.is_some() {
         return Err(ApiError::bad_request(
-            "sendInitialEvents and resourceVersionMatch are not supported: this server has no watch cache and only streams changes made through it; list, then watch from the list's resourceVersion",
+            "sendInitialEvents and resourceVersionMatch are not supported: this server has no watch cache; list, then watch from the list's resourceVersion",
         ));
     }
     if matches!(query.get("resourceVersion"), None | Some("" | "0")) {
         return Err(ApiError::bad_request(
-            "watch needs the resourceVersion of a list: this server has no watch cache and only streams changes made through it after the watch starts, so a watch with resourceVersion omitted or \"0\" cannot be served; list first and pass the list's resourceVersion",
+            "watch needs the resourceVersion of a list: this server has no watch cache, so a watch with resourceVersion omitted or \"0\" cannot be served; list first and pass the list's resourceVersion",
         ));
     }
     Ok(())
@@ -200,6 +257,39 @@ mod tests {
             let d = randomised(min);
             assert!(d >= min && d <= min * 2, "{d:?}");
         }
+    }
+
+    fn start_of(
+        since: Option<u64>,
+        lease: Option<&FeedLease>,
+        broadcaster: &Broadcaster,
+    ) -> Result<usize, String> {
+        match watch_start(broadcaster, "rv", since, lease).1 {
+            WatchStart::Replay(events) => Ok(events.len()),
+            WatchStart::Expired(message) => Err(message),
+        }
+    }
+
+    #[test]
+    fn a_watch_replays_what_is_known_and_expires_what_is_not() {
+        let broadcaster = Broadcaster::new(0);
+        let listed = broadcaster.current();
+        broadcaster.publish(
+            crate::generic::EventType::Added,
+            json!({"metadata": {"name": "a"}}),
+        );
+        let covered = |since| FeedLease::new(since, Box::new(()));
+        // Without a feed: replayed when known, else from now.
+        assert_eq!(start_of(Some(listed), None, &broadcaster), Ok(1));
+        assert_eq!(start_of(None, None, &broadcaster), Ok(0));
+        // With a feed: replayed when the feed covers it, else 410.
+        assert_eq!(
+            start_of(Some(listed), Some(&covered(listed)), &broadcaster),
+            Ok(1)
+        );
+        let expired = start_of(Some(listed), Some(&covered(listed + 1)), &broadcaster).unwrap_err();
+        assert!(expired.starts_with("too old resource version: rv ("), "{expired}");
+        assert!(start_of(None, Some(&covered(0)), &broadcaster).is_err());
     }
 
     #[test]

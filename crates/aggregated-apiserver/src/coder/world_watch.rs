@@ -1,0 +1,507 @@
+//! Watches that see changes made in Coder directly (its UI, CLI or API) and through other replicas: a shared
+//! poll-and-diff feed per served namespace (one control plane each) and resource.
+//!
+//! The first watch of a namespace's `coderworkspaces` (or `codertemplates`) starts a poller; every further watch of
+//! it joins the same one, and the last one to leave stops it. A poller lists the resource through its storage (the
+//! same Coder calls and conversion as a list) every interval and compares the objects with the previous poll by
+//! name and resourceVersion: new names are `ADDED`, changed resourceVersions `MODIFIED`, missing names `DELETED`.
+//! Writes through this server still publish at once; the poller takes them into account so it does not report
+//! them a second time. A failed poll (Coder down, 429, control plane not ready) publishes nothing and the next one
+//! compares with the last good poll, so an outage never looks like a deletion.
+//!
+//! A poller starts from the client's own list when this process answered it (the list is remembered by the
+//! generic server), otherwise from a first poll; a watch from a resourceVersion older than its poller's start gets
+//! 410 Expired and relists.
+
+use std::collections::hash_map::Entry;
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::Value;
+use tokio::sync::{broadcast, watch};
+
+use super::provider::Provider;
+use super::resources::{TEMPLATES, WORKSPACES};
+use crate::generic::watch::{Broadcaster, WatchEvent};
+use crate::generic::{
+    ApiError, EventType, FeedLease, FeedRequest, Registry, RequestContext, Storage, UserInfo, WatchFeed,
+};
+
+/// How often a poller lists its resource when nothing else is configured.
+pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(5);
+
+/// How the feeds poll Coder.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WorldWatchSettings {
+    /// Time between two polls of one namespace and resource (the latency of a change made in Coder directly).
+    pub interval: Duration,
+    /// Budget of one poll.
+    pub poll_timeout: Duration,
+}
+
+impl Default for WorldWatchSettings {
+    fn default() -> Self {
+        Self {
+            interval: DEFAULT_POLL_INTERVAL,
+            poll_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Gives the watches of `coderworkspaces` and `codertemplates` in `registry` a poll-and-diff feed of Coder.
+/// Template versions are not watchable.
+pub fn attach(registry: &mut Registry, provider: Arc<dyn Provider>, settings: WorldWatchSettings) {
+    for def in &mut registry.resources {
+        if def.plural == WORKSPACES || def.plural == TEMPLATES {
+            def.watch_feed = Some(Arc::new(PollFeed {
+                resource: def.plural,
+                storage: def.storage.clone(),
+                provider: provider.clone(),
+                settings,
+                pollers: Arc::new(Mutex::new(Pollers::default())),
+            }));
+        }
+    }
+}
+
+/// One poller's identity: the namespace and the broadcaster it publishes to (one per server router).
+type PollerKey = (String, usize);
+
+/// What a poller started from.
+#[derive(Clone, Debug)]
+enum Baseline {
+    Pending,
+    /// Every change after this broadcaster counter is published.
+    Ready(u64),
+    Failed(ApiError),
+}
+
+struct PollerEntry {
+    generation: u64,
+    members: usize,
+    baseline: watch::Receiver<Baseline>,
+    task: tokio::task::AbortHandle,
+}
+
+#[derive(Default)]
+struct Pollers {
+    entries: HashMap<PollerKey, PollerEntry>,
+    next_generation: u64,
+}
+
+type SharedPollers = Arc<Mutex<Pollers>>;
+
+fn locked(pollers: &Mutex<Pollers>) -> MutexGuard<'_, Pollers> {
+    pollers.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The feed of one resource.
+struct PollFeed {
+    resource: &'static str,
+    storage: Arc<dyn Storage>,
+    provider: Arc<dyn Provider>,
+    settings: WorldWatchSettings,
+    pollers: SharedPollers,
+}
+
+/// One watch's place in a poller; the poller stops when the last membership is dropped.
+struct Membership {
+    pollers: SharedPollers,
+    key: PollerKey,
+    generation: u64,
+}
+
+impl Drop for Membership {
+    fn drop(&mut self) {
+        let mut pollers = locked(&self.pollers);
+        let Some(entry) = pollers.entries.get_mut(&self.key) else {
+            return;
+        };
+        if entry.generation != self.generation {
+            return;
+        }
+        entry.members = entry.members.saturating_sub(1);
+        if entry.members == 0 {
+            entry.task.abort();
+            pollers.entries.remove(&self.key);
+        }
+    }
+}
+
+#[async_trait]
+impl WatchFeed for PollFeed {
+    async fn join(&self, request: FeedRequest) -> Result<FeedLease, ApiError> {
+        let namespaces = self.served_namespaces(request.namespace.as_deref()).await?;
+        let mut memberships = Vec::new();
+        let mut covered_since = 0;
+        for namespace in namespaces {
+            let (membership, mut baseline) = self.enter(namespace, &request);
+            // Held before waiting: an error below drops it, which leaves the poller again.
+            memberships.push(membership);
+            covered_since = covered_since.max(ready(&mut baseline).await?);
+        }
+        Ok(FeedLease::new(covered_since, Box::new(memberships)))
+    }
+}
+
+impl PollFeed {
+    /// The namespaces a watch of `namespace` (`None`: all) covers: those with a backend.
+    async fn served_namespaces(&self, namespace: Option<&str>) -> Result<Vec<String>, ApiError> {
+        let mut namespaces: Vec<String> = self
+            .provider
+            .resolve(namespace)
+            .await?
+            .into_iter()
+            .map(|backend| backend.namespace)
+            .filter(|served| namespace.is_none_or(|wanted| wanted == served))
+            .collect();
+        namespaces.sort();
+        namespaces.dedup();
+        Ok(namespaces)
+    }
+
+    /// Joins the running poller of `namespace`, or starts one.
+    fn enter(&self, namespace: String, request: &FeedRequest) -> (Membership, watch::Receiver<Baseline>) {
+        let key = (namespace, Arc::as_ptr(&request.broadcaster) as usize);
+        let mut pollers = locked(&self.pollers);
+        let generation = pollers.next_generation + 1;
+        let entry = match pollers.entries.entry(key.clone()) {
+            Entry::Occupied(mut occupied) => {
+                if !occupied.get().usable() {
+                    let stale = occupied.insert(self.start(&key.0, request, generation));
+                    stale.task.abort();
+                }
+                occupied.into_mut()
+            }
+            Entry::Vacant(vacant) => vacant.insert(self.start(&key.0, request, generation)),
+        };
+        entry.members += 1;
+        let (entry_generation, baseline) = (entry.generation, entry.baseline.clone());
+        pollers.next_generation = pollers.next_generation.max(entry_generation);
+        let membership = Membership {
+            pollers: self.pollers.clone(),
+            key,
+            generation: entry_generation,
+        };
+        (membership, baseline)
+    }
+
+    /// Spawns the poller of `namespace`, starting from the client's remembered list when there is one.
+    fn start(&self, namespace: &str, request: &FeedRequest, generation: u64) -> PollerEntry {
+        let (sender, baseline) = watch::channel(Baseline::Pending);
+        let poller = Poller {
+            resource: self.resource,
+            namespace: namespace.to_owned(),
+            storage: self.storage.clone(),
+            broadcaster: request.broadcaster.clone(),
+            settings: self.settings,
+        };
+        let start = request
+            .since
+            .and_then(|since| request.broadcaster.list_snapshot(namespace, since));
+        let task = tokio::spawn(poller.run(start, sender)).abort_handle();
+        PollerEntry {
+            generation,
+            members: 0,
+            baseline,
+            task,
+        }
+    }
+}
+
+impl PollerEntry {
+    /// A poller that runs and did not fail to start.
+    fn usable(&self) -> bool {
+        !self.task.is_finished() && !matches!(*self.baseline.borrow(), Baseline::Failed(_))
+    }
+}
+
+/// The counter a poller's baseline covers from, once it has one.
+async fn ready(baseline: &mut watch::Receiver<Baseline>) -> Result<u64, ApiError> {
+    loop {
+        let state = baseline.borrow_and_update().clone();
+        match state {
+            Baseline::Ready(counter) => return Ok(counter),
+            Baseline::Failed(error) => return Err(error),
+            Baseline::Pending => {}
+        }
+        if baseline.changed().await.is_err() {
+            return Err(ApiError::service_unavailable(
+                "the watch feed stopped before its first poll finished; try again",
+            ));
+        }
+    }
+}
+
+/// One namespace's poll loop.
+struct Poller {
+    resource: &'static str,
+    namespace: String,
+    storage: Arc<dyn Storage>,
+    broadcaster: Arc<Broadcaster>,
+    settings: WorldWatchSettings,
+}
+
+impl Poller {
+    async fn run(self, start: Option<(u64, Vec<Value>)>, baseline: watch::Sender<Baseline>) {
+        let mut writes = self.broadcaster.subscribe();
+        let mut pending = VecDeque::new();
+        let (mut known, covered_since) = match start {
+            Some((counter, items)) => {
+                // What was announced since that list is part of the picture, so it is not reported again.
+                if let Some((receiver, announced)) = self.broadcaster.subscribe_after(counter) {
+                    writes = receiver;
+                    pending.extend(announced);
+                }
+                (by_name(items), counter)
+            }
+            None => {
+                let counter = self.broadcaster.current();
+                match self.poll().await {
+                    Ok(items) => (by_name(items), counter),
+                    Err(error) => {
+                        let _ = baseline.send(Baseline::Failed(error));
+                        return;
+                    }
+                }
+            }
+        };
+        let _ = baseline.send(Baseline::Ready(covered_since));
+        let period = self.settings.interval.max(Duration::from_millis(10));
+        let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // Counters of the events this poller published, so it does not read them back as writes.
+        let mut own = HashSet::new();
+        loop {
+            ticks.tick().await;
+            let started = self.broadcaster.current();
+            let polled = self.poll().await;
+            drain(&mut writes, &mut pending, &mut own);
+            let items = match polled {
+                Ok(items) => items,
+                Err(error) => {
+                    tracing::warn!(
+                        resource = self.resource,
+                        namespace = %self.namespace,
+                        "watch poll failed, nothing published: {}",
+                        error.message
+                    );
+                    continue;
+                }
+            };
+            for (kind, object) in poll_round(&mut known, items, pending.drain(..), started, &self.namespace) {
+                own.insert(self.broadcaster.publish(kind, object));
+            }
+        }
+    }
+
+    /// Every object of the namespace, as a list answers it.
+    async fn poll(&self) -> Result<Vec<Value>, ApiError> {
+        let ctx = RequestContext {
+            user: UserInfo::default(),
+            namespace: Some(self.namespace.clone()),
+            deadline: tokio::time::Instant::now() + self.settings.poll_timeout,
+            dry_run: false,
+            query: BTreeMap::new(),
+        };
+        // The storage bounds its Coder calls by the deadline; this also bounds finding the backend.
+        tokio::time::timeout(self.settings.poll_timeout, self.storage.list(&ctx))
+            .await
+            .unwrap_or_else(|_| Err(ApiError::timeout("the watch poll did not finish in time")))
+    }
+}
+
+/// Moves every event received so far into `pending`, except this poller's own. A lagging receiver lost writes; the
+/// next poll still reports their effect (perhaps once more).
+fn drain(
+    receiver: &mut broadcast::Receiver<Arc<WatchEvent>>,
+    pending: &mut VecDeque<Arc<WatchEvent>>,
+    own: &mut HashSet<u64>,
+) {
+    loop {
+        match receiver.try_recv() {
+            Ok(event) if own.contains(&event.counter) => {}
+            Ok(event) => pending.push_back(event),
+            Err(broadcast::error::TryRecvError::Lagged(_)) => {}
+            Err(_) => break,
+        }
+    }
+    // Everything this poller published so far was sent before now: received above, or lost to lag.
+    own.clear();
+}
+
+/// Objects by name.
+fn by_name(items: Vec<Value>) -> BTreeMap<String, Value> {
+    items
+        .into_iter()
+        .filter_map(|o| Some((o["metadata"]["name"].as_str()?.to_owned(), o)))
+        .collect()
+}
+
+/// Takes a published event of `namespace` into the poller's picture.
+fn apply(known: &mut BTreeMap<String, Value>, namespace: &str, event: &WatchEvent) {
+    let meta = &event.object["metadata"];
+    let (Some(name), Some(ns)) = (meta["name"].as_str(), meta["namespace"].as_str()) else {
+        return;
+    };
+    if ns != namespace {
+        return;
+    }
+    match event.kind {
+        EventType::Deleted => {
+            known.remove(name);
+        }
+        EventType::Added | EventType::Modified => {
+            known.insert(name.to_owned(), event.object.clone());
+        }
+    }
+}
+
+/// One poll's events: `known` (the last picture) takes in the `writes` published through this server since the
+/// last round, then is compared with the poll's `items` and becomes them. Writes are already announced; one
+/// published after the poll started (`counter > started`) may be missing from the poll, so its state stands until
+/// the next poll rather than the poll's older one.
+fn poll_round(
+    known: &mut BTreeMap<String, Value>,
+    items: Vec<Value>,
+    writes: impl Iterator<Item = Arc<WatchEvent>>,
+    started: u64,
+    namespace: &str,
+) -> Vec<(EventType, Value)> {
+    let mut current = by_name(items);
+    for event in writes {
+        apply(known, namespace, &event);
+        if event.counter > started {
+            apply(&mut current, namespace, &event);
+        }
+    }
+    let events = diff(known, &current);
+    *known = current;
+    events
+}
+
+fn resource_version(object: &Value) -> &Value {
+    &object["metadata"]["resourceVersion"]
+}
+
+/// The events that turn `before` into `after`: `ADDED` for new names, `MODIFIED` for a changed resourceVersion,
+/// `DELETED` (with the last known object) for names that are gone; in name order, deletions last.
+pub fn diff(before: &BTreeMap<String, Value>, after: &BTreeMap<String, Value>) -> Vec<(EventType, Value)> {
+    let mut events = Vec::new();
+    for (name, object) in after {
+        match before.get(name) {
+            None => events.push((EventType::Added, object.clone())),
+            Some(old) if resource_version(old) != resource_version(object) => {
+                events.push((EventType::Modified, object.clone()));
+            }
+            Some(_) => {}
+        }
+    }
+    for (name, object) in before {
+        if !after.contains_key(name) {
+            events.push((EventType::Deleted, object.clone()));
+        }
+    }
+    events
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn object(name: &str, rv: &str) -> Value {
+        json!({"metadata": {"name": name, "namespace": "ns", "resourceVersion": rv}})
+    }
+
+    fn map(objects: &[Value]) -> BTreeMap<String, Value> {
+        by_name(objects.to_vec())
+    }
+
+    fn kinds(events: &[(EventType, Value)]) -> Vec<(&'static str, String)> {
+        events
+            .iter()
+            .map(|(kind, o)| {
+                let name = o["metadata"]["name"].as_str().unwrap_or_default();
+                let rv = o["metadata"]["resourceVersion"].as_str().unwrap_or_default();
+                (kind.as_str(), format!("{name}@{rv}"))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn diff_reports_additions_changes_and_deletions() {
+        let before = map(&[object("a", "1"), object("b", "1"), object("c", "1")]);
+        let after = map(&[object("a", "1"), object("b", "2"), object("d", "1")]);
+        assert_eq!(
+            kinds(&diff(&before, &after)),
+            [
+                ("MODIFIED", "b@2".to_owned()),
+                ("ADDED", "d@1".to_owned()),
+                ("DELETED", "c@1".to_owned()),
+            ]
+        );
+        assert!(diff(&after, &after).is_empty());
+        assert_eq!(kinds(&diff(&BTreeMap::new(), &after)).len(), 3);
+    }
+
+    fn write(kind: EventType, object: Value, counter: u64) -> Arc<WatchEvent> {
+        Arc::new(WatchEvent {
+            kind,
+            object,
+            counter,
+        })
+    }
+
+    #[test]
+    fn a_poll_round_reports_coder_changes_but_not_writes_announced_already() {
+        let mut known = map(&[object("a", "1"), object("b", "1")]);
+        // "a" changed in Coder; "b" was written through the server before the poll started and the poll shows it;
+        // "c" was created through the server while the poll ran and is not in it yet.
+        let writes = [
+            write(EventType::Modified, object("b", "2"), 5),
+            write(EventType::Added, object("c", "1"), 15),
+        ];
+        let items = vec![object("a", "2"), object("b", "2")];
+        let events = poll_round(&mut known, items, writes.into_iter(), 10, "ns");
+        assert_eq!(kinds(&events), [("MODIFIED", "a@2".to_owned())]);
+        assert_eq!(known.keys().collect::<Vec<_>>(), ["a", "b", "c"]);
+        // The next poll shows "c": nothing new. Then "b" is deleted in Coder.
+        let items = vec![object("a", "2"), object("b", "2"), object("c", "1")];
+        assert!(poll_round(&mut known, items, std::iter::empty(), 20, "ns").is_empty());
+        let items = vec![object("a", "2"), object("c", "1")];
+        let events = poll_round(&mut known, items, std::iter::empty(), 30, "ns");
+        assert_eq!(kinds(&events), [("DELETED", "b@2".to_owned())]);
+    }
+
+    #[test]
+    fn a_poll_that_started_before_a_write_does_not_undo_it() {
+        let mut known = map(&[object("a", "1")]);
+        // The poll read "a" before the write through the server changed it.
+        let writes = [write(EventType::Modified, object("a", "2"), 15)];
+        let events = poll_round(&mut known, vec![object("a", "1")], writes.into_iter(), 10, "ns");
+        assert!(events.is_empty(), "{:?}", kinds(&events));
+        assert_eq!(known["a"]["metadata"]["resourceVersion"], "2");
+    }
+
+    #[test]
+    fn published_writes_update_the_picture_of_their_namespace_only() {
+        let mut known = map(&[object("a", "1")]);
+        let event = |kind, object| WatchEvent {
+            kind,
+            object,
+            counter: 1,
+        };
+        apply(&mut known, "ns", &event(EventType::Modified, object("a", "2")));
+        apply(&mut known, "ns", &event(EventType::Added, object("b", "1")));
+        let mut elsewhere = object("c", "1");
+        elsewhere["metadata"]["namespace"] = "other".into();
+        apply(&mut known, "ns", &event(EventType::Added, elsewhere));
+        assert_eq!(known.keys().collect::<Vec<_>>(), ["a", "b"]);
+        assert_eq!(known["a"]["metadata"]["resourceVersion"], "2");
+        apply(&mut known, "ns", &event(EventType::Deleted, object("a", "9")));
+        assert_eq!(known.keys().collect::<Vec<_>>(), ["b"]);
+    }
+}
