@@ -215,4 +215,71 @@ async fn applying_the_same_template_manifest_twice_changes_nothing_in_coder() {
     server.clear_requests();
     apply(cp, &[], &changed);
     assert_eq!(writes(&server), Vec::<String>::new());
+
+    // Template version lists are never paged, whatever kubectl asks for.
+    let path = format!("/apis/aggregation.coder.com/v1alpha1/namespaces/{NAMESPACE}/codertemplateversions");
+    let paged = kubectl(
+        cp,
+        &["get", "--raw", &format!("{path}?limit=1&continue=abc")],
+        None,
+    );
+    assert!(!paged.status.success());
+    assert!(
+        String::from_utf8_lossy(&paged.stderr).contains("BadRequest"),
+        "{}",
+        String::from_utf8_lossy(&paged.stderr)
+    );
+    let limited = kubectl_json(cp, &["get", "--raw", &format!("{path}?limit=1")]);
+    assert_eq!(limited["items"].as_array().unwrap().len(), 2, "limit is ignored");
+
+    // A server-side dry-run create and a delete through kubectl.
+    server.clear_requests();
+    let other = manifest(&org, "x").replace(".gitops", ".other");
+    let dry = kubectl(cp, &["create", "--dry-run=server", "-f", "-"], Some(&other));
+    assert!(!dry.status.success());
+    assert!(
+        String::from_utf8_lossy(&dry.stderr)
+            .contains("server-side dry-run is not supported for codertemplates"),
+        "{}",
+        String::from_utf8_lossy(&dry.stderr)
+    );
+    assert!(
+        server.requests().is_empty(),
+        "a dry run reaches no Coder endpoint"
+    );
+    // A watch from the list's resourceVersion sees the delete as DELETED.
+    let templates_path =
+        format!("/apis/aggregation.coder.com/v1alpha1/namespaces/{NAMESPACE}/codertemplates");
+    let list = kubectl_json(cp, &["get", "--raw", &templates_path]);
+    let rv = list["metadata"]["resourceVersion"].as_str().unwrap().to_owned();
+    let mut watch = cp.kubectl();
+    watch
+        .args([
+            "get",
+            "--raw",
+            &format!("{templates_path}?watch=1&resourceVersion={rv}&timeoutSeconds=6"),
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null());
+    let watch = watch.spawn().unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let deleted = kubectl(cp, &["delete", "codertemplate", &name, "-n", NAMESPACE], None);
+    assert_success(&deleted, "kubectl delete codertemplate");
+    assert_eq!(
+        writes(&server),
+        [format!("DELETE /api/v2/templates/{template_id}")]
+    );
+    let events = String::from_utf8(watch.wait_with_output().unwrap().stdout).unwrap();
+    let deleted_event = events
+        .lines()
+        .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
+        .find(|event| event["type"] == "DELETED")
+        .unwrap_or_else(|| panic!("no DELETED event in {events:?}"));
+    assert_eq!(deleted_event["object"]["metadata"]["name"], name.as_str());
+    let gone = kubectl(cp, &["get", "codertemplate", &name, "-n", NAMESPACE], None);
+    assert!(
+        String::from_utf8_lossy(&gone.stderr).contains("NotFound"),
+        "{}",
+        String::from_utf8_lossy(&gone.stderr)
+    );
 }
