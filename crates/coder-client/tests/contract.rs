@@ -14,7 +14,8 @@ use bytes::Bytes;
 use coder_k8s_coder_client::types::{
     ArchiveKind, BuildReason, CreateTemplateRequest, CreateTemplateVersionRequest,
     CreateWorkspaceBuildRequest, CreateWorkspaceRequest, JobStatus, ProvisionerJob, ProvisionerJobLog,
-    Template, TemplateVersion, Transition, Workspace, WorkspaceBuild, WorkspaceBuildStatus,
+    Template, TemplateVersion, Transition, UpdateTemplateMeta, Workspace, WorkspaceBuild,
+    WorkspaceBuildStatus,
 };
 use coder_k8s_coder_client::{CoderClient, Error, SessionToken, UnavailableReason, found};
 use coder_k8s_coder_testserver::{BuildOutcome, Config, Entitlement, TestServer};
@@ -441,6 +442,49 @@ async fn contract_files(t: &Target) {
     let again = client.upload_file(ArchiveKind::Tar, archive).await.unwrap();
     assert_eq!(again.id, first.id);
     assert!(!again.created);
+}
+
+/// Template sources and metadata (aggregated API, codertemplates): a stored tar downloads as a zip with
+/// `?format=zip`; a metadata update answers the template, also when repeated (no 304 without `name`).
+async fn contract_template_sources(t: &Target) {
+    let client = t.client();
+    let archive = tar_with("README.md", unique("zip").as_bytes());
+    let file = client.upload_file(ArchiveKind::Tar, archive).await.unwrap();
+    let zip = client.download_file_zip(file.id, 1 << 20).await.unwrap();
+    assert!(zip.starts_with(b"PK\x03\x04"), "a zip local file header");
+    assert!(
+        zip.windows(9).any(|w| w == b"README.md"),
+        "the file is in the zip"
+    );
+    let too_small = client.download_file_zip(file.id, 16).await.unwrap_err();
+    assert!(
+        matches!(too_small, Error::BodyTooLarge { limit: 16 }),
+        "{too_small:?}"
+    );
+
+    let created = template(t, &client, &unique("meta")).await;
+    let meta = UpdateTemplateMeta {
+        display_name: "Sources".to_owned(),
+        description: "from the contract".to_owned(),
+        icon: String::new(),
+    };
+    let updated = client
+        .update_template_meta(created.id, &meta)
+        .await
+        .unwrap()
+        .expect("a changed template");
+    assert_eq!(updated.display_name, "Sources");
+    assert_eq!(updated.description, "from the contract");
+    // Without `name` in the request Coder never answers 304: the same update again answers the template.
+    let again = client
+        .update_template_meta(created.id, &meta)
+        .await
+        .unwrap()
+        .expect("200, not 304, without a name");
+    assert_eq!(
+        (again.display_name.as_str(), again.description.as_str()),
+        ("Sources", "from the contract")
+    );
 }
 
 /// Templates: create (201), list, by name, by ID, delete; a deleted template is Coder's 404.
@@ -1380,6 +1424,7 @@ contracts! {
     users => contract_users,
     organizations => contract_organizations,
     files => contract_files,
+    template_sources => contract_template_sources,
     templates => contract_templates,
     template_versions => contract_template_versions,
     workspaces => contract_workspaces,

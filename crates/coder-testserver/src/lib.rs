@@ -168,6 +168,28 @@ impl TestServer {
     pub fn deployment_id(&self) -> &str {
         &self.app.deployment_id
     }
+
+    // Uploaded files (aggregated API, codertemplates tests).
+    /// Every uploaded file, in upload order, with the content type it was sent with.
+    pub fn uploaded_files(&self) -> Vec<UploadedFile> {
+        let mem = self.app.mem();
+        mem.files
+            .iter()
+            .map(|f| UploadedFile {
+                id: f.id,
+                content_type: f.content_type.clone(),
+                data: f.data.clone(),
+            })
+            .collect()
+    }
+}
+
+/// A file uploaded with `POST /files` (see [`TestServer::uploaded_files`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UploadedFile {
+    pub id: uuid::Uuid,
+    pub content_type: String,
+    pub data: bytes::Bytes,
 }
 
 impl Drop for TestServer {

@@ -1,12 +1,14 @@
 //! The `aggregation.coder.com/v1alpha1` resources served through the generic server: the registry table, name
 //! rules, the control-plane provider that picks a namespace's Coder deployment, and Coder error mapping.
 
+pub mod archive;
 pub mod convert;
 pub mod errors;
 pub mod names;
 pub mod promote;
 pub mod provider;
 pub mod resources;
+pub mod template_import;
 pub mod template_versions;
 pub mod templates;
 pub mod workspace_log;

@@ -1,6 +1,7 @@
 //! `codertemplateversions`: Coder template versions as read-only `CoderTemplateVersion` objects named
 //! `<organization>.<template>.<version>`.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -90,6 +91,31 @@ impl TemplateVersionStorage {
     }
 }
 
+/// The list is never paged and never served from a cache: `limit` is ignored, `continue` is a 400, a
+/// `resourceVersion` other than empty or `0` a 400, and `resourceVersionMatch` a 422, as kube-apiserver words
+/// invalid list options.
+fn check_list_options(query: &BTreeMap<String, String>) -> Result<(), ApiError> {
+    if query.get("continue").is_some_and(|c| !c.is_empty()) {
+        return Err(ApiError::bad_request(
+            "continue is not supported for codertemplateversions: the list is never paged, so list again without continue",
+        ));
+    }
+    if let Some(rv) = query
+        .get("resourceVersion")
+        .filter(|rv| !matches!(rv.as_str(), "" | "0"))
+    {
+        return Err(ApiError::bad_request(format!(
+            "resourceVersion {rv:?} is not supported for codertemplateversions lists: every list reads Coder, so leave resourceVersion unset or \"0\""
+        )));
+    }
+    if let Some(matching) = query.get("resourceVersionMatch").filter(|m| !m.is_empty()) {
+        return Err(ApiError::invalid(format!(
+            "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Forbidden: resourceVersionMatch {matching:?} is not supported for codertemplateversions"
+        )));
+    }
+    Ok(())
+}
+
 #[async_trait]
 impl Storage for TemplateVersionStorage {
     async fn get(&self, ctx: &RequestContext, name: &str) -> Result<Value, ApiError> {
@@ -122,6 +148,7 @@ impl Storage for TemplateVersionStorage {
     }
 
     async fn list(&self, ctx: &RequestContext) -> Result<Vec<Value>, ApiError> {
+        check_list_options(&ctx.query)?;
         let deadline = Self::deadline(ctx);
         let mut objects = Vec::new();
         for backend in self.provider.resolve(ctx.namespace.as_deref()).await? {
@@ -144,5 +171,40 @@ impl Storage for TemplateVersionStorage {
             }
         }
         Ok(objects)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(pairs: &[(&str, &str)]) -> Result<(), (u16, String)> {
+        let query = pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        check_list_options(&query).map_err(|e| (e.code, e.message))
+    }
+
+    #[test]
+    fn lists_ignore_limit_and_refuse_paging_and_resource_versions() {
+        assert_eq!(check(&[]), Ok(()));
+        assert_eq!(check(&[("limit", "1")]), Ok(()));
+        assert_eq!(check(&[("resourceVersion", "0")]), Ok(()));
+        assert_eq!(check(&[("resourceVersion", "")]), Ok(()));
+        assert_eq!(check(&[("continue", "")]), Ok(()));
+        assert_eq!(check(&[("continue", "abc")]).unwrap_err().0, 400);
+        let (code, message) = check(&[("resourceVersion", "17")]).unwrap_err();
+        assert_eq!(code, 400);
+        assert!(
+            message.starts_with("resourceVersion \"17\" is not supported"),
+            "{message}"
+        );
+        assert_eq!(
+            check(&[("resourceVersion", "0"), ("resourceVersionMatch", "NotOlderThan")])
+                .unwrap_err()
+                .0,
+            422
+        );
     }
 }

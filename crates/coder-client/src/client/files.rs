@@ -1,7 +1,8 @@
-//! File calls of [`CoderClient`]: uploading a template archive (tar or zip).
+//! File calls of [`CoderClient`]: uploading a template archive (tar or zip) and downloading one as zip.
 
 use bytes::Bytes;
 use reqwest::{Method, StatusCode};
+use uuid::Uuid;
 
 use super::transport::Body;
 use super::{CoderClient, Result};
@@ -21,5 +22,14 @@ impl CoderClient {
             id: parsed.hash,
             created: answer.status == StatusCode::CREATED,
         })
+    }
+
+    // Template source downloads (aggregated API, codertemplates).
+    /// `GET /api/v2/files/{id}?format=zip`: the archive as zip (Coder converts a stored tar), at most `limit`
+    /// bytes ([`crate::Error::BodyTooLarge`] beyond).
+    pub async fn download_file_zip(&self, id: Uuid, limit: usize) -> Result<Bytes> {
+        let mut url = self.endpoint(&["files", &id.to_string()])?;
+        url.query_pairs_mut().append_pair("format", "zip");
+        self.get_bytes_capped(url, limit).await
     }
 }

@@ -1,10 +1,11 @@
-//! Template calls of [`CoderClient`]: list, get by ID or name, create and delete.
+//! Template calls of [`CoderClient`]: list, get by ID or name, create, update the metadata and delete.
 
 use reqwest::Method;
 use uuid::Uuid;
 
 use super::{CoderClient, Result};
-use crate::types::templates::{CreateTemplateRequest, Template};
+use crate::error::Error;
+use crate::types::templates::{CreateTemplateRequest, Template, UpdateTemplateMeta};
 
 impl CoderClient {
     /// `GET /api/v2/organizations/{organization}/templates`.
@@ -42,5 +43,23 @@ impl CoderClient {
     pub async fn delete_template(&self, id: Uuid) -> Result<()> {
         self.send_no_content::<()>(Method::DELETE, &["templates", &id.to_string()], None)
             .await
+    }
+
+    // Template metadata updates (aggregated API, codertemplates).
+    /// `PATCH /api/v2/templates/{id}` with `display_name`, `description` and `icon`: the updated template, or
+    /// `None` when Coder answers 304 (nothing changed).
+    pub async fn update_template_meta(
+        &self,
+        id: Uuid,
+        request: &UpdateTemplateMeta,
+    ) -> Result<Option<Template>> {
+        match self
+            .send_json(Method::PATCH, &["templates", &id.to_string()], request)
+            .await
+        {
+            Ok(template) => Ok(Some(template)),
+            Err(Error::Rejected { status: 304, .. }) => Ok(None),
+            Err(error) => Err(error),
+        }
     }
 }

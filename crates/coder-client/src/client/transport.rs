@@ -400,6 +400,41 @@ fn chain(err: &reqwest::Error) -> String {
     text
 }
 
+// Template source downloads (aggregated API, codertemplates): an answer larger than the client's default cap.
+impl CoderClient {
+    /// `GET url` answering raw bytes, read up to `limit` bytes (a larger successful answer is
+    /// [`Error::BodyTooLarge`]); an error answer is read up to the client's usual cap and mapped as any other.
+    pub(super) async fn get_bytes_capped(&self, url: Url, limit: usize) -> Result<Bytes> {
+        let mut response = self
+            .request(Method::GET, url, false)
+            .send()
+            .await
+            .map_err(|e| self.map_transport(&e))?;
+        let status = response.status();
+        if !status.is_success() {
+            let headers = response.headers().clone();
+            let body = read_capped(response, self.inner.options.max_body_bytes).await;
+            return Err(error_from_response(
+                status.as_u16(),
+                &headers,
+                &body,
+                &self.sensitive(),
+            ));
+        }
+        if response.content_length().is_some_and(|len| len > limit as u64) {
+            return Err(Error::BodyTooLarge { limit });
+        }
+        let mut buf = BytesMut::new();
+        while let Some(chunk) = response.chunk().await.map_err(|e| self.map_transport(&e))? {
+            if buf.len() + chunk.len() > limit {
+                return Err(Error::BodyTooLarge { limit });
+            }
+            buf.extend_from_slice(&chunk);
+        }
+        Ok(buf.freeze())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     //! The request core against a minimal scripted HTTP/1.1 server (raw TCP), so redirects, the 428

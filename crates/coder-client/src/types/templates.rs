@@ -66,3 +66,15 @@ pub struct CreateTemplateRequest {
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub require_active_version: bool,
 }
+
+/// `UpdateTemplateMeta` as the aggregated API sends it: the three fields a `CoderTemplate` carries, always sent
+/// (an empty string clears the field).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct UpdateTemplateMeta {
+    /// Display name.
+    pub display_name: String,
+    /// Description.
+    pub description: String,
+    /// Icon.
+    pub icon: String,
+}

@@ -595,7 +595,7 @@ async fn get_template(State(app): State<App>, _auth: Auth, Path(id): Path<String
 }
 
 /// `UpdateTemplateMeta`: name, display_name, description, icon and the scheduling fields; 304 when
-/// nothing changed.
+/// nothing changed and the request names the template by its current name.
 async fn patch_template(
     State(app): State<App>,
     auth: Auth,
@@ -639,7 +639,11 @@ async fn patch_template(
     }
     let template = template.clone();
     let after = render_template(&template, &mem);
-    if before == after {
+    // Coder answers 304 only when the request also names the template by its current name: a request without
+    // `name` (as the aggregated API sends) counts as a change and answers 200.
+    let names_itself =
+        body.get("name").and_then(Value::as_str) == Some(before["name"].as_str().unwrap_or_default());
+    if before == after && names_itself {
         return Ok(StatusCode::NOT_MODIFIED.into_response());
     }
     mem.templates[index].updated_at = now();
