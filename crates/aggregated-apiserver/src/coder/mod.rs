@@ -8,6 +8,8 @@ pub mod provider;
 pub mod resources;
 pub mod template_versions;
 pub mod templates;
+pub mod transitions;
+pub mod workspace_rules;
 pub mod workspaces;
 
 pub use provider::{

@@ -124,7 +124,6 @@ mod tests {
         registry.validate().unwrap();
         assert_eq!(registry.group_version(), "aggregation.coder.com/v1alpha1");
         let verbs = |plural: &str| registry.resource(plural).unwrap().verbs.to_vec();
-        assert_eq!(verbs(WORKSPACES), [Verb::Get, Verb::List, Verb::Watch]);
         assert_eq!(verbs(TEMPLATES), [Verb::Get, Verb::List, Verb::Watch]);
         assert_eq!(verbs(TEMPLATE_VERSIONS), [Verb::Get, Verb::List]);
         for resource in &registry.resources {

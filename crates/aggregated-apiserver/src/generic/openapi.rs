@@ -488,10 +488,11 @@ const DELETE_QUERY: &[&str] = &["dryRun", "gracePeriodSeconds", "propagationPoli
 const READ_QUERY: &[&str] = &["pretty"];
 
 const JSON_TYPES: &[&str] = &["application/json", "application/yaml"];
+/// The patch bodies the handlers accept. Strategic merge patch is not among them (415), so it must not be
+/// advertised: kubectl's client-side apply sends one to every type whose OpenAPI lists it.
 const PATCH_TYPES: &[&str] = &[
     "application/json-patch+json",
     "application/merge-patch+json",
-    "application/strategic-merge-patch+json",
     "application/apply-patch+yaml",
 ];
 
@@ -1086,6 +1087,8 @@ mod tests {
         let item =
             &document["paths"]["/apis/toys.example.com/v1alpha1/namespaces/{namespace}/widgets/{name}"];
         assert!(item["patch"]["requestBody"]["content"]["application/apply-patch+yaml"].is_object());
+        // Not served (415), so not advertised: kubectl's client-side apply would send it.
+        assert!(item["patch"]["requestBody"]["content"]["application/strategic-merge-patch+json"].is_null());
         assert_eq!(
             item["get"]["responses"]["200"]["content"]["application/json"]["schema"]["$ref"],
             format!("#/components/schemas/{WIDGET}")

@@ -15,6 +15,8 @@ pub async fn patch(call: Call<'_>) -> Result<Response, ApiError> {
     let name = call.name()?.to_owned();
     let body_type = negotiate::body_type(call.headers, true)?;
     let format = call.format(Answering::Object)?;
+    // A patch reads the current object first: a write the storage refuses must not even reach its backend.
+    call.def.storage.check_write(&call.ctx)?;
     match body_type {
         BodyType::MergePatch | BodyType::JsonPatch => patch_existing(call, &name, body_type, &format).await,
         BodyType::ApplyPatch => apply(call, &name, &format).await,
