@@ -1412,3 +1412,52 @@ async fn the_transition_body_is_checked_before_coder_is_asked() {
         .await;
     assert_eq!(get.status, StatusCode::METHOD_NOT_ALLOWED, "{get:?}");
 }
+
+#[tokio::test]
+async fn coder_refusals_and_timeouts_of_writes_keep_their_status_and_never_name_coder() {
+    let env = default_env("write-errors").await;
+    env.coder_workspace("dev", None, &env.template).await;
+    let name = env.name("dev");
+    let coder_url = env.server.url().to_string();
+
+    env.fault(
+        "POST",
+        &format!("/api/v2/users/{OWNER}/workspaces"),
+        Fault::RateLimited { retry_after_secs: 7 },
+    );
+    let limited = env.json(Method::POST, BASE, &env.manifest("new", true)).await;
+    assert_eq!(limited.status, StatusCode::TOO_MANY_REQUESTS, "{limited:?}");
+    assert_eq!(limited.body["details"]["retryAfterSeconds"], 7);
+
+    env.fault("POST", "/api/v2/workspaces/", Fault::Forbidden);
+    let forbidden = env
+        .send(Method::DELETE, &format!("{BASE}/{name}"), "", None)
+        .await;
+    assert_eq!(forbidden.status, StatusCode::FORBIDDEN, "{forbidden:?}");
+
+    // A Coder call that outlives the request's timeout is a 504 that does not name the Coder URL.
+    env.fault(
+        "POST",
+        &format!("/api/v2/users/{OWNER}/workspaces"),
+        Fault::Latency(Duration::from_secs(10)),
+    );
+    let started = std::time::Instant::now();
+    let slow = env
+        .send(
+            Method::POST,
+            &format!("{BASE}?timeout=1s"),
+            "application/json",
+            Some(env.manifest("slow", true).to_string()),
+        )
+        .await;
+    assert_eq!(slow.status, StatusCode::GATEWAY_TIMEOUT, "{slow:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    for leak in [coder_url.as_str(), "127.0.0.1", &env.token] {
+        assert!(!slow.body.to_string().contains(leak), "{slow:?}");
+        assert!(!limited.body.to_string().contains(leak), "{limited:?}");
+    }
+}
