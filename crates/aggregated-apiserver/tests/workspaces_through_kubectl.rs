@@ -414,6 +414,53 @@ async fn kubectl_creates_stops_starts_applies_and_deletes_workspaces_of_the_test
     )
     .await;
     let namespace = serve_namespace(served, "kc-testserver", &server.url(), &token).await;
+
+    // Discovery lists both subresources with their kind and verb.
+    let resources: Value = serde_json::from_str(&run(
+        served.cp,
+        &["get", "--raw", "/apis/aggregation.coder.com/v1alpha1"],
+        None,
+    ))
+    .unwrap();
+    for action in ["start", "stop"] {
+        let entry = resources["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["name"] == format!("coderworkspaces/{action}"))
+            .unwrap_or_else(|| panic!("no coderworkspaces/{action} in {resources}"));
+        assert_eq!(entry["kind"], "CoderWorkspaceTransition");
+        assert_eq!(entry["verbs"], json!(["create"]));
+    }
+    // Access to coderworkspaces is not access to its start and stop.
+    cluster::grant(
+        served.cp,
+        &namespace,
+        "bob",
+        &["get", "list", "create", "update", "patch"],
+    )
+    .await;
+    let denied = fails(
+        served.cp,
+        &[
+            "--as=bob",
+            "create",
+            "--raw",
+            &transition_path(
+                &namespace,
+                &format!("{organization}.coder-k8s-operator.kube"),
+                "stop",
+            ),
+            "-f",
+            "-",
+        ],
+        Some("{}"),
+    );
+    assert!(
+        denied.contains("Forbidden") && denied.contains("cannot create resource \"coderworkspaces/stop\""),
+        "{denied}"
+    );
+
     create_stop_start_delete(
         served.cp,
         &client,
