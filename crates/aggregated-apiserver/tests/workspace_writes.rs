@@ -1461,3 +1461,89 @@ async fn coder_refusals_and_timeouts_of_writes_keep_their_status_and_never_name_
         assert!(!limited.body.to_string().contains(leak), "{limited:?}");
     }
 }
+
+#[tokio::test]
+async fn a_patch_is_applied_again_when_the_workspace_changed_between_its_read_and_its_write() {
+    let env = default_env("patch-retry").await;
+    let workspace = env.coder_workspace("dev", None, &env.template).await;
+    let name = env.name("dev");
+    let lookup = format!("/api/v2/users/{OWNER}/workspace/dev");
+    let item = format!("{BASE}/{name}");
+    // The patch's read passes; the update's own read waits while another client stops the workspace.
+    env.fault("GET", &lookup, Fault::Latency(Duration::ZERO));
+    env.fault("GET", &lookup, Fault::Latency(Duration::from_millis(1500)));
+    env.server.clear_requests();
+    let patch = env.send(
+        Method::PATCH,
+        &item,
+        "application/merge-patch+json",
+        Some(r#"{"spec":{"running":false}}"#.to_owned()),
+    );
+    let competitor = async {
+        eventually("the update's read", async || {
+            (env.requests().iter().filter(|r| r.path == lookup).count() == 2).then_some(())
+        })
+        .await;
+        env.client
+            .create_workspace_build(
+                workspace.id,
+                &CreateWorkspaceBuildRequest::transition(Transition::Stop),
+            )
+            .await
+            .unwrap();
+        env.settled(workspace.id).await
+    };
+    let (answer, stopped) = tokio::join!(patch, competitor);
+    assert_eq!(stopped.latest_build.transition, Transition::Stop);
+    // Applied again to the stopped workspace, the patch changes nothing: 200, and the only build is the other's.
+    assert_eq!(answer.status, StatusCode::OK, "{answer:?}");
+    assert_eq!(answer.body["spec"]["running"], false);
+    assert_eq!(
+        answer.body["status"]["latestBuildID"],
+        stopped.latest_build.id.to_string()
+    );
+    let requests = env.requests();
+    assert_eq!(
+        requests.iter().filter(|r| is_build_post(r)).count(),
+        1,
+        "{requests:?}"
+    );
+    assert_eq!(
+        requests.iter().filter(|r| r.path == lookup).count(),
+        4,
+        "{requests:?}"
+    );
+
+    // A patch that names the resourceVersion it read is not applied again: the conflict is the caller's.
+    let current = env.get(&name).await.body;
+    env.fault("GET", &lookup, Fault::Latency(Duration::ZERO));
+    env.fault("GET", &lookup, Fault::Latency(Duration::from_millis(1500)));
+    env.server.clear_requests();
+    let pinned = json!({"metadata": {"resourceVersion": current["metadata"]["resourceVersion"]},
+                        "spec": {"running": true}});
+    let patch = env.send(
+        Method::PATCH,
+        &item,
+        "application/merge-patch+json",
+        Some(pinned.to_string()),
+    );
+    let competitor = async {
+        eventually("the update's read", async || {
+            (env.requests().iter().filter(|r| r.path == lookup).count() == 2).then_some(())
+        })
+        .await;
+        env.client
+            .create_workspace_build(
+                workspace.id,
+                &CreateWorkspaceBuildRequest::transition(Transition::Start),
+            )
+            .await
+            .unwrap()
+    };
+    let (answer, _) = tokio::join!(patch, competitor);
+    assert_eq!(answer.status, StatusCode::CONFLICT, "{answer:?}");
+    assert!(
+        answer.message().contains("resource version mismatch"),
+        "{answer:?}"
+    );
+}
