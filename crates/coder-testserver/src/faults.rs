@@ -45,6 +45,9 @@ pub enum Fault {
     RedirectTo(url::Url),
     /// Close the connection without a response.
     DropConnection,
+    /// Handle the request normally (its effects happen), then answer this 5xx with Coder's JSON error body instead:
+    /// a gateway in front of Coder that fails after Coder accepted a write.
+    FailAfterHandling(u16),
     /// Exactly this answer: status, extra headers (sent as given, also hostile values) and a JSON body, with
     /// Coder's standard headers.
     Answer {
@@ -158,6 +161,23 @@ pub(crate) async fn apply_faults(State(app): State<App>, request: Request, next:
                 }
             }
             response
+        }
+        Some(Fault::FailAfterHandling(code)) => {
+            // The answer is thrown away: only the status of the gateway reaches the caller.
+            let _handled = next.run(request).await;
+            let status = StatusCode::from_u16(code)
+                .ok()
+                .filter(|s| s.is_server_error())
+                .unwrap_or(StatusCode::BAD_GATEWAY);
+            let body = error_body(
+                "An internal server error occurred.",
+                Some(&format!(
+                    "injected fault after handling: status {}",
+                    status.as_u16()
+                )),
+                &[],
+            );
+            json_response(status, &body)
         }
         Some(Fault::DropConnection) => {
             if let Some(ConnectInfo(conn)) = request.extensions().get::<ConnectInfo<ConnHandle>>() {

@@ -11,7 +11,9 @@ pub mod resources;
 pub mod template_import;
 pub mod template_versions;
 pub mod templates;
+pub mod transitions;
 pub mod workspace_log;
+pub mod workspace_rules;
 pub mod workspaces;
 pub mod world_watch;
 

@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use super::errors::Subject;
 use super::provider::{Backend, Provider};
-use super::{promote, template_versions, templates, workspace_log, workspaces};
+use super::{promote, template_versions, templates, transitions, workspace_log, workspaces};
 use crate::generic::{ApiError, Column, Registry, RequestContext, ResourceDef, SubresourceDef, Verb};
 
 pub const WORKSPACES: &str = "coderworkspaces";
@@ -29,7 +29,11 @@ pub fn registry(provider: Arc<dyn Provider>) -> Registry {
         resources: vec![
             with_subresources(
                 workspaces::resource(provider.clone()),
-                vec![workspace_log::subresource(provider.clone())],
+                vec![
+                    workspace_log::subresource(provider.clone()),
+                    transitions::start(provider.clone()),
+                    transitions::stop(provider.clone()),
+                ],
             ),
             with_subresources(
                 templates::resource(provider.clone()),
@@ -135,7 +139,6 @@ mod tests {
         registry.validate().unwrap();
         assert_eq!(registry.group_version(), "aggregation.coder.com/v1alpha1");
         let verbs = |plural: &str| registry.resource(plural).unwrap().verbs.to_vec();
-        assert_eq!(verbs(WORKSPACES), [Verb::Get, Verb::List, Verb::Watch]);
         assert_eq!(verbs(TEMPLATES), templates::TEMPLATE_VERBS);
         assert_eq!(verbs(TEMPLATE_VERSIONS), [Verb::Get, Verb::List]);
         for resource in &registry.resources {
@@ -150,7 +153,10 @@ mod tests {
                 .map(|s| (s.name, s.verbs.to_vec()))
                 .collect()
         };
-        assert_eq!(subresources(WORKSPACES), [("log", vec![Verb::Get])]);
+        assert_eq!(
+            subresources(WORKSPACES),
+            [("log", vec![Verb::Get]), ("start", vec![Verb::Create]), ("stop", vec![Verb::Create])]
+        );
         assert_eq!(subresources(TEMPLATES), [("promote", vec![Verb::Create])]);
         assert!(subresources(TEMPLATE_VERSIONS).is_empty());
     }

@@ -25,7 +25,7 @@ pub mod watch;
 pub use auth::{Attributes, Authenticator, Authorizer, Decision, PeerCertificates, UserInfo};
 pub use feed::{FeedLease, FeedRequest, WatchFeed};
 pub use registry::{
-    Column, Registry, ResourceDef, SubresourceDef, SubresourceHandler, SubresourceRequest, Verb,
+    Column, ParentEvent, Registry, ResourceDef, SubresourceDef, SubresourceHandler, SubresourceRequest, Verb,
 };
 pub use server::ApiServer;
 pub use status::ApiError;

@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use super::feed::WatchFeed;
 use super::status::ApiError;
-use super::storage::{RequestContext, Storage};
+use super::storage::{EventType, RequestContext, Storage};
 
 /// A Kubernetes verb a resource can serve.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -89,6 +89,15 @@ impl std::fmt::Debug for SubresourceRequest {
 #[async_trait]
 pub trait SubresourceHandler: Send + Sync {
     async fn handle(&self, request: SubresourceRequest) -> Result<Response, ApiError>;
+}
+
+/// A watch event a subresource handler asks the server to send to the watchers of the parent resource (a `start`
+/// that queued a build changed the workspace). The handler puts it in its response's extensions; the server takes it
+/// out and publishes it once the handler answered successfully.
+#[derive(Clone, Debug)]
+pub struct ParentEvent {
+    pub kind: EventType,
+    pub object: Value,
 }
 
 /// A subresource as discovery lists it, and its handler.

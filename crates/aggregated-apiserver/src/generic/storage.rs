@@ -80,6 +80,13 @@ pub trait Storage: Send + Sync {
     /// Every object in `ctx.namespace` (all namespaces when `None`). Selectors are applied by the handlers.
     async fn list(&self, ctx: &RequestContext) -> Result<Vec<Value>, ApiError>;
 
+    /// Whether this storage can serve a write with this context at all (for example a dry run), answered before
+    /// anything reaches its backend. The patch handler asks it before reading the current object; a storage that
+    /// refuses also checks it in its own write methods.
+    fn check_write(&self, _ctx: &RequestContext) -> Result<(), ApiError> {
+        Ok(())
+    }
+
     /// Create `object` (its name and namespace already checked against the request).
     async fn create(&self, _ctx: &RequestContext, _object: Value) -> Result<Written, ApiError> {
         Err(ApiError::method_not_allowed(

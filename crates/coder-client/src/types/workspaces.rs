@@ -56,6 +56,8 @@ pub struct Workspace {
     pub dormant_at: Option<String>,
     /// `always` or `never`.
     pub automatic_updates: String,
+    /// The template requires builds to use its active version (a start must name it).
+    pub template_require_active_version: bool,
 }
 
 /// `GET /workspaces` answer.

@@ -92,7 +92,10 @@ fn render_workspace(ws: &Workspace, mem: &Mem) -> Value {
         "template_icon": template.map(|t| t.icon.clone()).unwrap_or_default(),
         "template_allow_user_cancel_workspace_jobs": false,
         "template_active_version_id": active_version,
-        "template_require_active_version": false,
+        // The template's own setting, as Coder renders it on every workspace of the template.
+        "template_require_active_version": template
+            .and_then(|t| t.request.get("require_active_version").cloned())
+            .unwrap_or(json!(false)),
         "template_use_classic_parameter_flow": false,
         "latest_build": latest.map_or(Value::Null, |b| render_build(b, mem)),
         "latest_app_status": null,

@@ -15,6 +15,8 @@ pub async fn patch(call: Call<'_>) -> Result<Response, ApiError> {
     let name = call.name()?.to_owned();
     let body_type = negotiate::body_type(call.headers, true)?;
     let format = call.format(Answering::Object)?;
+    // A patch reads the current object first: a write the storage refuses must not even reach its backend.
+    call.def.storage.check_write(&call.ctx)?;
     match body_type {
         BodyType::MergePatch | BodyType::JsonPatch => patch_existing(call, &name, body_type, &format).await,
         BodyType::ApplyPatch => apply(call, &name, &format).await,
@@ -26,24 +28,77 @@ pub async fn patch(call: Call<'_>) -> Result<Response, ApiError> {
     }
 }
 
+/// How often a patch that names no resourceVersion is applied: after a 409 Conflict caused by a change of the object
+/// between the read and the write, it is applied again to the object as it is now, as kube-apiserver retries such
+/// patches against the latest object.
+const PATCH_ATTEMPTS: usize = 5;
+
 async fn patch_existing(
     call: Call<'_>,
     name: &str,
     body_type: BodyType,
     format: &ResponseFormat,
 ) -> Result<Response, ApiError> {
-    let mut object = call.within(call.def.storage.get(&call.ctx, name)).await?;
-    if body_type == BodyType::JsonPatch {
-        apply_json_patch(&mut object, &call.body)?;
-    } else {
-        let patch = params::decode(BodyType::MergePatch, &call.body)?;
-        json_patch::merge(&mut object, &patch);
+    let pinned = pins_resource_version(body_type, &call.body);
+    let mut conflict: Option<(Value, ApiError)> = None;
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let mut object = call.within(call.def.storage.get(&call.ctx, name)).await?;
+        let version = object["metadata"]["resourceVersion"].clone();
+        if let Some((seen, err)) = conflict.take()
+            && seen == version
+        {
+            // Nothing changed since the conflict: applying the patch again cannot help.
+            return Err(err);
+        }
+        if body_type == BodyType::JsonPatch {
+            apply_json_patch(&mut object, &call.body)?;
+        } else {
+            let patch = params::decode(BodyType::MergePatch, &call.body)?;
+            json_patch::merge(&mut object, &patch);
+        }
+        check_body(&call, &mut object, Some(name))?;
+        match call
+            .within(call.def.storage.update(&call.ctx, name, object, false))
+            .await
+        {
+            Ok(written) => return Ok(answer_write(&call, format, written, StatusCode::OK)),
+            Err(err) if attempt < PATCH_ATTEMPTS && retryable(&err, pinned) => {
+                conflict = Some((version, err))
+            }
+            Err(err) => return Err(err),
+        }
     }
-    check_body(&call, &mut object, Some(name))?;
-    let written = call
-        .within(call.def.storage.update(&call.ctx, name, object, false))
-        .await?;
-    Ok(answer_write(&call, format, written, StatusCode::OK))
+}
+
+/// A 409 Conflict (not AlreadyExists) of a patch that did not pin a resourceVersion.
+fn retryable(err: &ApiError, pinned: bool) -> bool {
+    err.code == 409 && err.reason == "Conflict" && !pinned
+}
+
+/// Whether the patch names `metadata.resourceVersion`: then a conflict is the caller's to resolve.
+fn pins_resource_version(body_type: BodyType, body: &[u8]) -> bool {
+    match body_type {
+        BodyType::JsonPatch => serde_json::from_slice::<json_patch::Patch>(body).is_ok_and(|patch| {
+            patch.0.iter().any(|op| {
+                let path = match op {
+                    json_patch::PatchOperation::Add(o) => &o.path,
+                    json_patch::PatchOperation::Remove(o) => &o.path,
+                    json_patch::PatchOperation::Replace(o) => &o.path,
+                    json_patch::PatchOperation::Move(o) => &o.path,
+                    json_patch::PatchOperation::Copy(o) => &o.path,
+                    json_patch::PatchOperation::Test(o) => &o.path,
+                };
+                path.as_str() == "/metadata/resourceVersion"
+            })
+        }),
+        _ => params::decode(body_type, body).is_ok_and(|patch| {
+            patch["metadata"]["resourceVersion"]
+                .as_str()
+                .is_some_and(|v| !v.is_empty())
+        }),
+    }
 }
 
 fn apply_json_patch(object: &mut Value, body: &[u8]) -> Result<(), ApiError> {
@@ -66,23 +121,45 @@ async fn apply(call: Call<'_>, name: &str, format: &ResponseFormat) -> Result<Re
         meta.remove("managedFields");
     }
     check_body(&call, &mut applied, Some(name))?;
-    let object = match call.within(call.def.storage.get(&call.ctx, name)).await {
-        Ok(mut current) => {
-            json_patch::merge(&mut current, &applied);
-            current
+    let pinned = applied["metadata"]["resourceVersion"]
+        .as_str()
+        .is_some_and(|v| !v.is_empty());
+    let mut conflict: Option<(Value, ApiError)> = None;
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let (object, version) = match call.within(call.def.storage.get(&call.ctx, name)).await {
+            Ok(mut current) => {
+                let version = current["metadata"]["resourceVersion"].clone();
+                json_patch::merge(&mut current, &applied);
+                (current, version)
+            }
+            Err(err) if err.code == 404 => (applied.clone(), Value::Null),
+            Err(err) => return Err(err),
+        };
+        if let Some((seen, err)) = conflict.take()
+            && seen == version
+        {
+            return Err(err);
         }
-        Err(err) if err.code == 404 => applied,
-        Err(err) => return Err(err),
-    };
-    let written = call
-        .within(call.def.storage.update(&call.ctx, name, object, true))
-        .await?;
-    let code = if written.created {
-        StatusCode::CREATED
-    } else {
-        StatusCode::OK
-    };
-    Ok(answer_write(&call, format, written, code))
+        match call
+            .within(call.def.storage.update(&call.ctx, name, object, true))
+            .await
+        {
+            Ok(written) => {
+                let code = if written.created {
+                    StatusCode::CREATED
+                } else {
+                    StatusCode::OK
+                };
+                return Ok(answer_write(&call, format, written, code));
+            }
+            Err(err) if attempt < PATCH_ATTEMPTS && retryable(&err, pinned) => {
+                conflict = Some((version, err))
+            }
+            Err(err) => return Err(err),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -100,5 +177,31 @@ mod tests {
         assert_eq!(err.code, 422);
         let err = apply_json_patch(&mut object, b"{}").expect_err("not a patch");
         assert_eq!(err.code, 400);
+    }
+
+    #[test]
+    fn only_patches_that_name_a_resource_version_pin_it() {
+        let pins = |body_type, body: &str| pins_resource_version(body_type, body.as_bytes());
+        assert!(pins(
+            BodyType::MergePatch,
+            r#"{"metadata":{"resourceVersion":"7"}}"#
+        ));
+        assert!(!pins(BodyType::MergePatch, r#"{"spec":{"running":false}}"#));
+        assert!(!pins(
+            BodyType::MergePatch,
+            r#"{"metadata":{"resourceVersion":null}}"#
+        ));
+        assert!(pins(
+            BodyType::JsonPatch,
+            r#"[{"op":"test","path":"/metadata/resourceVersion","value":"7"}]"#
+        ));
+        assert!(!pins(
+            BodyType::JsonPatch,
+            r#"[{"op":"replace","path":"/spec/n","value":2}]"#
+        ));
+        assert!(retryable(&ApiError::conflict("changed"), false));
+        assert!(!retryable(&ApiError::conflict("changed"), true));
+        assert!(!retryable(&ApiError::already_exists("g", "r", "n"), false));
+        assert!(!retryable(&ApiError::bad_request("no"), false));
     }
 }

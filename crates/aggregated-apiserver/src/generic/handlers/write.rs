@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use super::{Call, method_not_allowed, params, respond};
 use crate::generic::negotiate::{self, Answering};
-use crate::generic::registry::SubresourceRequest;
+use crate::generic::registry::{ParentEvent, SubresourceRequest};
 use crate::generic::request_info;
 use crate::generic::status::ApiError;
 use crate::generic::storage::{Deleted, Written};
@@ -193,6 +193,7 @@ pub async fn subresource(call: Call<'_>, subresource: &str, method: Method) -> R
         return Err(method_not_allowed());
     }
     let name = call.name()?.to_owned();
+    let broadcaster = call.broadcaster().cloned();
     let request = SubresourceRequest {
         ctx: call.ctx,
         name,
@@ -200,5 +201,11 @@ pub async fn subresource(call: Call<'_>, subresource: &str, method: Method) -> R
         headers: call.headers.clone(),
         body: call.body,
     };
-    def.handler.handle(request).await
+    let mut response = def.handler.handle(request).await?;
+    if let Some(event) = response.extensions_mut().remove::<ParentEvent>()
+        && let Some(broadcaster) = broadcaster
+    {
+        broadcaster.publish(event.kind, event.object);
+    }
+    Ok(response)
 }
