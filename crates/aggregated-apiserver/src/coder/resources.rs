@@ -18,7 +18,6 @@ pub const WORKSPACES: &str = "coderworkspaces";
 pub const TEMPLATES: &str = "codertemplates";
 pub const TEMPLATE_VERSIONS: &str = "codertemplateversions";
 
-pub(super) const READ_WATCH: &[Verb] = &[Verb::Get, Verb::List, Verb::Watch];
 pub(super) const READ: &[Verb] = &[Verb::Get, Verb::List];
 
 /// The served resources, backed by Coder through `provider`.
@@ -155,7 +154,11 @@ mod tests {
         };
         assert_eq!(
             subresources(WORKSPACES),
-            [("log", vec![Verb::Get]), ("start", vec![Verb::Create]), ("stop", vec![Verb::Create])]
+            [
+                ("log", vec![Verb::Get]),
+                ("start", vec![Verb::Create]),
+                ("stop", vec![Verb::Create])
+            ]
         );
         assert_eq!(subresources(TEMPLATES), [("promote", vec![Verb::Create])]);
         assert!(subresources(TEMPLATE_VERSIONS).is_empty());
