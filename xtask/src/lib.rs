@@ -16,9 +16,13 @@ pub struct GeneratedFile {
     pub content: String,
 }
 
-/// The repository root (the parent of this crate).
+/// The repository root (the parent of this crate). Cargo's run-time `CARGO_MANIFEST_DIR` comes first: a binary
+/// built from another checkout into a shared target directory must still work on the checkout it runs for.
 pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+    let manifest_dir = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")));
+    Path::new(&manifest_dir)
         .parent()
         .map(Path::to_path_buf)
         .unwrap_or_else(|| PathBuf::from("."))
