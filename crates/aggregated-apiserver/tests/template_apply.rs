@@ -9,7 +9,6 @@ mod cluster;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use cluster::{
@@ -28,14 +27,8 @@ use coder_k8s_testenv::ControlPlane;
 const NAMESPACE: &str = "team-a";
 
 async fn fresh_db() -> String {
-    static COUNTER: AtomicUsize = AtomicUsize::new(0);
     let pg = coder_k8s_testenv::postgres::shared().await.unwrap();
-    let name = format!(
-        "tplapply_{}_{}",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    );
-    pg.create_coder_database(&name).await.unwrap()
+    pg.unique_coder_database("tplapply").await.unwrap()
 }
 
 fn fast_waits() -> SettingsSource {

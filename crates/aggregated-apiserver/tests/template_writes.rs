@@ -8,7 +8,6 @@
 use std::collections::BTreeMap;
 use std::io::{Cursor, Read, Write};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -39,14 +38,8 @@ struct Coder {
 }
 
 async fn fresh_db(tag: &str) -> String {
-    static COUNTER: AtomicUsize = AtomicUsize::new(0);
     let pg = coder_k8s_testenv::postgres::shared().await.unwrap();
-    let name = format!(
-        "tplw_{tag}_{}_{}",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    );
-    pg.create_coder_database(&name).await.unwrap()
+    pg.unique_coder_database(&format!("tplw_{tag}")).await.unwrap()
 }
 
 async fn coder(tag: &str, build_duration: Duration) -> Coder {

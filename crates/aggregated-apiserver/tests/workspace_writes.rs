@@ -8,7 +8,6 @@
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -75,25 +74,9 @@ struct Env {
     router: Router,
 }
 
+/// A one-file ustar archive (the test support's, as `Bytes`).
 fn tar_with(name: &str, content: &[u8]) -> Bytes {
-    let mut header = [0u8; 512];
-    header[..name.len()].copy_from_slice(name.as_bytes());
-    header[100..108].copy_from_slice(b"0000644\0");
-    header[108..116].copy_from_slice(b"0000000\0");
-    header[116..124].copy_from_slice(b"0000000\0");
-    header[124..136].copy_from_slice(format!("{:011o}\0", content.len()).as_bytes());
-    header[136..148].copy_from_slice(b"00000000000\0");
-    header[148..156].copy_from_slice(b"        ");
-    header[156] = b'0';
-    header[257..263].copy_from_slice(b"ustar\0");
-    header[263..265].copy_from_slice(b"00");
-    let sum: u32 = header.iter().map(|b| u32::from(*b)).sum();
-    header[148..156].copy_from_slice(format!("{sum:06o}\0 ").as_bytes());
-    let mut out = header.to_vec();
-    out.extend_from_slice(content);
-    out.resize(out.len().div_ceil(512) * 512, 0);
-    out.resize(out.len() + 1024, 0);
-    Bytes::from(out)
+    Bytes::from(coder_k8s_testenv::one_file_tar(name, content))
 }
 
 async fn eventually<T>(what: &str, mut probe: impl AsyncFnMut() -> Option<T>) -> T {
@@ -107,15 +90,8 @@ async fn eventually<T>(what: &str, mut probe: impl AsyncFnMut() -> Option<T>) ->
 }
 
 async fn fresh_db(tag: &str) -> String {
-    static COUNTER: AtomicUsize = AtomicUsize::new(0);
     let pg = coder_k8s_testenv::postgres::shared().await.unwrap();
-    let name = format!(
-        "wsw_{}_{}_{}",
-        tag.replace('-', "_"),
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    );
-    pg.create_coder_database(&name).await.unwrap()
+    pg.unique_coder_database(&format!("wsw_{tag}")).await.unwrap()
 }
 
 /// An imported version (optionally of `template`), waited for.

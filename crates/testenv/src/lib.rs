@@ -15,6 +15,7 @@
 //! # }
 //! ```
 
+pub mod archive;
 mod binaries;
 pub mod coder;
 mod control_plane;
@@ -25,6 +26,7 @@ mod pki;
 pub mod postgres;
 mod process;
 
+pub use archive::one_file_tar;
 pub use binaries::{Binaries, CoderBinaries, build_script};
 pub use coder::RealCoder;
 pub use control_plane::{ControlPlane, ControlPlaneBuilder, DEFAULT_STARTUP_TIMEOUT};

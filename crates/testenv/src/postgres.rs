@@ -324,6 +324,15 @@ impl Postgres {
         Ok(self.url(name))
     }
 
+    /// A new database with Coder's tables, named `<prefix>_<process id>_<n>`, so tests of several processes sharing
+    /// this server never meet. `prefix` may hold letters, digits, `_` and `-` (read as `_`).
+    pub async fn unique_coder_database(&self, prefix: &str) -> Result<String> {
+        static COUNTER: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let name = format!("{}_{}_{n}", prefix.replace('-', "_"), std::process::id());
+        self.create_coder_database(&name).await
+    }
+
     /// Creates database `name` with Coder's tables that the operator-access bootstrap and the Coder API test server
     /// use (users, organizations, organization_members, api_keys, their enums, one default organization).
     pub async fn create_coder_database(&self, name: &str) -> Result<String> {
