@@ -120,7 +120,11 @@ async fn wait_provisioner_reason(h: &Harness, name: &str, type_: &str, expected:
         }
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
-    panic!("{name}: {type_} never became {expected}; last {last:?}");
+    let object = h.api::<CoderProvisioner>().get(name).await.unwrap();
+    panic!(
+        "{name}: {type_} never became {expected}; last {last:?}; status {:?}",
+        object.status
+    );
 }
 
 #[tokio::test]

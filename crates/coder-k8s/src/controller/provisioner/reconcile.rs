@@ -588,11 +588,15 @@ fn backoff_for(ctx: &Context, uid: &str, error: &CoderError, retry: Duration) ->
 /// Writes the status when it changed and requeues.
 async fn finish(p: &CoderProvisioner, ctx: &Context, mut run: Run, requeue: Duration) -> Result<Action> {
     run.status.observed_generation = p.metadata.generation;
-    write_status(ctx, p, p.status.as_ref(), &run.status, Vec::new()).await?;
+    // Compared with what this provisioner really has: a pass that wrote the create marker has already changed it,
+    // and the status memo must chain this write to that one, or a wake-up before the cache catches up would start
+    // from the marker alone and write the rate-limit condition away.
+    let uid = p.metadata.uid.clone().unwrap_or_default();
+    let current = ctx.statuses.effective(&uid, p.status.as_ref());
+    write_status(ctx, p, current.as_ref(), &run.status, Vec::new()).await?;
     if run.status.provisioner_key_id.is_some() {
         // The recorded ID is now the proof of ownership; the note of a key created here is no longer needed (the
         // status marker was cleared in this write, see `record_key`).
-        let uid = p.metadata.uid.clone().unwrap_or_default();
         ctx.set_fact(&uid, facts::CREATED_KEY, None);
     }
     Ok(Action::requeue(requeue))
