@@ -103,16 +103,21 @@ step "wait for the control plane (and, with the test server, the provisioner) to
 kubectl -n coder wait codercontrolplane/codercontrolplane-sample --for=jsonpath='{.status.operatorAccessReady}'=true --timeout=120s >/dev/null || true
 if ! $real_coder; then
   kubectl -n coder wait coderprovisioner/coderprovisioner-sample --for=jsonpath='{.status.phase}'=Ready --timeout=120s >/dev/null || true
+  # The real Coder already holds a sample template and workspace (echo provisioner); the test server gets them
+  # through the aggregated API, the way a user applies them from Git.
+  step "apply the sample CoderTemplate and CoderWorkspace through the aggregated API"
+  kubectl apply -f config/samples/aggregation/aggregation_v1alpha1_codertemplate.yaml
+  kubectl apply -f config/samples/aggregation/aggregation_v1alpha1_coderworkspace.yaml
 fi
 
 kubectl get codercontrolplanes,coderprovisioners,coderworkspaceproxies,codertemplatetests,coderaiproviders,coderaigatewaykeys,codermcpservers -n coder
-kubectl get codertemplates,coderworkspaces -n coder
+kubectl get coderworkspaces,codertemplates -A
 cat <<MSG
 
 The local environment is running.
   export KUBECONFIG=$KUBECONFIG
   kubectl get nodes; kubectl get all -n coder
-  kubectl get --raw /apis/aggregation.coder.com/v1alpha1; kubectl get codertemplates,coderworkspaces -n coder
+  kubectl get --raw /apis/aggregation.coder.com/v1alpha1; kubectl get coderworkspaces,codertemplates -A
 A PostgreSQL with Coder's tables runs for the operator-access bootstrap; its URL is in $state/testenv/postgres-url:
   kubectl -n coder create secret generic coder-db-app --from-literal=uri="\$(cat $state/testenv/postgres-url)"
 Coder's image does not run here (kwok pods are fake): $(if $real_coder; then echo "the real Coder server v2.30.0 answers on http://127.0.0.1:80 (owner admin@coder.local; password in $state/coder/owner-password, session token in $state/coder/owner-token; template and workspace \"sample\")"; else echo "the Coder API test server answers on 127.0.0.1:80 in its place"; fi).

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use coder_k8s_api::control_plane::CoderControlPlane;
 use coder_k8s_coder_client::types::{ArchiveKind, CreateTemplateRequest, CreateTemplateVersionRequest};
 use coder_k8s_coder_client::{CoderClient, SessionToken};
+use coder_k8s_coder_testserver::{Config, TestServer};
 use coder_k8s_testenv::{ControlPlane, RealCoder};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Namespace, Secret, Service};
@@ -55,39 +56,41 @@ fn free_ports<const N: usize>() -> [u16; N] {
     coder_k8s_testenv::free_ports::<N>().unwrap()
 }
 
-/// A control plane of its own, with kube-controller-manager (namespace deletion) and the CRDs: the APIService is
-/// cluster-wide, so it must not lead the shared control plane's clients to a server that stops with this test.
+/// A control plane of its own, with the CRDs and the server namespace: the APIService is cluster-wide, so it must
+/// not lead the shared control plane's clients to a server that stops with this test.
+async fn start_control_plane(controller_manager: bool) -> ControlPlane {
+    let cp = ControlPlane::builder()
+        .controller_manager(controller_manager)
+        .start()
+        .await
+        .unwrap();
+    let out = kubectl(
+        &cp,
+        &["apply", "--server-side", "-f", &path("config/crd/bases")],
+        None,
+    );
+    assert_success(&out, "install CRDs");
+    let out = kubectl(
+        &cp,
+        &[
+            "wait",
+            "--for=condition=Established",
+            "crd",
+            "--all",
+            "--timeout=60s",
+        ],
+        None,
+    );
+    assert_success(&out, "wait for CRDs");
+    let out = kubectl(&cp, &["create", "namespace", SERVER_NAMESPACE], None);
+    assert_success(&out, "create the server namespace");
+    cp
+}
+
+/// The control plane of the real-Coder test, with kube-controller-manager (namespace deletion).
 async fn own_control_plane() -> &'static ControlPlane {
     static CP: OnceCell<ControlPlane> = OnceCell::const_new();
-    CP.get_or_init(|| async {
-        let cp = ControlPlane::builder()
-            .controller_manager(true)
-            .start()
-            .await
-            .unwrap();
-        let out = kubectl(
-            &cp,
-            &["apply", "--server-side", "-f", &path("config/crd/bases")],
-            None,
-        );
-        assert_success(&out, "install CRDs");
-        let out = kubectl(
-            &cp,
-            &[
-                "wait",
-                "--for=condition=Established",
-                "crd",
-                "--all",
-                "--timeout=60s",
-            ],
-            None,
-        );
-        assert_success(&out, "wait for CRDs");
-        let out = kubectl(&cp, &["create", "namespace", SERVER_NAMESPACE], None);
-        assert_success(&out, "create the server namespace");
-        cp
-    })
-    .await
+    CP.get_or_init(|| start_control_plane(true)).await
 }
 
 /// The ExternalName Service and the APIService that lead kube-apiserver to the server on `port` (no caBundle: the
@@ -172,16 +175,17 @@ async fn wait_until(what: &str, mut check: impl AsyncFnMut() -> bool) {
     }
 }
 
-/// A control plane on the real Coder's port and database, made Ready by the operator (the test plays kubelet).
-async fn ready_control_plane(client: &kube::Client, coder: &RealCoder, namespace: &str) {
+/// A control plane on the port and database of a Coder (real or the test server), made Ready by the operator (the
+/// test plays kubelet).
+async fn ready_control_plane(client: &kube::Client, port: u16, database_url: &str, namespace: &str) {
     crate::control_plane::put_secret(
         &Api::<Secret>::namespaced(client.clone(), namespace),
         "coder-db",
-        &[("uri", coder.database_url())],
+        &[("uri", database_url)],
     )
     .await;
     let spec = json!({
-        "service": {"port": coder.port()},
+        "service": {"port": port},
         "database": {"connectionSecretRef": {"name": "coder-db", "key": "uri"}},
     });
     let control_planes = Api::<CoderControlPlane>::namespaced(client.clone(), namespace);
@@ -209,13 +213,8 @@ async fn ready_control_plane(client: &kube::Client, coder: &RealCoder, namespace
     .await;
 }
 
-#[tokio::test]
-async fn all_mode_serves_a_real_coders_templates_through_kube_apiserver() {
-    let coder = RealCoder::shared().await.unwrap();
-    let organization = seed_template(coder, "agg-e2e").await;
-    let cp = own_control_plane().await;
-    let client = cp.client().unwrap();
-    let team = cp.namespace("agg-team").await.unwrap();
+/// `coder-k8s --app=all` serving `namespace`, and the port of its aggregated API server.
+fn start_all_mode(cp: &ControlPlane, namespace: &str) -> (Process, u16) {
     let [api_port, health_port] = free_ports::<2>();
     let operator = Process(
         Command::new(env!("CARGO_BIN_EXE_coder-k8s"))
@@ -224,7 +223,7 @@ async fn all_mode_serves_a_real_coders_templates_through_kube_apiserver() {
                 "--leader-elect=false",
                 "--service-address-override=127.0.0.1",
             ])
-            .arg(format!("--watch-namespace={team}"))
+            .arg(format!("--watch-namespace={namespace}"))
             .arg(format!("--apiserver-bind-address=127.0.0.1:{api_port}"))
             .arg(format!("--health-probe-bind-address=127.0.0.1:{health_port}"))
             .env("KUBECONFIG", cp.kubeconfig_path())
@@ -235,8 +234,12 @@ async fn all_mode_serves_a_real_coders_templates_through_kube_apiserver() {
             .spawn()
             .unwrap(),
     );
-    ready_control_plane(&client, coder, &team).await;
-    register(&client, api_port).await;
+    (operator, api_port)
+}
+
+/// Registers the APIService for the server on `api_port` and waits until kube-apiserver proxies to it.
+async fn register_and_wait(cp: &ControlPlane, client: &kube::Client, api_port: u16) {
+    register(client, api_port).await;
     wait_until("the aggregated API answers through kube-apiserver", async || {
         kubectl(
             cp,
@@ -247,6 +250,18 @@ async fn all_mode_serves_a_real_coders_templates_through_kube_apiserver() {
         .success()
     })
     .await;
+}
+
+#[tokio::test]
+async fn all_mode_serves_a_real_coders_templates_through_kube_apiserver() {
+    let coder = RealCoder::shared().await.unwrap();
+    let organization = seed_template(coder, "agg-e2e").await;
+    let cp = own_control_plane().await;
+    let client = cp.client().unwrap();
+    let team = cp.namespace("agg-team").await.unwrap();
+    let (operator, api_port) = start_all_mode(cp, &team);
+    ready_control_plane(&client, coder.port(), coder.database_url(), &team).await;
+    register_and_wait(cp, &client, api_port).await;
 
     // The template comes from Coder, through the control plane's operator token, named <organization>.<template>.
     let out = kubectl(cp, &["get", "codertemplates", "-n", &team, "-o", "wide"], None);
@@ -315,6 +330,209 @@ async fn all_mode_serves_a_real_coders_templates_through_kube_apiserver() {
     })
     .await;
 
+    assert!(operator.stop().success(), "SIGTERM ends the process with 0");
+}
+
+/// Every write request the Coder API test server received, as `METHOD path`.
+fn coder_writes(server: &TestServer) -> Vec<String> {
+    server
+        .requests()
+        .iter()
+        .filter(|r| r.method != "GET")
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect()
+}
+
+/// `kubectl get` of one field of a sample object.
+fn field(cp: &ControlPlane, resource: &str, jsonpath: &str) -> String {
+    let out = kubectl(
+        cp,
+        &[
+            "get",
+            resource,
+            "-n",
+            SAMPLE_NAMESPACE,
+            "-o",
+            &format!("jsonpath={jsonpath}"),
+        ],
+        None,
+    );
+    assert_success(&out, &format!("get {resource}"));
+    stdout(&out)
+}
+
+const SAMPLE_NAMESPACE: &str = "coder";
+const SAMPLE_TEMPLATE: &str = "coder.sample";
+const SAMPLE_WORKSPACE: &str = "coder.coder-k8s-operator.sample";
+
+/// The shipped samples of config/samples/aggregation, applied with kubectl through the binary's aggregated API server
+/// in `--app=all`, reach Coder (the test server): the template is imported and created, the workspace built, then
+/// stopped through the subresource, its log read, the template patched and the workspace deleted; every write that
+/// Coder received is the one the verb asked for.
+// Multi-threaded: the test server runs on this runtime while kubectl blocks the test's thread.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn all_mode_applies_the_samples_and_writes_through_to_coder() {
+    let pg = coder_k8s_testenv::postgres::shared().await.unwrap();
+    let db_url = pg.unique_coder_database("aggsamples").await.unwrap();
+    let server = TestServer::start(Config::new(&db_url)).await.unwrap();
+    let cp = start_control_plane(false).await;
+    let client = cp.client().unwrap();
+    let out = kubectl(&cp, &["create", "namespace", SAMPLE_NAMESPACE], None);
+    assert_success(&out, "create the sample namespace");
+    let (operator, api_port) = start_all_mode(&cp, SAMPLE_NAMESPACE);
+    ready_control_plane(&client, server.url().port().unwrap(), &db_url, SAMPLE_NAMESPACE).await;
+    register_and_wait(&cp, &client, api_port).await;
+    server.clear_requests();
+
+    let samples = path("config/samples/aggregation");
+    let template_file = format!("{samples}/aggregation_v1alpha1_codertemplate.yaml");
+    let out = kubectl(&cp, &["apply", "-f", &template_file], None);
+    assert_success(&out, "apply the sample template");
+    assert!(
+        stdout(&out).contains(&format!(
+            "codertemplate.aggregation.coder.com/{SAMPLE_TEMPLATE} created"
+        )),
+        "{}",
+        stdout(&out)
+    );
+    let created = coder_writes(&server);
+    assert_eq!(
+        created.first().map(String::as_str),
+        Some("POST /api/v2/files"),
+        "{created:?}"
+    );
+    assert!(
+        created
+            .iter()
+            .any(|w| w.starts_with("POST /api/v2/organizations/") && w.ends_with("/templates")),
+        "{created:?}"
+    );
+    let active = field(
+        &cp,
+        &format!("codertemplate/{SAMPLE_TEMPLATE}"),
+        "{.status.activeVersionID}",
+    );
+    assert_eq!(active.len(), 36, "a version UUID: {active:?}");
+    // Applying the same manifest again sends nothing to Coder.
+    server.clear_requests();
+    let out = kubectl(&cp, &["apply", "-f", &template_file], None);
+    assert_success(&out, "apply the sample template again");
+    assert_eq!(coder_writes(&server), Vec::<String>::new());
+
+    let workspace_file = format!("{samples}/aggregation_v1alpha1_coderworkspace.yaml");
+    let out = kubectl(&cp, &["apply", "-f", &workspace_file], None);
+    assert_success(&out, "apply the sample workspace");
+    assert_eq!(
+        coder_writes(&server),
+        vec!["POST /api/v2/users/coder-k8s-operator/workspaces".to_owned()]
+    );
+    let resource = format!("coderworkspace/{SAMPLE_WORKSPACE}");
+    wait_until("the sample workspace is running", async || {
+        field(&cp, &resource, "{.status.latestBuildStatus}") == "running"
+    })
+    .await;
+    let out = kubectl(&cp, &["get", "coderworkspaces,codertemplates", "-A"], None);
+    assert_success(&out, "get coderworkspaces,codertemplates -A");
+    let table = stdout(&out);
+    for name in [SAMPLE_WORKSPACE, SAMPLE_TEMPLATE] {
+        assert!(
+            table
+                .lines()
+                .any(|l| l.starts_with(&format!("{SAMPLE_NAMESPACE} ")) && l.contains(name)),
+            "{name} missing from:\n{table}"
+        );
+    }
+
+    // stop through the subresource: one stop build.
+    let base = format!(
+        "/apis/aggregation.coder.com/v1alpha1/namespaces/{SAMPLE_NAMESPACE}/coderworkspaces/{SAMPLE_WORKSPACE}"
+    );
+    server.clear_requests();
+    let out = kubectl(
+        &cp,
+        &["create", "--raw", &format!("{base}/stop"), "-f", "-"],
+        Some("{}"),
+    );
+    assert_success(&out, "stop the sample workspace");
+    let transition: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(transition["status"]["outcome"], "Queued", "{transition}");
+    let workspace_id = field(&cp, &resource, "{.status.id}");
+    assert_eq!(
+        coder_writes(&server),
+        vec![format!("POST /api/v2/workspaces/{workspace_id}/builds")]
+    );
+    wait_until("the sample workspace is stopped", async || {
+        field(&cp, &resource, "{.status.latestBuildStatus}") == "stopped"
+    })
+    .await;
+    assert_eq!(field(&cp, &resource, "{.spec.running}"), "false");
+
+    // The log of the latest build, in the documented line format.
+    let out = kubectl(&cp, &["get", "--raw", &format!("{base}/log")], None);
+    assert_success(&out, "read the build log");
+    let log = stdout(&out);
+    let first = log.lines().next().unwrap_or_default();
+    assert!(
+        first.contains(" [") && first.split(' ').next().is_some_and(|t| t.contains('T')),
+        "<RFC3339> [<level>] [<stage>] <output> lines: {log:?}"
+    );
+
+    // A patch of the template's description is one metadata update in Coder.
+    server.clear_requests();
+    let out = kubectl(
+        &cp,
+        &[
+            "patch",
+            "codertemplate",
+            SAMPLE_TEMPLATE,
+            "-n",
+            SAMPLE_NAMESPACE,
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"description":"patched by kubectl"}}"#,
+        ],
+        None,
+    );
+    assert_success(&out, "patch the sample template");
+    let template_id = field(&cp, &format!("codertemplate/{SAMPLE_TEMPLATE}"), "{.status.id}");
+    assert_eq!(
+        coder_writes(&server),
+        vec![format!("PATCH /api/v2/templates/{template_id}")]
+    );
+    assert_eq!(
+        field(
+            &cp,
+            &format!("codertemplate/{SAMPLE_TEMPLATE}"),
+            "{.spec.description}"
+        ),
+        "patched by kubectl"
+    );
+
+    // delete: one delete build.
+    server.clear_requests();
+    let out = kubectl(
+        &cp,
+        &[
+            "delete",
+            "coderworkspace",
+            SAMPLE_WORKSPACE,
+            "-n",
+            SAMPLE_NAMESPACE,
+            "--wait=false",
+        ],
+        None,
+    );
+    assert_success(&out, "delete the sample workspace");
+    assert_eq!(
+        coder_writes(&server),
+        vec![format!("POST /api/v2/workspaces/{workspace_id}/builds")]
+    );
+    wait_until("the sample workspace is gone", async || {
+        !kubectl(&cp, &["get", &resource, "-n", SAMPLE_NAMESPACE], None)
+            .status
+            .success()
+    })
+    .await;
     assert!(operator.stop().success(), "SIGTERM ends the process with 0");
 }
 
