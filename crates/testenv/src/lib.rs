@@ -15,6 +15,7 @@
 //! # }
 //! ```
 
+pub mod apiservice;
 pub mod archive;
 mod binaries;
 pub mod coder;

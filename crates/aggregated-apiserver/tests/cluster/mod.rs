@@ -16,16 +16,14 @@ use coder_k8s_aggregated_apiserver::generic::{Column, Registry, ResourceDef, Ver
 use coder_k8s_aggregated_apiserver::run::{Options, prepare};
 use coder_k8s_aggregated_apiserver::serving::ServingSettings;
 use coder_k8s_testenv::ControlPlane;
-use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
-use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
-use kube::core::{ApiResource, GroupVersionKind};
+use kube::api::{Api, DynamicObject, PostParams};
 use serde_json::{Value, json};
 use tokio::sync::OnceCell;
 
 /// The namespace the server runs in (its Service and serving-CA Secret live there).
 pub const SERVER_NAMESPACE: &str = "coder-system";
-pub const APISERVICE: &str = "v1alpha1.aggregation.coder.com";
+pub const APISERVICE: &str = coder_k8s_testenv::apiservice::APISERVICE;
 
 /// A control plane with the server registered and available.
 pub struct Served {
@@ -117,50 +115,15 @@ pub fn spawn_server(cp: &'static ControlPlane, registry: Registry) -> (SocketAdd
         .expect("the server started")
 }
 
-/// The ExternalName Service (kube-apiserver resolves it to localhost without kube-proxy) and the APIService with no
-/// caBundle: the server's caBundle controller fills it.
+/// Registers the server on localhost:`port` with kube-apiserver (the caBundle is left to the server).
 pub async fn register(client: &kube::Client, port: u16) {
-    let service: Service = serde_json::from_value(json!({
-        "metadata": {"name": "coder-k8s-apiserver", "namespace": SERVER_NAMESPACE},
-        "spec": {"type": "ExternalName", "externalName": "localhost"},
-    }))
-    .expect("service");
-    Api::<Service>::namespaced(client.clone(), SERVER_NAMESPACE)
-        .patch(
-            "coder-k8s-apiserver",
-            &PatchParams::apply("tests").force(),
-            &Patch::Apply(&service),
-        )
+    coder_k8s_testenv::apiservice::register(client, SERVER_NAMESPACE, port)
         .await
-        .expect("apply the Service");
-    let apiservice = json!({
-        "apiVersion": "apiregistration.k8s.io/v1",
-        "kind": "APIService",
-        "metadata": {"name": APISERVICE},
-        "spec": {
-            "group": "aggregation.coder.com",
-            "version": "v1alpha1",
-            "groupPriorityMinimum": 1000,
-            "versionPriority": 100,
-            "service": {"name": "coder-k8s-apiserver", "namespace": SERVER_NAMESPACE, "port": port},
-        },
-    });
-    apiservices(client)
-        .patch(
-            APISERVICE,
-            &PatchParams::apply("tests").force(),
-            &Patch::Apply(&apiservice),
-        )
-        .await
-        .expect("apply the APIService");
+        .expect("register the aggregated API server");
 }
 
 pub fn apiservices(client: &kube::Client) -> Api<DynamicObject> {
-    let gvk = GroupVersionKind::gvk("apiregistration.k8s.io", "v1", "APIService");
-    Api::all_with(
-        client.clone(),
-        &ApiResource::from_gvk_with_plural(&gvk, "apiservices"),
-    )
+    coder_k8s_testenv::apiservice::apiservices(client)
 }
 
 pub async fn create_namespace(client: &kube::Client, name: &str) {

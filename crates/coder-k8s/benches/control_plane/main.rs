@@ -20,12 +20,14 @@
 
 mod aggregated;
 mod coder;
+mod direct;
 mod measure;
 mod operator;
 mod report;
 mod round;
+mod setup;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, ensure};
@@ -132,9 +134,9 @@ async fn run(mode: Mode) -> Result<()> {
         .start()
         .await
         .context("starting the control plane")?;
-    install_crds(&cp)?;
+    setup::install_crds(&cp)?;
     let client = cp.client()?;
-    create_namespace(&client, aggregated::SERVER_NAMESPACE).await?;
+    setup::create_namespace(&client, aggregated::SERVER_NAMESPACE).await?;
     let coder = Coder::start().await?;
 
     let log_path = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(if mode.bench {
@@ -258,48 +260,5 @@ async fn run(mode: Mode) -> Result<()> {
     drop(operator);
     drop(coder);
     drop(cp);
-    Ok(())
-}
-
-async fn create_namespace(client: &kube::Client, name: &str) -> Result<()> {
-    let namespace: k8s_openapi::api::core::v1::Namespace =
-        serde_json::from_value(serde_json::json!({"metadata": {"name": name}}))?;
-    kube::Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
-        .create(&kube::api::PostParams::default(), &namespace)
-        .await
-        .with_context(|| format!("creating namespace {name}"))?;
-    Ok(())
-}
-
-fn install_crds(cp: &coder_k8s_testenv::ControlPlane) -> Result<()> {
-    let crds = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/crd/bases");
-    let crds = crds.display().to_string();
-    kubectl(cp, &["apply", "--server-side", "-f", &crds]).context("installing the CRDs")?;
-    kubectl(
-        cp,
-        &[
-            "wait",
-            "--for=condition=Established",
-            "crd",
-            "--all",
-            "--timeout=60s",
-        ],
-    )
-    .context("waiting for the CRDs")?;
-    Ok(())
-}
-
-fn kubectl(cp: &coder_k8s_testenv::ControlPlane, args: &[&str]) -> Result<()> {
-    let out = cp
-        .kubectl()
-        .args(args)
-        .output()
-        .with_context(|| format!("running kubectl {args:?}"))?;
-    ensure!(
-        out.status.success(),
-        "kubectl {args:?} failed: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
     Ok(())
 }

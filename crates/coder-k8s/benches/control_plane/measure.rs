@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::process::Command;
+use std::time::Duration;
 
 use anyhow::{Context as _, Result, anyhow};
 
@@ -187,4 +188,22 @@ impl Memory {
             current_kib: field("VmRSS:")?,
         })
     }
+}
+
+/// p50, p99 and max of `latencies` (zero when empty).
+pub fn percentiles(latencies: &[Duration]) -> (Duration, Duration, Duration) {
+    let mut sorted = latencies.to_vec();
+    sorted.sort();
+    let rank = |q: f64| -> Duration {
+        if sorted.is_empty() {
+            return Duration::ZERO;
+        }
+        let index = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len()) - 1;
+        sorted[index]
+    };
+    (rank(0.50), rank(0.99), sorted.last().copied().unwrap_or_default())
+}
+
+pub fn ms(d: Duration) -> String {
+    format!("{:.1} ms", d.as_secs_f64() * 1000.0)
 }

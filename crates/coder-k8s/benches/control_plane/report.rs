@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use crate::Mode;
 use crate::aggregated::ApiRound;
-use crate::measure::{Clock, Memory, VERBS};
-use crate::round::{Round, Window, ms};
+use crate::measure::{Clock, Memory, VERBS, ms};
+use crate::round::{Round, Window};
 
 fn mib(kib: u64) -> String {
     format!("{:.1}", kib as f64 / 1024.0)

@@ -18,7 +18,7 @@ use serde_json::json;
 use tokio::sync::watch;
 
 use crate::coder::{CONTROL_PLANE, Coder, mark_ready};
-use crate::measure::{Memory, Metrics};
+use crate::measure::{Memory, Metrics, ms, percentiles};
 use crate::operator::Operator;
 use crate::{Kind, Mode};
 
@@ -113,24 +113,6 @@ impl Round {
     pub fn percentiles(&self) -> (Duration, Duration, Duration) {
         percentiles(&self.latencies)
     }
-}
-
-/// p50, p99 and max of `latencies` (zero when empty).
-pub fn percentiles(latencies: &[Duration]) -> (Duration, Duration, Duration) {
-    let mut sorted = latencies.to_vec();
-    sorted.sort();
-    let rank = |q: f64| -> Duration {
-        if sorted.is_empty() {
-            return Duration::ZERO;
-        }
-        let index = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len()) - 1;
-        sorted[index]
-    };
-    (rank(0.50), rank(0.99), sorted.last().copied().unwrap_or_default())
-}
-
-pub fn ms(d: Duration) -> String {
-    format!("{:.1} ms", d.as_secs_f64() * 1000.0)
 }
 
 /// Name of object `i` of a round, and the name of its Deployment.

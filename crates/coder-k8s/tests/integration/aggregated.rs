@@ -13,9 +13,8 @@ use coder_k8s_coder_client::{CoderClient, SessionToken};
 use coder_k8s_coder_testserver::{Config, TestServer};
 use coder_k8s_testenv::{ControlPlane, RealCoder};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Namespace, Secret, Service};
-use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
-use kube::core::{ApiResource, GroupVersionKind};
+use k8s_openapi::api::core::v1::{Namespace, Secret};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use rustls_pki_types::pem::PemObject as _;
 use serde_json::json;
 use tokio::sync::OnceCell;
@@ -23,7 +22,6 @@ use tokio::sync::OnceCell;
 use crate::support::{assert_success, control_plane_with_crds, kubectl, path, stderr, stdout};
 
 const SERVER_NAMESPACE: &str = "coder-system";
-const APISERVICE: &str = "v1alpha1.aggregation.coder.com";
 
 /// The process; killed if a test fails before it stops it.
 struct Process(Child);
@@ -91,40 +89,6 @@ async fn start_control_plane(controller_manager: bool) -> ControlPlane {
 async fn own_control_plane() -> &'static ControlPlane {
     static CP: OnceCell<ControlPlane> = OnceCell::const_new();
     CP.get_or_init(|| start_control_plane(true)).await
-}
-
-/// The ExternalName Service and the APIService that lead kube-apiserver to the server on `port` (no caBundle: the
-/// server fills it).
-async fn register(client: &kube::Client, port: u16) {
-    let service: Service = serde_json::from_value(json!({
-        "metadata": {"name": "coder-k8s-apiserver", "namespace": SERVER_NAMESPACE},
-        "spec": {"type": "ExternalName", "externalName": "localhost"},
-    }))
-    .unwrap();
-    Api::<Service>::namespaced(client.clone(), SERVER_NAMESPACE)
-        .create(&PostParams::default(), &service)
-        .await
-        .unwrap();
-    let gvk = GroupVersionKind::gvk("apiregistration.k8s.io", "v1", "APIService");
-    let apiservices: Api<DynamicObject> = Api::all_with(
-        client.clone(),
-        &ApiResource::from_gvk_with_plural(&gvk, "apiservices"),
-    );
-    let apiservice: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "apiregistration.k8s.io/v1",
-        "kind": "APIService",
-        "metadata": {"name": APISERVICE},
-        "spec": {
-            "group": "aggregation.coder.com", "version": "v1alpha1",
-            "groupPriorityMinimum": 1000, "versionPriority": 100,
-            "service": {"name": "coder-k8s-apiserver", "namespace": SERVER_NAMESPACE, "port": port},
-        },
-    }))
-    .unwrap();
-    apiservices
-        .create(&PostParams::default(), &apiservice)
-        .await
-        .unwrap();
 }
 
 /// Imports an echo template named `name` into the real Coder's default organization; returns the organization.
@@ -239,7 +203,9 @@ fn start_all_mode(cp: &ControlPlane, namespace: &str) -> (Process, u16) {
 
 /// Registers the APIService for the server on `api_port` and waits until kube-apiserver proxies to it.
 async fn register_and_wait(cp: &ControlPlane, client: &kube::Client, api_port: u16) {
-    register(client, api_port).await;
+    coder_k8s_testenv::apiservice::register(client, SERVER_NAMESPACE, api_port)
+        .await
+        .unwrap();
     wait_until("the aggregated API answers through kube-apiserver", async || {
         kubectl(
             cp,
