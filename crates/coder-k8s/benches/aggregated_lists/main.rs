@@ -1,0 +1,427 @@
+//! Aggregated API list benchmark: the real `coder-k8s` binary (`--app=all`) registered with a dedicated etcd +
+//! kube-apiserver, serving a Coder API test server that holds many workspaces and templates.
+//!
+//! `cargo bench -p coder-k8s --bench aggregated_lists -- --bench` seeds 1,000 workspaces and 200 templates, then
+//! measures each list four ways (p50 / p99 / max): the Coder calls the server makes for it sent straight to Coder
+//! (recorded from the server's own list, then replayed), the list sent straight to the aggregated API server, the
+//! list through kube-apiserver, and `kubectl get`; and one small GET served by kube-apiserver itself, the cost of
+//! the extra hop. Then it opens 10 watches through kube-apiserver and reports the operator's memory and the Coder
+//! calls per minute while nothing changes.
+//!
+//! Without `--bench` (what `cargo test --all-targets` runs) it does the same with 12 workspaces, 3 templates and a
+//! few samples, and asserts that every answer has the seeded objects, that the watches stay open and that their poll
+//! calls Coder, within Coder's default limit of 512 requests per minute per token.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+// Shared with the operator benchmark; this one uses a part of each.
+#[allow(dead_code)]
+#[path = "../control_plane/coder.rs"]
+mod coder;
+#[allow(dead_code)]
+#[path = "../control_plane/direct.rs"]
+mod direct;
+#[allow(dead_code)]
+#[path = "../control_plane/measure.rs"]
+mod measure;
+#[allow(dead_code)]
+#[path = "../control_plane/operator.rs"]
+mod operator;
+#[allow(dead_code)]
+#[path = "../control_plane/setup.rs"]
+mod setup;
+
+mod seed;
+mod timing;
+mod watches;
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, Result, ensure};
+use coder_k8s_coder_client::{CoderClient, SessionToken};
+use k8s_openapi::api::core::v1::Secret;
+use kube::Api;
+
+use crate::coder::Coder;
+use crate::measure::{Memory, ms, percentiles};
+use crate::operator::Operator;
+use crate::timing::samples;
+use crate::watches::Watch;
+
+/// Sizes of one run mode.
+struct Mode {
+    bench: bool,
+    workspaces: usize,
+    templates: usize,
+    /// Samples of each HTTP measurement.
+    samples: usize,
+    /// Samples of each `kubectl get`.
+    kubectl_samples: usize,
+    watches: usize,
+    /// Nothing changes for this long while the watches are open.
+    rest: Duration,
+}
+
+impl Mode {
+    fn from_args() -> Self {
+        if std::env::args().skip(1).any(|a| a == "--bench") {
+            Self {
+                bench: true,
+                workspaces: 1000,
+                templates: 200,
+                samples: 200,
+                kubectl_samples: 50,
+                watches: 10,
+                rest: Duration::from_secs(120),
+            }
+        } else {
+            Self {
+                bench: false,
+                workspaces: 12,
+                templates: 3,
+                samples: 3,
+                kubectl_samples: 1,
+                watches: 10,
+                // Two polls of the watch feed (every 5 s) at least.
+                rest: Duration::from_secs(12),
+            }
+        }
+    }
+}
+
+/// The latency samples of one list.
+struct ListTimes {
+    resource: &'static str,
+    items: usize,
+    coder_calls: usize,
+    direct_coder: Vec<Duration>,
+    server: Vec<Duration>,
+    through_kube: Vec<Duration>,
+    kubectl: Vec<Duration>,
+}
+
+/// Everything the report prints.
+struct Results {
+    lists: Vec<ListTimes>,
+    kube_hop: Vec<Duration>,
+    memory_before_watches: Memory,
+    memory_with_watches: Memory,
+    rest_calls: usize,
+    watch_events: Vec<usize>,
+}
+
+fn main() -> Result<()> {
+    let mode = Mode::from_args();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("building the tokio runtime")?;
+    runtime.block_on(run(mode))
+}
+
+async fn run(mode: Mode) -> Result<()> {
+    eprintln!(
+        "starting etcd + kube-apiserver, PostgreSQL, the Coder API test server and coder-k8s --app=all ..."
+    );
+    let cp = coder_k8s_testenv::ControlPlane::builder()
+        .start()
+        .await
+        .context("starting the control plane")?;
+    setup::install_crds(&cp)?;
+    let kube = cp.client()?;
+    setup::create_namespace(&kube, direct::SERVER_NAMESPACE).await?;
+    let coder = Coder::start().await?;
+    let log_path = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("aggregated_lists-operator.log");
+    let operator = Operator::start(
+        cp.kubeconfig_path(),
+        &log_path,
+        direct::SERVER_NAMESPACE,
+        &["--service-address-override=127.0.0.1".to_owned()],
+    )
+    .await?;
+    let namespace = cp.namespace("bench-agg").await?.name().to_owned();
+    coder.ready_control_plane(&kube, &namespace).await?;
+    coder_k8s_testenv::apiservice::register(&kube, direct::SERVER_NAMESPACE, operator.api_address().port())
+        .await?;
+
+    coder_k8s_coder_client::install_ring_provider();
+    let token = operator_token(&kube, &namespace).await?;
+    let coder_client = CoderClient::new(coder.server.url(), SessionToken::new(token.clone()))?;
+    let seeding = Instant::now();
+    seed::fill(&coder_client, mode.templates, mode.workspaces).await?;
+    eprintln!(
+        "seeded {} templates and {} workspaces in {:.1?}",
+        mode.templates,
+        mode.workspaces,
+        seeding.elapsed()
+    );
+    wait_served(&kube, &namespace).await?;
+
+    let context = Measure {
+        mode: &mode,
+        cp: &cp,
+        kube: &kube,
+        coder: &coder,
+        operator: &operator,
+        namespace: &namespace,
+        token: &token,
+    };
+    let results = context.all().await?;
+    operator.ensure_running()?;
+    print_report(&mode, &results, &log_path);
+    if !mode.bench {
+        check_smoke(&mode, &results)?;
+    }
+    drop(operator);
+    drop(coder);
+    drop(cp);
+    Ok(())
+}
+
+/// The operator token the aggregated API server calls Coder with (the control plane's token Secret).
+async fn operator_token(kube: &kube::Client, namespace: &str) -> Result<String> {
+    let secret = Api::<Secret>::namespaced(kube.clone(), namespace)
+        .get(&format!("{}-operator-token", coder::CONTROL_PLANE))
+        .await
+        .context("reading the operator token Secret")?;
+    let bytes = secret
+        .data
+        .and_then(|data| data.get("token").map(|value| value.0.clone()))
+        .context("the operator token Secret has no token")?;
+    String::from_utf8(bytes).context("the operator token is not UTF-8")
+}
+
+/// Waits until kube-apiserver forwards lists of the namespace to the operator.
+async fn wait_served(kube: &kube::Client, namespace: &str) -> Result<()> {
+    let path = format!("/apis/aggregation.coder.com/v1alpha1/namespaces/{namespace}/codertemplates");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let request = http::Request::get(&path).body(Vec::new())?;
+        match kube.request_text(request).await {
+            Ok(_) => return Ok(()),
+            Err(error) if Instant::now() >= deadline => {
+                return Err(error).context("the aggregated API does not answer through kube-apiserver");
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(250)).await,
+        }
+    }
+}
+
+/// What the measurements need.
+struct Measure<'a> {
+    mode: &'a Mode,
+    cp: &'a coder_k8s_testenv::ControlPlane,
+    kube: &'a kube::Client,
+    coder: &'a Coder,
+    operator: &'a Operator,
+    namespace: &'a str,
+    token: &'a str,
+}
+
+impl Measure<'_> {
+    async fn all(&self) -> Result<Results> {
+        let lists = vec![
+            self.list("coderworkspaces", self.mode.workspaces).await?,
+            self.list("codertemplates", self.mode.templates).await?,
+        ];
+        let hop_path = format!("/api/v1/namespaces/{}", self.namespace);
+        let kube_hop = samples(self.mode.samples, || async {
+            self.kube
+                .request_text(http::Request::get(&hop_path).body(Vec::new())?)
+                .await?;
+            Ok(())
+        })
+        .await?;
+
+        let memory_before_watches = self.operator.memory()?;
+        let mut watches = Vec::with_capacity(self.mode.watches);
+        for i in 0..self.mode.watches {
+            let resource = if i % 2 == 0 {
+                "coderworkspaces"
+            } else {
+                "codertemplates"
+            };
+            watches.push(Watch::open(self.kube, &self.resource_path(resource)).await?);
+        }
+        eprintln!(
+            "{} watches open; {:?} without changes ...",
+            watches.len(),
+            self.mode.rest
+        );
+        // The feed's first poll takes its baseline; the window starts after it.
+        tokio::time::sleep(Duration::from_secs(6)).await;
+        let calls_before = self.coder.calls();
+        tokio::time::sleep(self.mode.rest).await;
+        let rest_calls = self.coder.calls().saturating_sub(calls_before);
+        let memory_with_watches = self.operator.memory()?;
+        for watch in &watches {
+            ensure!(
+                watch.is_open(),
+                "the watch of {} ended during the rest window",
+                watch.path
+            );
+        }
+        Ok(Results {
+            lists,
+            kube_hop,
+            memory_before_watches,
+            memory_with_watches,
+            rest_calls,
+            watch_events: watches.iter().map(Watch::events).collect(),
+        })
+    }
+
+    fn resource_path(&self, resource: &str) -> String {
+        format!(
+            "/apis/aggregation.coder.com/v1alpha1/namespaces/{}/{resource}",
+            self.namespace
+        )
+    }
+
+    /// The four measurements of one list of `items` objects.
+    async fn list(&self, resource: &'static str, items: usize) -> Result<ListTimes> {
+        eprintln!("measuring {resource} ({items} objects) ...");
+        let path = self.resource_path(resource);
+        let (server, base) = direct::client(self.kube, self.operator.api_address()).await?;
+        let server_url = format!("{base}{path}");
+        let admin = self.cp.admin_token();
+        // Record the Coder calls of one list, then replay exactly those.
+        timing::server_list(&server, &server_url, admin, items).await?;
+        self.coder.server.clear_requests();
+        timing::server_list(&server, &server_url, admin, items).await?;
+        let calls = timing::coder_calls(&self.coder.server.requests());
+        ensure!(!calls.is_empty(), "a list of {resource} made no Coder call");
+        let coder_base = self.coder.server.url().as_str().trim_end_matches('/').to_owned();
+        let plain = reqwest::Client::new();
+
+        let direct_coder = samples(self.mode.samples, || {
+            timing::replay(&plain, &coder_base, self.token, &calls)
+        })
+        .await?;
+        let server_times = samples(self.mode.samples, || {
+            timing::server_list(&server, &server_url, admin, items)
+        })
+        .await?;
+        let through_kube = samples(self.mode.samples, || timing::kube_list(self.kube, &path, items)).await?;
+        let kubectl = samples(self.mode.kubectl_samples, || async {
+            timing::kubectl_list(self.cp, resource, self.namespace, items)
+        })
+        .await?;
+        Ok(ListTimes {
+            resource,
+            items,
+            coder_calls: calls.len(),
+            direct_coder,
+            server: server_times,
+            through_kube,
+            kubectl,
+        })
+    }
+}
+
+fn row(what: &str, latencies: &[Duration]) -> String {
+    let (p50, p99, max) = percentiles(latencies);
+    format!(
+        "| {what} | {} | {} | {} | {} |",
+        latencies.len(),
+        ms(p50),
+        ms(p99),
+        ms(max)
+    )
+}
+
+fn print_report(mode: &Mode, results: &Results, log_path: &std::path::Path) {
+    let (hop, _, _) = percentiles(&results.kube_hop);
+    println!(
+        "\n## Aggregated API lists ({})\n",
+        if mode.bench { "benchmark" } else { "smoke run" }
+    );
+    for list in &results.lists {
+        println!(
+            "### {} ({} objects; one list = {} Coder calls)\n",
+            list.resource, list.items, list.coder_calls
+        );
+        println!("| path | samples | p50 | p99 | max |\n|---|---|---|---|---|");
+        println!(
+            "{}",
+            row("the same Coder calls, straight to Coder", &list.direct_coder)
+        );
+        println!("{}", row("straight to the aggregated API server", &list.server));
+        println!(
+            "{}",
+            row("through kube-apiserver (client-go)", &list.through_kube)
+        );
+        println!("{}", row("`kubectl get` (process start to exit)", &list.kubectl));
+        let (coder_p50, coder_p99, _) = percentiles(&list.direct_coder);
+        let (kube_p50, kube_p99, _) = percentiles(&list.through_kube);
+        let ratio = |through: Duration, direct: Duration| {
+            through.saturating_sub(hop).as_secs_f64() / direct.as_secs_f64().max(1e-9)
+        };
+        println!(
+            "\nthrough kube-apiserver minus one kube-apiserver hop ({}), over the direct Coder calls: p50 {:.2}x, p99 {:.2}x (goal <= 1.10x)\n",
+            ms(hop),
+            ratio(kube_p50, coder_p50),
+            ratio(kube_p99, coder_p99)
+        );
+    }
+    println!(
+        "{}",
+        row("one kube-apiserver hop: GET a Namespace", &results.kube_hop)
+    );
+    let mib = |kib: u64| kib as f64 / 1024.0;
+    println!(
+        "\noperator memory (RSS): {:.1} MiB before the watches, {:.1} MiB with {} watches open (peak {:.1} MiB)",
+        mib(results.memory_before_watches.current_kib),
+        mib(results.memory_with_watches.current_kib),
+        results.watch_events.len(),
+        mib(results.memory_with_watches.peak_kib)
+    );
+    println!(
+        "Coder calls at rest with the watches open: {} in {:?} = {:.1} per minute (events received per watch: {:?})",
+        results.rest_calls,
+        mode.rest,
+        per_minute(results.rest_calls, mode.rest),
+        results.watch_events
+    );
+    println!("operator log: {}", log_path.display());
+}
+
+fn per_minute(calls: usize, window: Duration) -> f64 {
+    calls as f64 * 60.0 / window.as_secs_f64()
+}
+
+/// The smoke run's assertions (each answer was already checked for its objects while it was measured).
+fn check_smoke(mode: &Mode, results: &Results) -> Result<()> {
+    for list in &results.lists {
+        for (what, latencies, expected) in [
+            ("direct Coder", &list.direct_coder, mode.samples),
+            ("server", &list.server, mode.samples),
+            ("through kube-apiserver", &list.through_kube, mode.samples),
+            ("kubectl", &list.kubectl, mode.kubectl_samples),
+        ] {
+            ensure!(
+                latencies.len() == expected,
+                "{} {what}: {} of {expected} samples",
+                list.resource,
+                latencies.len()
+            );
+        }
+    }
+    ensure!(
+        results.watch_events.len() == mode.watches,
+        "not every watch opened"
+    );
+    let rate = per_minute(results.rest_calls, mode.rest);
+    ensure!(
+        results.rest_calls > 0,
+        "no Coder call in {:?} with {} watches open: the watch feed does not poll",
+        mode.rest,
+        mode.watches
+    );
+    ensure!(
+        rate < 512.0,
+        "{rate:.0} Coder calls per minute with {} watches open, above Coder's default limit of 512",
+        mode.watches
+    );
+    Ok(())
+}

@@ -1,0 +1,116 @@
+//! The latency samples of one list, sent four ways: the Coder calls the aggregated API server makes for it, sent
+//! straight to Coder; the list sent straight to the aggregated API server; the list through kube-apiserver (as
+//! client-go sends it); and `kubectl get` as a user runs it. Every answer is checked, so a failure cannot pass as a
+//! fast sample.
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, Result, ensure};
+use coder_k8s_coder_testserver::RecordedRequest;
+
+/// What kubectl asks for when it prints a table.
+pub const TABLE_ACCEPT: &str = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json";
+
+/// `n` sequential samples of `once`.
+pub async fn samples<F, Fut>(n: usize, mut once: F) -> Result<Vec<Duration>>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<()>>,
+{
+    let mut latencies = Vec::with_capacity(n);
+    for _ in 0..n {
+        let sent = Instant::now();
+        once().await?;
+        latencies.push(sent.elapsed());
+    }
+    Ok(latencies)
+}
+
+/// The Coder calls of one list, replayable: `path?query`.
+pub fn coder_calls(recorded: &[RecordedRequest]) -> Vec<String> {
+    recorded
+        .iter()
+        .map(|r| match &r.query {
+            Some(query) => format!("{}?{query}", r.path),
+            None => r.path.clone(),
+        })
+        .collect()
+}
+
+/// Sends `calls` one after the other to Coder at `base`, as the aggregated API server does, reading every body.
+pub async fn replay(http: &reqwest::Client, base: &str, token: &str, calls: &[String]) -> Result<()> {
+    for call in calls {
+        let response = http
+            .get(format!("{base}{call}"))
+            .header("Coder-Session-Token", token)
+            .send()
+            .await
+            .with_context(|| format!("GET {call}"))?;
+        let status = response.status();
+        response.bytes().await?;
+        ensure!(status.is_success(), "GET {call}: {status}");
+    }
+    Ok(())
+}
+
+/// The rows of a Table answer; fails unless there are `expected`.
+pub fn check_rows(body: &[u8], expected: usize, what: &str) -> Result<()> {
+    let table: serde_json::Value =
+        serde_json::from_slice(body).with_context(|| format!("{what}: the answer is not JSON"))?;
+    let rows = table["rows"].as_array().map_or(0, Vec::len);
+    ensure!(rows == expected, "{what}: {rows} rows, expected {expected}");
+    Ok(())
+}
+
+/// One Table list straight to the aggregated API server (as kube-apiserver forwards it).
+pub async fn server_list(http: &reqwest::Client, url: &str, token: &str, expected: usize) -> Result<()> {
+    let response = http
+        .get(url)
+        .bearer_auth(token)
+        .header("Accept", TABLE_ACCEPT)
+        .send()
+        .await
+        .context("GET from the aggregated API server")?;
+    let status = response.status();
+    let body = response.bytes().await?;
+    ensure!(status == 200, "GET {url}: {status}");
+    check_rows(&body, expected, url)
+}
+
+/// One Table list through kube-apiserver.
+pub async fn kube_list(kube: &kube::Client, path: &str, expected: usize) -> Result<()> {
+    let request = http::Request::get(path)
+        .header("Accept", TABLE_ACCEPT)
+        .body(Vec::new())?;
+    let body = kube
+        .request_text(request)
+        .await
+        .with_context(|| format!("GET {path} through kube-apiserver"))?;
+    check_rows(body.as_bytes(), expected, path)
+}
+
+/// One `kubectl get <resource> -n <namespace> --no-headers`; fails unless it prints `expected` lines.
+pub fn kubectl_list(
+    cp: &coder_k8s_testenv::ControlPlane,
+    resource: &str,
+    namespace: &str,
+    expected: usize,
+) -> Result<()> {
+    let out = cp
+        .kubectl()
+        .args(["get", resource, "-n", namespace, "--no-headers"])
+        .output()
+        .context("running kubectl")?;
+    ensure!(
+        out.status.success(),
+        "kubectl get {resource}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines = String::from_utf8_lossy(&out.stdout).lines().count();
+    ensure!(
+        lines == expected,
+        "kubectl get {resource}: {lines} lines, expected {expected}"
+    );
+    Ok(())
+}
