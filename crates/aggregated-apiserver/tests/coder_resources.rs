@@ -282,6 +282,60 @@ async fn workspaces_list_and_get_from_coder() {
     );
 }
 
+/// A list of more workspaces than a Coder page holds reads every page once (the first, then the rest together) and
+/// shows each workspace once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workspace_list_reads_every_page_once() {
+    use futures::{StreamExt as _, TryStreamExt as _};
+    let coder = coder("wspages").await;
+    let client = CoderClient::new(coder.server.url(), SessionToken::new(coder.token.clone())).unwrap();
+    futures::stream::iter(0..250)
+        .map(|i| {
+            let request = CreateWorkspaceRequest {
+                template_id: Some(coder.template.id),
+                name: format!("w{i}"),
+                ..CreateWorkspaceRequest::default()
+            };
+            let client = &client;
+            async move { client.create_workspace("me", &request).await }
+        })
+        .buffer_unordered(8)
+        .try_for_each(|_| async { Ok(()) })
+        .await
+        .unwrap();
+    // Coder lists workspaces whose build succeeded first, so the order (and the pages) settle with the builds.
+    eventually("every build ended", async || {
+        let page = client.workspaces("", 0, 0).await.unwrap();
+        let ended = page
+            .workspaces
+            .iter()
+            .all(|w| w.latest_build.job.status.is_terminal());
+        (page.workspaces.len() == 251 && ended).then_some(())
+    })
+    .await;
+    let registry = static_registry(&coder);
+    coder.server.clear_requests();
+    let items = list(&registry, "coderworkspaces", Some(NAMESPACE)).await.unwrap();
+    let listed: std::collections::BTreeSet<&str> = names(&items).into_iter().collect();
+    assert_eq!(items.len(), 251);
+    assert_eq!(listed.len(), 251, "every workspace once");
+    assert!(listed.contains(format!("{}.{OPERATOR}.w249", coder.organization).as_str()));
+    let mut pages: Vec<String> = coder
+        .server
+        .requests()
+        .iter()
+        .filter(|r| r.path == "/api/v2/workspaces")
+        .map(|r| r.query.clone().unwrap_or_default())
+        .collect();
+    pages.sort();
+    assert_eq!(
+        pages,
+        ["limit=100", "limit=100&offset=100", "limit=100&offset=200"],
+        "{:?}",
+        coder.server.requests()
+    );
+}
+
 #[tokio::test]
 async fn templates_and_versions_list_and_get_from_coder() {
     let coder = coder("tpl").await;

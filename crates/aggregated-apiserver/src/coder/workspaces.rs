@@ -7,6 +7,7 @@ use coder_k8s_api::aggregation::{CoderWorkspace, GROUP};
 use coder_k8s_coder_client::CoderClient;
 use coder_k8s_coder_client::types::builds::{CreateWorkspaceBuildRequest, Transition, WorkspaceBuild};
 use coder_k8s_coder_client::types::workspaces::Workspace;
+use futures::{StreamExt as _, TryStreamExt as _};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::DeleteOptions;
 use serde_json::Value;
 use tokio::time::Instant;
@@ -100,24 +101,51 @@ struct WorkspaceStorage {
     provider: Arc<dyn Provider>,
 }
 
-/// Every workspace Coder shows the operator, page by page until Coder's count is reached.
+/// Workspaces per Coder page.
+const PAGE: u32 = 100;
+/// Pages fetched at once after the first: a list of 1,000 workspaces takes the time of about three pages instead
+/// of ten, at the same number of Coder calls.
+const PAGES_AT_ONCE: usize = 4;
+
+/// Every workspace Coder shows the operator. The first page tells Coder's count; the other pages are fetched
+/// [`PAGES_AT_ONCE`] at a time. Should the count grow meanwhile, the pages after it are fetched one by one until a
+/// short page; a workspace seen twice (shifted by a delete between pages) is kept once.
 async fn all_workspaces(client: &CoderClient, ctx: &RequestContext) -> Result<Vec<Workspace>, ApiError> {
-    const PAGE: u32 = 100;
-    let mut workspaces: Vec<Workspace> = Vec::new();
-    loop {
-        let offset = u32::try_from(workspaces.len()).unwrap_or(u32::MAX);
-        let page = within(
+    let page = |offset: u32| {
+        within(
             ctx.deadline,
             subject(WORKSPACES, ""),
             client.workspaces("", PAGE, offset),
         )
-        .await?;
-        let received = page.workspaces.len();
-        workspaces.extend(page.workspaces);
-        if received == 0 || i64::try_from(workspaces.len()).unwrap_or(i64::MAX) >= page.count {
-            return Ok(workspaces);
+    };
+    let first = page(0).await?;
+    let mut count = first.count;
+    let mut full = first.workspaces.len() == PAGE as usize;
+    let mut workspaces = first.workspaces;
+    if full {
+        let planned = u32::try_from(count.max(0)).unwrap_or(u32::MAX);
+        let offsets = (1..).map(|n| n * PAGE).take_while(|offset| *offset < planned);
+        let pages: Vec<_> = futures::stream::iter(offsets)
+            .map(page)
+            .buffered(PAGES_AT_ONCE)
+            .try_collect()
+            .await?;
+        for next in pages {
+            full = next.workspaces.len() == PAGE as usize;
+            count = count.max(next.count);
+            workspaces.extend(next.workspaces);
         }
     }
+    let listed = |workspaces: &Vec<Workspace>| i64::try_from(workspaces.len()).unwrap_or(i64::MAX);
+    while full && listed(&workspaces) < count {
+        let next = page(u32::try_from(workspaces.len()).unwrap_or(u32::MAX)).await?;
+        full = next.workspaces.len() == PAGE as usize;
+        count = count.max(next.count);
+        workspaces.extend(next.workspaces);
+    }
+    let mut seen = std::collections::HashSet::new();
+    workspaces.retain(|w| seen.insert(w.id));
+    Ok(workspaces)
 }
 
 /// A workspace found under its canonical name, and the backend that serves it.

@@ -16,6 +16,13 @@ pub struct LabelSelector {
     requirements: Vec<LabelRequirement>,
 }
 
+impl LabelSelector {
+    /// No requirement: the selector selects every object.
+    pub fn is_empty(&self) -> bool {
+        self.requirements.is_empty()
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct LabelRequirement {
     key: String,
@@ -324,6 +331,13 @@ fn is_label_value(value: &str) -> bool {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct FieldSelector {
     requirements: Vec<FieldRequirement>,
+}
+
+impl FieldSelector {
+    /// No requirement: the selector selects every object.
+    pub fn is_empty(&self) -> bool {
+        self.requirements.is_empty()
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -200,7 +200,7 @@ impl Broadcaster {
 
     /// Remembers a list answered at `counter` for `scope` (the namespace, `None` for all), replacing the last one of
     /// the same scope.
-    pub fn remember_list(&self, scope: Option<&str>, counter: u64, items: &[Value]) {
+    pub fn remember_list(&self, scope: Option<&str>, counter: u64, items: Arc<Vec<Value>>) {
         let mut journal = self.journal();
         journal.lists.retain(|l| l.scope.as_deref() != scope);
         if journal.lists.len() == LIST_SNAPSHOTS {
@@ -210,7 +210,7 @@ impl Broadcaster {
             scope: scope.map(str::to_owned),
             counter,
             taken: Instant::now(),
-            items: Arc::new(items.to_vec()),
+            items,
         });
     }
 
@@ -555,8 +555,8 @@ mod tests {
             named("a", "1"),
             json!({"metadata": {"name": "b", "namespace": "other"}}),
         ];
-        broadcaster.remember_list(None, 10, &all);
-        broadcaster.remember_list(Some("ns"), 20, &[named("c", "3")]);
+        broadcaster.remember_list(None, 10, Arc::new(all.to_vec()));
+        broadcaster.remember_list(Some("ns"), 20, Arc::new(vec![named("c", "3")]));
         let (counter, items) = broadcaster.list_snapshot("ns", 15).unwrap();
         assert_eq!((counter, items.len()), (10, 1));
         assert_eq!(items[0]["metadata"]["name"], "a");

@@ -1,5 +1,5 @@
-//! The latency samples of one list, sent four ways: the Coder calls the aggregated API server makes for it, sent
-//! straight to Coder; the list sent straight to the aggregated API server; the list through kube-apiserver (as
+//! The latency samples of one list, sent several ways: the Coder calls the aggregated API server makes for it, sent
+//! straight to Coder (one after the other, and as the server sends them); the list sent straight to the aggregated API server; the list through kube-apiserver (as
 //! client-go sends it); and `kubectl get` as a user runs it. Every answer is checked, so a failure cannot pass as a
 //! fast sample.
 
@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, ensure};
 use coder_k8s_coder_testserver::RecordedRequest;
+use futures::{StreamExt as _, TryStreamExt as _};
 
 /// What kubectl asks for when it prints a table.
 pub const TABLE_ACCEPT: &str = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json";
@@ -38,19 +39,41 @@ pub fn coder_calls(recorded: &[RecordedRequest]) -> Vec<String> {
         .collect()
 }
 
-/// Sends `calls` one after the other to Coder at `base`, as the aggregated API server does, reading every body.
-pub async fn replay(http: &reqwest::Client, base: &str, token: &str, calls: &[String]) -> Result<()> {
-    for call in calls {
-        let response = http
-            .get(format!("{base}{call}"))
-            .header("Coder-Session-Token", token)
-            .send()
-            .await
-            .with_context(|| format!("GET {call}"))?;
-        let status = response.status();
-        response.bytes().await?;
-        ensure!(status.is_success(), "GET {call}: {status}");
-    }
+/// How many calls [`replay`] sends at once after the first: the aggregated API server reads the pages of a
+/// workspace list after the first four at a time.
+pub const AT_ONCE: usize = 4;
+
+/// Sends `calls` to Coder at `base`, reading every body: the first alone, then the rest `at_once` at a time (1: one
+/// after the other).
+pub async fn replay(
+    http: &reqwest::Client,
+    base: &str,
+    token: &str,
+    calls: &[String],
+    at_once: usize,
+) -> Result<()> {
+    let Some((first, rest)) = calls.split_first() else {
+        return Ok(());
+    };
+    call(http, base, token, first).await?;
+    futures::stream::iter(rest)
+        .map(|c| call(http, base, token, c))
+        .buffered(at_once.max(1))
+        .try_collect::<Vec<()>>()
+        .await?;
+    Ok(())
+}
+
+async fn call(http: &reqwest::Client, base: &str, token: &str, call: &str) -> Result<()> {
+    let response = http
+        .get(format!("{base}{call}"))
+        .header("Coder-Session-Token", token)
+        .send()
+        .await
+        .with_context(|| format!("GET {call}"))?;
+    let status = response.status();
+    response.bytes().await?;
+    ensure!(status.is_success(), "GET {call}: {status}");
     Ok(())
 }
 

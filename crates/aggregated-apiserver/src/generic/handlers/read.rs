@@ -1,5 +1,6 @@
 //! The read verbs: get, list and watch.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -44,6 +45,11 @@ impl Selectors {
     fn matches(&self, object: &Value) -> bool {
         self.labels.matches(object) && self.fields.matches(object)
     }
+
+    /// Neither selector was given (or both are empty): every object is selected.
+    fn select_everything(&self) -> bool {
+        self.labels.is_empty() && self.fields.is_empty()
+    }
 }
 
 /// Every object in scope that the selectors select. The list's resourceVersion is the resource's watch counter,
@@ -60,22 +66,27 @@ pub async fn list(call: Call<'_>) -> Result<Response, ApiError> {
         .broadcaster()
         .map(|b| b.resource_version())
         .unwrap_or_default();
-    let items = call.within(call.def.storage.list(&call.ctx)).await?;
-    // A feed that starts for a watch from this list's resourceVersion begins from what the client saw.
+    let items = Arc::new(call.within(call.def.storage.list(&call.ctx)).await?);
+    // A feed that starts for a watch from this list's resourceVersion begins from what the client saw. The snapshot
+    // shares the answer's objects rather than copying them.
     if let (Some(_), Some(broadcaster), Ok(counter)) = (
         &call.def.watch_feed,
         call.broadcaster(),
         resource_version.parse::<u64>(),
     ) {
-        broadcaster.remember_list(call.ctx.namespace.as_deref(), counter, &items);
+        broadcaster.remember_list(call.ctx.namespace.as_deref(), counter, items.clone());
     }
-    let items = items.into_iter().filter(|o| selectors.matches(o)).collect();
+    let selected: Cow<'_, [Value]> = if selectors.select_everything() {
+        Cow::Borrowed(items.as_slice())
+    } else {
+        Cow::Owned(items.iter().filter(|o| selectors.matches(o)).cloned().collect())
+    };
     let list_meta = json!({"resourceVersion": resource_version});
     Ok(respond::list(
         call.def,
         &call.group_version(),
         &format,
-        items,
+        &selected,
         list_meta,
     ))
 }

@@ -31,32 +31,32 @@ pub fn object(def: &ResourceDef, format: &ResponseFormat, code: StatusCode, obje
     }
 }
 
-/// A list with `metadata` `list_meta`.
+/// A list with `metadata` `list_meta`. The objects are borrowed: a list is encoded without copying them.
 pub fn list(
     def: &ResourceDef,
     group_version: &str,
     format: &ResponseFormat,
-    items: Vec<Value>,
+    items: &[Value],
     list_meta: Value,
 ) -> Response {
     match format {
         ResponseFormat::Table { include_object } => encoded(
             StatusCode::OK,
             TABLE,
-            &table::table(def, &items, list_meta, *include_object),
+            &table::table(def, items, list_meta, *include_object),
         ),
         ResponseFormat::PartialObjectMetadata | ResponseFormat::PartialObjectMetadataList => encoded(
             StatusCode::OK,
             PARTIAL_LIST,
-            &table::partial_object_metadata_list(&items, list_meta),
+            &table::partial_object_metadata_list(items, list_meta),
         ),
         ResponseFormat::Json | ResponseFormat::Yaml => {
-            let list = json!({
-                "apiVersion": group_version,
-                "kind": def.list_kind,
-                "metadata": list_meta,
-                "items": items,
-            });
+            let list = ListBody {
+                api_version: group_version,
+                kind: def.list_kind,
+                metadata: list_meta,
+                items,
+            };
             if *format == ResponseFormat::Yaml {
                 yaml(StatusCode::OK, &list)
             } else {
@@ -64,6 +64,16 @@ pub fn list(
             }
         }
     }
+}
+
+/// A `<Kind>List` as JSON or YAML.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ListBody<'a> {
+    api_version: &'a str,
+    kind: &'a str,
+    metadata: Value,
+    items: &'a [Value],
 }
 
 /// A `Status` with `status: Success` (a delete the storage answers without an object).
@@ -82,11 +92,14 @@ pub fn success(format: &ResponseFormat, details: Value) -> Response {
     }
 }
 
-fn encoded(code: StatusCode, content_type: &'static str, value: &Value) -> Response {
-    (code, [(header::CONTENT_TYPE, content_type)], value.to_string()).into_response()
+fn encoded(code: StatusCode, content_type: &'static str, value: &impl serde::Serialize) -> Response {
+    match serde_json::to_string(value) {
+        Ok(text) => (code, [(header::CONTENT_TYPE, content_type)], text).into_response(),
+        Err(e) => ApiError::internal(format!("could not encode the answer as JSON: {e}")).into_response(),
+    }
 }
 
-fn yaml(code: StatusCode, value: &Value) -> Response {
+fn yaml(code: StatusCode, value: &impl serde::Serialize) -> Response {
     match serde_saphyr::to_string(value) {
         Ok(text) => (code, [(header::CONTENT_TYPE, YAML)], text).into_response(),
         Err(e) => ApiError::internal(format!("could not encode the answer as YAML: {e}")).into_response(),
