@@ -12,6 +12,9 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 
+/// Ends every MCP session when cancelled (re-exported so callers need no tokio-util of their own).
+pub type Shutdown = CancellationToken;
+
 use crate::security::{self, Guard};
 use crate::token::TokenFile;
 use crate::tools::McpServer;

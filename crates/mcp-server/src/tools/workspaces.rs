@@ -338,7 +338,6 @@ impl McpServer {
             limit_bytes + 1
         );
         let request = http::Request::get(path)
-            .header(http::header::ACCEPT, "text/plain")
             .body(Vec::new())
             .map_err(|e| format!("build the log request: {e}"))?;
         let text = self.kube.request_text(request).await.map_err(|e| {
