@@ -63,14 +63,18 @@ impl Served {
 }
 
 async fn start(cp: &ControlPlane) -> Served {
-    let dir = tempfile::tempdir().unwrap();
-    let token_path = dir.path().join("token");
-    std::fs::write(&token_path, format!("{TOKEN}\n")).unwrap();
-    let token = Arc::new(TokenFile::open(&token_path).unwrap());
     let settings = ServerSettings {
         version: "test".to_owned(),
         ..ServerSettings::default()
     };
+    start_with(cp, settings).await
+}
+
+async fn start_with(cp: &ControlPlane, settings: ServerSettings) -> Served {
+    let dir = tempfile::tempdir().unwrap();
+    let token_path = dir.path().join("token");
+    std::fs::write(&token_path, format!("{TOKEN}\n")).unwrap();
+    let token = Arc::new(TokenFile::open(&token_path).unwrap());
     let app = router(cp.client().unwrap(), token, &settings, Default::default());
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -745,4 +749,66 @@ async fn no_tool_output_contains_a_secrets_data() {
         .get("coder")
         .await
         .unwrap();
+}
+
+#[tokio::test]
+async fn an_idle_session_expires() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let cp = control_plane().await;
+    let settings = ServerSettings {
+        session_idle_timeout: std::time::Duration::from_secs(1),
+        ..ServerSettings::default()
+    };
+    let served = start_with(cp, settings).await;
+    let bearer = format!("Bearer {TOKEN}");
+    let json = ("content-type", "application/json");
+    let opened = post(&served, &[("authorization", &bearer), json], INITIALIZE).await;
+    assert_eq!(opened.status(), 200);
+    let session = opened.headers()["mcp-session-id"].to_str().unwrap().to_owned();
+    drop(opened);
+    let ping = r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#;
+    let version = ("mcp-protocol-version", "2025-06-18");
+    let initialized = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+    let sent = post(
+        &served,
+        &[
+            ("authorization", &bearer),
+            json,
+            version,
+            ("mcp-session-id", &session),
+        ],
+        initialized,
+    )
+    .await;
+    assert_eq!(sent.status(), 202);
+    let alive = post(
+        &served,
+        &[
+            ("authorization", &bearer),
+            json,
+            version,
+            ("mcp-session-id", &session),
+        ],
+        ping,
+    )
+    .await;
+    assert_eq!(alive.status(), 200, "a used session lives");
+    drop(alive);
+    tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
+    let expired = post(
+        &served,
+        &[
+            ("authorization", &bearer),
+            json,
+            version,
+            ("mcp-session-id", &session),
+        ],
+        ping,
+    )
+    .await;
+    assert_eq!(
+        expired.status(),
+        404,
+        "the session expired after the idle timeout"
+    );
 }
