@@ -540,6 +540,59 @@ async fn the_binary_serves_every_tool_to_two_clients_through_the_aggregated_api(
     assert!(forbidden.err().contains("forbidden"), "{}", forbidden.text);
     assert!(settled(&coder, &coder_token, "mcp").await);
 
+    // The shipped ClusterRole (the chart's MCP sidecar runs as the operator's ServiceAccount) allows every tool.
+    assert_success(
+        &kubectl(cp, &["apply", "-f", &path("config/rbac")], None),
+        "apply config/rbac",
+    );
+    let operator = text.replace(
+        &token_line,
+        &format!("{token_line}    as: system:serviceaccount:coder-system:coder-k8s\n"),
+    );
+    let operator_config = dir.path().join("kubeconfig-operator");
+    std::fs::write(&operator_config, operator).unwrap();
+    let [operator_port] = coder_k8s_testenv::free_ports::<1>().unwrap();
+    let operator_server = mcp_server(&operator_config, &token_file, operator_port);
+    wait_listening(operator_port).await;
+    let allowed = connect(&format!("http://127.0.0.1:{operator_port}/mcp"), rotated)
+        .await
+        .unwrap();
+    let mut dry = object.clone();
+    dry["dryRun"] = json!(true);
+    for (tool, args) in [
+        ("list_workspaces", json!({"namespace": ns.name()})),
+        ("get_workspace_build_logs", object.clone()),
+        ("start_workspace", dry.clone()),
+        ("stop_workspace", dry),
+        (
+            "set_workspace_running",
+            json!({"namespace": ns.name(), "name": workspace, "running": true}),
+        ),
+        ("list_templates", json!({})),
+        (
+            "set_template_running",
+            json!({"namespace": ns.name(), "name": template, "running": false}),
+        ),
+        ("get_events", json!({"namespace": ns.name()})),
+        (
+            "list_control_plane_pods",
+            json!({"namespace": ns.name(), "name": "coder"}),
+        ),
+        (
+            "get_service_status",
+            json!({"namespace": SERVER_NAMESPACE, "name": "coder-k8s-apiserver"}),
+        ),
+        ("check_health", json!({})),
+    ] {
+        let outcome = call(&allowed, tool, args).await.unwrap();
+        assert!(
+            !outcome.is_error,
+            "{tool} as the operator ServiceAccount: {}",
+            outcome.text
+        );
+    }
+
+    assert!(operator_server.stop().success());
     assert!(denied_server.stop().success());
     assert!(server.stop().success(), "SIGTERM ends the MCP server with 0");
     assert!(aggregated.stop().success());
