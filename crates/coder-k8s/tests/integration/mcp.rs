@@ -435,7 +435,11 @@ async fn the_binary_serves_every_tool_to_two_clients_through_the_aggregated_api(
     }
 
     // The official Python SDK sees the same server.
-    let python = run_python_client(&url, ns.name(), &workspace);
+    let (python_url, python_ns, python_ws) = (url.clone(), ns.name().to_owned(), workspace.clone());
+    // A blocking child process: off the runtime that serves the Coder test server.
+    let python = tokio::task::spawn_blocking(move || run_python_client(&python_url, &python_ns, &python_ws))
+        .await
+        .unwrap();
     assert_eq!(python["server"]["name"], "coder-k8s");
     assert_eq!(python["tools"].as_array().unwrap().len(), 19);
     assert!(
