@@ -652,6 +652,22 @@ async fn the_endpoint_refuses_what_the_security_rules_refuse() {
     );
     let too_large = post(&served, &[("authorization", &bearer), json], &huge).await;
     assert_eq!(too_large.status(), 413);
+    // Without Content-Length (chunked), the bytes are counted as they arrive.
+    let chunks: Vec<Result<bytes::Bytes, std::io::Error>> = huge
+        .as_bytes()
+        .chunks(64 * 1024)
+        .map(|c| Ok(bytes::Bytes::copy_from_slice(c)))
+        .collect();
+    let chunked = reqwest::Client::new()
+        .post(served.url())
+        .header("authorization", &bearer)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(reqwest::Body::wrap_stream(futures::stream::iter(chunks)))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(chunked.status(), 413);
 
     // Health needs no token.
     for path in ["healthz", "readyz"] {
@@ -756,7 +772,7 @@ async fn an_idle_session_expires() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let cp = control_plane().await;
     let settings = ServerSettings {
-        session_idle_timeout: std::time::Duration::from_secs(1),
+        session_idle_timeout: std::time::Duration::from_secs(2),
         ..ServerSettings::default()
     };
     let served = start_with(cp, settings).await;
@@ -794,7 +810,7 @@ async fn an_idle_session_expires() {
     .await;
     assert_eq!(alive.status(), 200, "a used session lives");
     drop(alive);
-    tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
+    tokio::time::sleep(std::time::Duration::from_millis(4500)).await;
     let expired = post(
         &served,
         &[

@@ -10,8 +10,6 @@ use tokio::sync::watch;
 
 use crate::cli::StartupError;
 
-pub use coder_k8s_mcp_server::token::{MIN_TOKEN_BYTES, McpToken};
-
 /// Reads `--mcp-token-file`: one token of at least 32 bytes without whitespace; one trailing newline is ignored.
 /// Errors name the file, never its content.
 pub fn read_token_file(path: Option<&Path>) -> Result<TokenFile, StartupError> {
