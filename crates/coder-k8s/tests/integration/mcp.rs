@@ -14,7 +14,7 @@ use coder_k8s_coder_client::types::templates::CreateTemplateRequest;
 use coder_k8s_coder_client::{CoderClient, SessionToken};
 use coder_k8s_coder_testserver::{Config, TestServer};
 use coder_k8s_testenv::ControlPlane;
-use coder_k8s_testenv::mcp::{ToolOutcome, call, connect, python_mcp};
+use coder_k8s_testenv::mcp::{McpClient, ToolOutcome, call, connect, python_mcp};
 use k8s_openapi::api::core::v1::{Secret, Service};
 use kube::api::{Api, DynamicObject, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
@@ -240,107 +240,155 @@ fn run_python_client(url: &str, namespace: &str, workspace: &str) -> Value {
 }
 
 // The Coder test server runs on this test's runtime while blocking child processes run: worker threads of its own.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_binary_serves_every_tool_to_two_clients_through_the_aggregated_api() {
-    let cp = own_control_plane().await;
-    let kube = cp.client().unwrap();
-    let ns = cp.namespace("mcp-bin").await.unwrap();
-    let (coder, coder_token, organization) = coder_with_template().await;
-    let [api_port, api_health, mcp_port, denied_port] = coder_k8s_testenv::free_ports::<4>().unwrap();
-    let aggregated = Process(
-        Command::new(env!("CARGO_BIN_EXE_coder-k8s"))
-            .arg("--app=aggregated-apiserver")
-            .arg(format!("--coder-url={}", coder.url()))
-            .arg(format!("--coder-namespace={}", ns.name()))
-            .arg(format!("--apiserver-bind-address=127.0.0.1:{api_port}"))
-            .arg(format!("--health-probe-bind-address=127.0.0.1:{api_health}"))
-            .env("CODER_SESSION_TOKEN", &coder_token)
-            .env("KUBECONFIG", cp.kubeconfig_path())
-            .env("POD_NAMESPACE", SERVER_NAMESPACE)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    register(&kube, api_port).await;
-    wait_until("the aggregated API answers through kube-apiserver", async || {
-        kubectl(cp, &["get", "coderworkspaces", "-n", ns.name()], None)
-            .status
-            .success()
-    })
-    .await;
-    let workspace = format!(
-        "{organization}.{}.mcp",
-        coder_k8s_operator_access::OPERATOR_USERNAME
-    );
-    let manifest = json!({
-        "apiVersion": "aggregation.coder.com/v1alpha1", "kind": "CoderWorkspace",
-        "metadata": {"name": workspace, "namespace": ns.name()},
-        "spec": {"organization": organization, "templateName": "docker", "running": true},
-    });
-    assert_success(
-        &kubectl(cp, &["create", "-f", "-"], Some(&manifest.to_string())),
-        "create the workspace",
-    );
-    wait_until("the first build ends", async || {
-        settled(&coder, &coder_token, "mcp").await
-    })
-    .await;
-    let marker = "binary-secret-marker-51e2";
-    let secret: Secret =
-        serde_json::from_value(json!({"metadata": {"name": "coder"}, "stringData": {"token": marker}}))
-            .unwrap();
-    Api::<Secret>::namespaced(kube.clone(), &ns)
-        .create(&PostParams::default(), &secret)
-        .await
+/// The aggregated API served from the Coder test server, one workspace built, and a Secret whose data must never
+/// appear in a tool output.
+struct Stack {
+    cp: &'static ControlPlane,
+    namespace: String,
+    coder: TestServer,
+    coder_token: String,
+    organization: String,
+    workspace: String,
+    aggregated: Process,
+}
+
+const SECRET_MARKER: &str = "binary-secret-marker-51e2";
+
+impl Stack {
+    async fn start() -> Stack {
+        let cp = own_control_plane().await;
+        let kube = cp.client().unwrap();
+        let namespace = cp.namespace("mcp-bin").await.unwrap().name().to_owned();
+        let (coder, coder_token, organization) = coder_with_template().await;
+        let [api_port, api_health] = coder_k8s_testenv::free_ports::<2>().unwrap();
+        let aggregated = Process(
+            Command::new(env!("CARGO_BIN_EXE_coder-k8s"))
+                .arg("--app=aggregated-apiserver")
+                .arg(format!("--coder-url={}", coder.url()))
+                .arg(format!("--coder-namespace={namespace}"))
+                .arg(format!("--apiserver-bind-address=127.0.0.1:{api_port}"))
+                .arg(format!("--health-probe-bind-address=127.0.0.1:{api_health}"))
+                .env("CODER_SESSION_TOKEN", &coder_token)
+                .env("KUBECONFIG", cp.kubeconfig_path())
+                .env("POD_NAMESPACE", SERVER_NAMESPACE)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        register(&kube, api_port).await;
+        wait_until("the aggregated API answers through kube-apiserver", async || {
+            kubectl(cp, &["get", "coderworkspaces", "-n", &namespace], None)
+                .status
+                .success()
+        })
+        .await;
+        let workspace = format!(
+            "{organization}.{}.mcp",
+            coder_k8s_operator_access::OPERATOR_USERNAME
+        );
+        let manifest = json!({
+            "apiVersion": "aggregation.coder.com/v1alpha1", "kind": "CoderWorkspace",
+            "metadata": {"name": workspace, "namespace": namespace},
+            "spec": {"organization": organization, "templateName": "docker", "running": true},
+        });
+        assert_success(
+            &kubectl(cp, &["create", "-f", "-"], Some(&manifest.to_string())),
+            "create the workspace",
+        );
+        let secret: Secret = serde_json::from_value(
+            json!({"metadata": {"name": "coder"}, "stringData": {"token": SECRET_MARKER}}),
+        )
         .unwrap();
+        Api::<Secret>::namespaced(kube, &namespace)
+            .create(&PostParams::default(), &secret)
+            .await
+            .unwrap();
+        let stack = Stack {
+            cp,
+            namespace,
+            coder,
+            coder_token,
+            organization,
+            workspace,
+            aggregated,
+        };
+        stack.wait_settled("the first build ends").await;
+        stack
+    }
 
-    let dir = tempfile::tempdir().unwrap();
-    let token_file = dir.path().join("token");
-    std::fs::write(&token_file, TOKEN).unwrap();
-    let server = mcp_server(cp.kubeconfig_path(), &token_file, mcp_port);
-    wait_listening(mcp_port).await;
-    let url = format!("http://127.0.0.1:{mcp_port}/mcp");
-    let client = connect(&url, TOKEN).await.unwrap();
-    let mut outputs: Vec<ToolOutcome> = Vec::new();
-    let mut run = async |tool: &str, args: Value| {
-        let outcome = call(&client, tool, args).await.unwrap();
-        outputs.push(outcome.clone());
+    async fn wait_settled(&self, what: &str) {
+        wait_until(what, async || {
+            settled(&self.coder, &self.coder_token, "mcp").await
+        })
+        .await;
+    }
+
+    fn workspace_ref(&self) -> Value {
+        json!({"namespace": self.namespace, "name": self.workspace})
+    }
+
+    fn template(&self) -> String {
+        format!("{}.docker", self.organization)
+    }
+
+    /// A kubeconfig of the control plane's admin impersonating `user`.
+    fn kubeconfig_as(&self, dir: &Path, user: &str) -> std::path::PathBuf {
+        let text = std::fs::read_to_string(self.cp.kubeconfig_path()).unwrap();
+        let token_line = format!("    token: {}\n", self.cp.admin_token());
+        let impersonating = text.replace(&token_line, &format!("{token_line}    as: {user}\n"));
+        assert_ne!(impersonating, text);
+        let path = dir.join(format!("kubeconfig-{}", user.replace(':', "-")));
+        std::fs::write(&path, impersonating).unwrap();
+        path
+    }
+}
+
+/// Calls tools and keeps every outcome, to search them all for Secret data at the end.
+struct Recorder<'a> {
+    client: &'a McpClient,
+    outcomes: Vec<ToolOutcome>,
+}
+
+impl Recorder<'_> {
+    async fn run(&mut self, tool: &str, args: Value) -> ToolOutcome {
+        let outcome = call(self.client, tool, args).await.unwrap();
+        self.outcomes.push(outcome.clone());
         outcome
-    };
-    let object = json!({"namespace": ns.name(), "name": workspace});
+    }
+}
 
-    let listed = run("list_workspaces", json!({"namespace": ns.name()})).await;
+/// list/get/set of workspaces, the bounded build log and start/stop with their outcomes.
+async fn workspace_tools(stack: &Stack, tools: &mut Recorder<'_>) {
+    let (ns, object) = (stack.namespace.as_str(), stack.workspace_ref());
+    let listed = tools.run("list_workspaces", json!({"namespace": ns})).await;
     assert_eq!(
         listed.ok()["items"],
-        json!([{"name": workspace, "namespace": ns.name(), "running": true}])
+        json!([{"name": stack.workspace, "namespace": ns, "running": true}])
     );
-    let everywhere = run("list_workspaces", json!({})).await;
+    let everywhere = tools.run("list_workspaces", json!({})).await;
     assert_eq!(everywhere.ok()["items"].as_array().unwrap().len(), 1);
-    let got = run("get_workspace", object.clone()).await;
+    let got = tools.run("get_workspace", object.clone()).await;
     assert_eq!(got.ok()["workspace"]["running"], true);
-    let missing = run(
-        "get_workspace",
-        json!({"namespace": ns.name(), "name": format!("{organization}.nobody.x")}),
-    )
-    .await;
+    let missing_name = format!("{}.nobody.x", stack.organization);
+    let missing = tools
+        .run("get_workspace", json!({"namespace": ns, "name": missing_name}))
+        .await;
     assert!(
-        missing
-            .err()
-            .starts_with(&format!("get CoderWorkspace {}/", ns.name())),
+        missing.err().starts_with(&format!("get CoderWorkspace {ns}/")),
         "{}",
         missing.text
     );
 
     // Build logs: bounded, marked when cut.
-    let logs = run("get_workspace_build_logs", object.clone()).await;
+    let logs = tools.run("get_workspace_build_logs", object.clone()).await;
     let full = logs.ok()["logs"].as_str().unwrap().to_owned();
     assert!(full.len() > 20, "{full}");
     assert!(!full.ends_with("(truncated)"), "{full}");
     let mut cut_args = object.clone();
     cut_args["limitBytes"] = json!(10);
-    let cut = run("get_workspace_build_logs", cut_args).await;
+    let cut = tools.run("get_workspace_build_logs", cut_args).await;
     assert_eq!(
         cut.ok()["logs"].as_str().unwrap(),
         format!("{}\n(truncated)", &full[..10])
@@ -348,110 +396,88 @@ async fn the_binary_serves_every_tool_to_two_clients_through_the_aggregated_api(
     let mut bad = object.clone();
     bad["limitBytes"] = json!(0);
     assert_eq!(
-        run("get_workspace_build_logs", bad).await.err(),
+        tools.run("get_workspace_build_logs", bad).await.err(),
         "limitBytes must be between 1 and 1048576 (got 0)"
     );
 
     // Start while started: Unchanged; stop dry run: WouldQueue; set running false: a stop build.
-    let unchanged = run("start_workspace", object.clone()).await;
+    let unchanged = tools.run("start_workspace", object.clone()).await;
     assert_eq!(unchanged.ok()["outcome"], "Unchanged", "{}", unchanged.raw);
     assert_eq!(unchanged.ok()["transition"], "start");
     let mut dry = object.clone();
     dry["dryRun"] = json!(true);
-    let would = run("stop_workspace", dry).await;
+    let would = tools.run("stop_workspace", dry).await;
     assert_eq!(would.ok()["outcome"], "WouldQueue");
     assert_eq!(would.ok()["dryRun"], true);
     let mut stop = object.clone();
     stop["running"] = json!(false);
-    let stopped = run("set_workspace_running", stop.clone()).await;
+    let stopped = tools.run("set_workspace_running", stop.clone()).await;
     assert_eq!(stopped.ok()["updated"], true, "{}", stopped.raw);
     assert_eq!(stopped.ok()["workspace"]["running"], false);
-    let again = run("set_workspace_running", stop).await;
+    let again = tools.run("set_workspace_running", stop).await;
     assert_eq!(again.ok()["updated"], false);
-    wait_until("the stop build ends", async || {
-        settled(&coder, &coder_token, "mcp").await
-    })
-    .await;
-    let queued = run("start_workspace", object.clone()).await;
+    stack.wait_settled("the stop build ends").await;
+    let queued = tools.run("start_workspace", object.clone()).await;
     assert_eq!(queued.ok()["outcome"], "Queued", "{}", queued.raw);
     assert!(!queued.ok()["buildID"].as_str().unwrap().is_empty());
-    wait_until("the start build ends", async || {
-        settled(&coder, &coder_token, "mcp").await
-    })
-    .await;
-    let running = run("get_workspace", object.clone()).await;
+    stack.wait_settled("the start build ends").await;
+    let running = tools.run("get_workspace", object).await;
     assert_eq!(running.ok()["workspace"]["running"], true);
+}
 
-    // Templates.
-    let template = format!("{organization}.docker");
-    let templates = run("list_templates", json!({"namespace": ns.name()})).await;
+/// list/get/set of templates.
+async fn template_tools(stack: &Stack, tools: &mut Recorder<'_>) {
+    let (ns, template) = (stack.namespace.as_str(), stack.template());
+    let templates = tools.run("list_templates", json!({"namespace": ns})).await;
     assert_eq!(
         templates.ok()["items"],
-        json!([{"name": template, "namespace": ns.name(), "running": false}])
+        json!([{"name": template, "namespace": ns, "running": false}])
     );
-    let one = run("get_template", json!({"namespace": ns.name(), "name": template})).await;
+    let one = tools
+        .run("get_template", json!({"namespace": ns, "name": template}))
+        .await;
     assert_eq!(one.ok()["template"]["name"], template.as_str());
-    let same = run(
-        "set_template_running",
-        json!({"namespace": ns.name(), "name": template, "running": false}),
-    )
-    .await;
+    let same = tools
+        .run(
+            "set_template_running",
+            json!({"namespace": ns, "name": template, "running": false}),
+        )
+        .await;
     assert_eq!(same.ok()["updated"], false);
-    let legacy = run(
-        "set_template_running",
-        json!({"namespace": ns.name(), "name": template, "running": true}),
-    )
-    .await;
+    let legacy = tools
+        .run(
+            "set_template_running",
+            json!({"namespace": ns, "name": template, "running": true}),
+        )
+        .await;
     assert_eq!(legacy.ok()["updated"], true, "{}", legacy.raw);
     assert_eq!(legacy.ok()["template"]["name"], template.as_str());
-    let absent = run(
-        "get_template",
-        json!({"namespace": ns.name(), "name": format!("{organization}.absent")}),
-    )
-    .await;
+    let absent_name = format!("{}.absent", stack.organization);
+    let absent = tools
+        .run("get_template", json!({"namespace": ns, "name": absent_name}))
+        .await;
     assert!(
-        absent
-            .err()
-            .starts_with(&format!("get CoderTemplate {}/", ns.name())),
+        absent.err().starts_with(&format!("get CoderTemplate {ns}/")),
         "{}",
         absent.text
     );
+}
 
-    // Everything else through the binary too.
-    for (tool, args) in [
-        ("check_health", json!({})),
-        ("get_events", json!({"namespace": ns.name()})),
-        ("list_control_planes", json!({"namespace": ns.name()})),
-    ] {
-        assert!(!run(tool, args).await.is_error, "{tool}");
-    }
-    assert_eq!(outputs.len(), 21);
-    for outcome in &outputs {
-        assert!(
-            !outcome.raw.contains(marker),
-            "Secret data in a tool output: {}",
-            outcome.raw
-        );
-    }
-
-    // The official Python SDK sees the same server.
-    let (python_url, python_ns, python_ws) = (url.clone(), ns.name().to_owned(), workspace.clone());
+/// The official Python SDK: the same server, tools, answers and tool errors.
+async fn python_client_sees_the_same_server(stack: &Stack, url: &str) {
+    let (url, ns, workspace) = (url.to_owned(), stack.namespace.clone(), stack.workspace.clone());
     // A blocking child process: off the runtime that serves the Coder test server.
-    let python = tokio::task::spawn_blocking(move || run_python_client(&python_url, &python_ns, &python_ws))
+    let python = tokio::task::spawn_blocking(move || run_python_client(&url, &ns, &workspace))
         .await
         .unwrap();
     assert_eq!(python["server"]["name"], "coder-k8s");
-    assert_eq!(python["tools"].as_array().unwrap().len(), 19);
-    assert!(
-        python["tools"]
-            .as_array()
-            .unwrap()
-            .contains(&json!("set_workspace_running"))
-    );
+    let tools = python["tools"].as_array().unwrap();
+    assert_eq!(tools.len(), 19);
+    assert!(tools.contains(&json!("set_workspace_running")));
     let listed = &python["calls"]["list_workspaces"][0];
     assert_eq!(
         listed["structuredContent"]["items"][0]["name"],
-        workspace.as_str(),
+        stack.workspace.as_str(),
         "{listed}"
     );
     assert_eq!(
@@ -461,126 +487,124 @@ async fn the_binary_serves_every_tool_to_two_clients_through_the_aggregated_api(
     let failed = &python["calls"]["get_workspace"][1];
     assert_eq!(failed["isError"], true);
     assert_eq!(failed["content"][0]["text"], "name is required");
+}
 
-    // The binary's auth rules: no token, a wrong token on an open session, then a rotated token file.
-    let plain = reqwest::Client::new();
-    let initialize = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
-    let post = |token: Option<&str>, session: Option<&str>, content_type: &str| {
-        let mut request = plain
-            .post(&url)
-            .header("content-type", content_type)
-            .header("accept", "application/json, text/event-stream")
-            .body(initialize);
-        if let Some(token) = token {
-            request = request.bearer_auth(token);
-        }
-        if let Some(session) = session {
-            request = request.header("mcp-session-id", session);
-        }
-        request.send()
-    };
-    let opened = post(Some(TOKEN), None, "application/json").await.unwrap();
+const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
+
+/// An `initialize` POST with an optional token and session id.
+async fn post_initialize(
+    url: &str,
+    token: Option<&str>,
+    session: Option<&str>,
+    content_type: &str,
+) -> reqwest::Response {
+    let mut request = reqwest::Client::new()
+        .post(url)
+        .header("content-type", content_type)
+        .header("accept", "application/json, text/event-stream")
+        .body(INITIALIZE);
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    if let Some(session) = session {
+        request = request.header("mcp-session-id", session);
+    }
+    request.send().await.unwrap()
+}
+
+/// No token, a wrong token on an open session, Content-Type and Host, then a rotated token file; returns the new
+/// token.
+async fn auth_rules_on_the_binary(url: &str, token_file: &Path) -> &'static str {
+    let json = "application/json";
+    let opened = post_initialize(url, Some(TOKEN), None, json).await;
     assert_eq!(opened.status(), 200);
     let session = opened.headers()["mcp-session-id"].to_str().unwrap().to_owned();
-    assert_eq!(post(None, None, "application/json").await.unwrap().status(), 401);
-    let wrong = post(Some("x".repeat(40).as_str()), Some(&session), "application/json")
-        .await
-        .unwrap();
+    assert_eq!(post_initialize(url, None, None, json).await.status(), 401);
+    let wrong = post_initialize(url, Some(&"x".repeat(40)), Some(&session), json).await;
     assert_eq!(wrong.status(), 401);
     assert_eq!(wrong.headers()["www-authenticate"], "Bearer");
-    assert_eq!(post(Some(TOKEN), None, "text/plain").await.unwrap().status(), 415);
-    let evil_host = plain
-        .post(&url)
+    assert_eq!(
+        post_initialize(url, Some(TOKEN), None, "text/plain")
+            .await
+            .status(),
+        415
+    );
+    let evil_host = reqwest::Client::new()
+        .post(url)
         .header("host", "evil.example")
         .bearer_auth(TOKEN)
-        .header("content-type", "application/json")
-        .body(initialize)
+        .header("content-type", json)
+        .body(INITIALIZE)
         .send()
         .await
         .unwrap();
     assert_eq!(evil_host.status(), 403);
     let rotated = "rotated-binary-token-abcdefghijklmnopqrstuv";
-    let staged = dir.path().join("token.new");
+    let staged = token_file.with_extension("new");
     std::fs::write(&staged, rotated).unwrap();
-    std::fs::rename(&staged, &token_file).unwrap();
+    std::fs::rename(&staged, token_file).unwrap();
+    assert_eq!(post_initialize(url, Some(TOKEN), None, json).await.status(), 401);
     assert_eq!(
-        post(Some(TOKEN), None, "application/json")
-            .await
-            .unwrap()
-            .status(),
-        401
-    );
-    assert_eq!(
-        post(Some(rotated), None, "application/json")
-            .await
-            .unwrap()
-            .status(),
+        post_initialize(url, Some(rotated), None, json).await.status(),
         200
     );
+    rotated
+}
 
-    // Kubernetes RBAC is the only authorization: an identity without rights gets Forbidden tool errors.
-    let text = std::fs::read_to_string(cp.kubeconfig_path()).unwrap();
-    let token_line = format!("    token: {}\n", cp.admin_token());
-    let nobody = text.replace(&token_line, &format!("{token_line}    as: nobody\n"));
-    assert_ne!(nobody, text);
-    let nobody_config = dir.path().join("kubeconfig-nobody");
-    std::fs::write(&nobody_config, nobody).unwrap();
-    let denied_server = mcp_server(&nobody_config, &token_file, denied_port);
+/// Kubernetes RBAC is the only authorization: an identity without rights gets Forbidden tool errors, the operator's
+/// ServiceAccount with the shipped config/rbac (the chart's MCP sidecar runs as it) may use every tool.
+async fn rbac_decides(stack: &Stack, dir: &Path, token_file: &Path, token: &str) {
+    let ns = stack.namespace.as_str();
+    let [denied_port, operator_port] = coder_k8s_testenv::free_ports::<2>().unwrap();
+    let denied_server = mcp_server(&stack.kubeconfig_as(dir, "nobody"), token_file, denied_port);
     wait_listening(denied_port).await;
-    let denied = connect(&format!("http://127.0.0.1:{denied_port}/mcp"), rotated)
+    let denied = connect(&format!("http://127.0.0.1:{denied_port}/mcp"), token)
         .await
         .unwrap();
-    let forbidden = call(&denied, "list_workspaces", json!({"namespace": ns.name()}))
-        .await
-        .unwrap();
-    assert!(forbidden.err().contains("forbidden"), "{}", forbidden.text);
-    let forbidden = call(
-        &denied,
-        "set_workspace_running",
-        json!({"namespace": ns.name(), "name": workspace, "running": false}),
-    )
-    .await
-    .unwrap();
-    assert!(forbidden.err().contains("forbidden"), "{}", forbidden.text);
-    assert!(settled(&coder, &coder_token, "mcp").await);
+    let stop = json!({"namespace": ns, "name": stack.workspace, "running": false});
+    for (tool, args) in [
+        ("list_workspaces", json!({"namespace": ns})),
+        ("set_workspace_running", stop),
+    ] {
+        let forbidden = call(&denied, tool, args).await.unwrap();
+        assert!(
+            forbidden.err().contains("forbidden"),
+            "{tool}: {}",
+            forbidden.text
+        );
+    }
+    assert!(settled(&stack.coder, &stack.coder_token, "mcp").await);
 
-    // The shipped ClusterRole (the chart's MCP sidecar runs as the operator's ServiceAccount) allows every tool.
     assert_success(
-        &kubectl(cp, &["apply", "-f", &path("config/rbac")], None),
+        &kubectl(stack.cp, &["apply", "-f", &path("config/rbac")], None),
         "apply config/rbac",
     );
-    let operator = text.replace(
-        &token_line,
-        &format!("{token_line}    as: system:serviceaccount:coder-system:coder-k8s\n"),
-    );
-    let operator_config = dir.path().join("kubeconfig-operator");
-    std::fs::write(&operator_config, operator).unwrap();
-    let [operator_port] = coder_k8s_testenv::free_ports::<1>().unwrap();
-    let operator_server = mcp_server(&operator_config, &token_file, operator_port);
+    let operator_config = stack.kubeconfig_as(dir, "system:serviceaccount:coder-system:coder-k8s");
+    let operator_server = mcp_server(&operator_config, token_file, operator_port);
     wait_listening(operator_port).await;
-    let allowed = connect(&format!("http://127.0.0.1:{operator_port}/mcp"), rotated)
+    let allowed = connect(&format!("http://127.0.0.1:{operator_port}/mcp"), token)
         .await
         .unwrap();
-    let mut dry = object.clone();
+    let mut dry = stack.workspace_ref();
     dry["dryRun"] = json!(true);
     for (tool, args) in [
-        ("list_workspaces", json!({"namespace": ns.name()})),
-        ("get_workspace_build_logs", object.clone()),
+        ("list_workspaces", json!({"namespace": ns})),
+        ("get_workspace_build_logs", stack.workspace_ref()),
         ("start_workspace", dry.clone()),
         ("stop_workspace", dry),
         (
             "set_workspace_running",
-            json!({"namespace": ns.name(), "name": workspace, "running": true}),
+            json!({"namespace": ns, "name": stack.workspace, "running": true}),
         ),
         ("list_templates", json!({})),
         (
             "set_template_running",
-            json!({"namespace": ns.name(), "name": template, "running": false}),
+            json!({"namespace": ns, "name": stack.template(), "running": false}),
         ),
-        ("get_events", json!({"namespace": ns.name()})),
+        ("get_events", json!({"namespace": ns})),
         (
             "list_control_plane_pods",
-            json!({"namespace": ns.name(), "name": "coder"}),
+            json!({"namespace": ns, "name": "coder"}),
         ),
         (
             "get_service_status",
@@ -595,9 +619,49 @@ async fn the_binary_serves_every_tool_to_two_clients_through_the_aggregated_api(
             outcome.text
         );
     }
-
     assert!(operator_server.stop().success());
     assert!(denied_server.stop().success());
+}
+
+// The Coder test server runs on this test's runtime while blocking child processes run: worker threads of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_binary_serves_every_tool_to_two_clients_through_the_aggregated_api() {
+    let stack = Stack::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, TOKEN).unwrap();
+    let [mcp_port] = coder_k8s_testenv::free_ports::<1>().unwrap();
+    let server = mcp_server(stack.cp.kubeconfig_path(), &token_file, mcp_port);
+    wait_listening(mcp_port).await;
+    let url = format!("http://127.0.0.1:{mcp_port}/mcp");
+    let client = connect(&url, TOKEN).await.unwrap();
+
+    let mut tools = Recorder {
+        client: &client,
+        outcomes: Vec::new(),
+    };
+    workspace_tools(&stack, &mut tools).await;
+    template_tools(&stack, &mut tools).await;
+    for (tool, args) in [
+        ("check_health", json!({})),
+        ("get_events", json!({"namespace": stack.namespace})),
+        ("list_control_planes", json!({"namespace": stack.namespace})),
+    ] {
+        assert!(!tools.run(tool, args).await.is_error, "{tool}");
+    }
+    assert_eq!(tools.outcomes.len(), 21);
+    for outcome in &tools.outcomes {
+        assert!(
+            !outcome.raw.contains(SECRET_MARKER),
+            "Secret data in a tool output: {}",
+            outcome.raw
+        );
+    }
+
+    python_client_sees_the_same_server(&stack, &url).await;
+    let rotated = auth_rules_on_the_binary(&url, &token_file).await;
+    rbac_decides(&stack, dir.path(), &token_file, rotated).await;
+
     assert!(server.stop().success(), "SIGTERM ends the MCP server with 0");
-    assert!(aggregated.stop().success());
+    assert!(stack.aggregated.stop().success());
 }
