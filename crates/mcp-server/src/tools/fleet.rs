@@ -112,3 +112,38 @@ impl McpServer {
         Ok(Json(workspace_proxy_status(&proxy)))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn provisioner_status_leaves_out_the_key_secret() {
+        let provisioner: CoderProvisioner = serde_json::from_value(json!({
+            "metadata": {"name": "p", "namespace": "ns"},
+            "spec": {"controlPlaneRef": {"name": "coder"}},
+            "status": {"phase": "Ready", "readyReplicas": 2, "observedGeneration": 3, "organizationName": "acme",
+                       "provisionerKeyName": "p-key", "secretRef": {"name": "p-key-secret", "key": "key"}},
+        }))
+        .unwrap();
+        let out = serde_json::to_value(provisioner_status(&provisioner)).unwrap();
+        assert_eq!(
+            out,
+            json!({"name": "p", "namespace": "ns", "phase": "Ready", "readyReplicas": 2, "observedGeneration": 3,
+                   "organizationName": "acme", "provisionerKeyName": "p-key", "conditions": []})
+        );
+    }
+
+    #[test]
+    fn workspace_proxy_status_without_status_is_empty_not_an_error() {
+        let proxy: CoderWorkspaceProxy =
+            serde_json::from_value(json!({"metadata": {"name": "w", "namespace": "ns"}, "spec": {}}))
+                .unwrap();
+        let out = workspace_proxy_status(&proxy);
+        assert_eq!(
+            (out.phase.as_str(), out.ready_replicas, out.registered),
+            ("", 0, false)
+        );
+    }
+}

@@ -160,3 +160,24 @@ impl McpServer {
         }))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn template_summaries_leave_out_the_files() {
+        let template: CoderTemplate = serde_json::from_value(json!({
+            "metadata": {"name": "acme.docker", "namespace": "ns"},
+            "spec": {"organization": "acme", "files": {"main.tf": "secret-ish content"}},
+            "status": {"autoShutdown": "2026-01-01T00:00:00Z"},
+        }))
+        .unwrap();
+        let out = serde_json::to_value(template_summary(&template)).unwrap();
+        assert_eq!(
+            out,
+            json!({"name": "acme.docker", "namespace": "ns", "running": false, "autoShutdown": "2026-01-01T00:00:00Z"})
+        );
+    }
+}
