@@ -12,11 +12,10 @@ use std::sync::Arc;
 
 use coder_k8s_mcp_server::{ServerSettings, TokenFile, router, serve};
 use coder_k8s_testenv::ControlPlane;
-use coder_k8s_testenv::mcp::{ToolOutcome, call, connect};
+use coder_k8s_testenv::mcp::{ToolOutcome, call, connect, seed_kubernetes_objects};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Event, Pod, Secret, Service};
-use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
-use kube::core::{ApiResource, GroupVersionKind};
+use k8s_openapi::api::core::v1::{Pod, Secret, Service};
+use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 use tokio::sync::OnceCell;
 
@@ -86,112 +85,12 @@ async fn start_with(cp: &ControlPlane, settings: ServerSettings) -> Served {
     }
 }
 
-async fn apply(client: &kube::Client, namespace: &str, object: Value) {
-    let gvk: GroupVersionKind = serde_json::from_value::<kube::core::TypeMeta>(object.clone())
-        .unwrap()
-        .try_into()
-        .unwrap();
-    let plural = match gvk.kind.as_str() {
-        "CoderWorkspaceProxy" => "coderworkspaceproxies".to_owned(),
-        kind => format!("{}s", kind.to_lowercase()),
-    };
-    let api: Api<DynamicObject> = Api::namespaced_with(
-        client.clone(),
-        namespace,
-        &ApiResource::from_gvk_with_plural(&gvk, &plural),
-    );
-    let name = object["metadata"]["name"].as_str().unwrap().to_owned();
-    let params = PatchParams::apply("mcp-tests").force();
-    api.patch(&name, &params, &Patch::Apply(&object)).await.unwrap();
-    if let Some(status) = object.get("status") {
-        let body = json!({"apiVersion": object["apiVersion"], "kind": object["kind"], "status": status});
-        api.patch_status(&name, &params, &Patch::Apply(&body))
-            .await
-            .unwrap();
-    }
-}
-
-/// The objects the tools read: a control plane with status, its Deployment, two pods, a Service, a provisioner,
-/// a workspace proxy and three events about the control plane.
-async fn seed(client: &kube::Client, ns: &str) {
-    let condition = json!({"type": "Available", "status": "True", "reason": "Ready", "message": "all good",
-                           "lastTransitionTime": "2026-01-01T00:00:00Z", "observedGeneration": 1});
-    apply(client, ns, json!({
-        "apiVersion": "coder.com/v1alpha1", "kind": "CoderControlPlane", "metadata": {"name": "coder"}, "spec": {},
-        "status": {"observedGeneration": 1, "readyReplicas": 1, "url": "http://coder.ns.svc.cluster.local",
-                   "phase": "Ready", "conditions": [condition]},
-    }))
-    .await;
-    let labels = json!({"app.kubernetes.io/name": "coder-control-plane", "app.kubernetes.io/instance": "coder",
-                        "app.kubernetes.io/managed-by": "coder-k8s"});
-    apply(client, ns, json!({
-        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "coder", "labels": labels},
-        "spec": {"replicas": 2, "selector": {"matchLabels": labels},
-                 "template": {"metadata": {"labels": labels}, "spec": {"containers": [{"name": "coder", "image": "coder"}]}}},
-        "status": {"replicas": 2, "readyReplicas": 1, "updatedReplicas": 2, "availableReplicas": 1, "unavailableReplicas": 1,
-                   "observedGeneration": 1, "conditions": [
-                       {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable"},
-                       {"type": "Available", "status": "False", "reason": "MinimumReplicasUnavailable"}]},
-    }))
-    .await;
-    for name in ["coder-b", "coder-a"] {
-        apply(client, ns, json!({
-            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels},
-            "spec": {"containers": [{"name": "coder", "image": "coder"}, {"name": "sidecar", "image": "s"}]},
-        }))
-        .await;
-    }
-    apply(
-        client,
-        ns,
-        json!({
-            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "other"},
-            "spec": {"containers": [{"name": "c", "image": "c"}]},
-        }),
-    )
-    .await;
-    apply(client, ns, json!({
-        "apiVersion": "v1", "kind": "Service", "metadata": {"name": "coder", "annotations": {"team": "platform"}},
-        "spec": {"selector": labels, "ports": [{"name": "http", "port": 80, "targetPort": "http", "protocol": "TCP"}]},
-    }))
-    .await;
-    apply(client, ns, json!({
-        "apiVersion": "coder.com/v1alpha1", "kind": "CoderProvisioner", "metadata": {"name": "prov"},
-        "spec": {"controlPlaneRef": {"name": "coder"}},
-        "status": {"phase": "Pending", "readyReplicas": 0, "observedGeneration": 1, "organizationName": "default",
-                   "provisionerKeyName": "prov-key", "conditions": [condition]},
-    }))
-    .await;
-    apply(client, ns, json!({
-        "apiVersion": "coder.com/v1alpha1", "kind": "CoderWorkspaceProxy", "metadata": {"name": "proxy"}, "spec": {},
-        "status": {"phase": "Ready", "readyReplicas": 1, "registered": true, "observedGeneration": 2},
-    }))
-    .await;
-    let events = Api::<Event>::namespaced(client.clone(), ns);
-    for (i, reason) in ["Created", "Scaled", "Ready"].iter().enumerate() {
-        let event: Event = serde_json::from_value(json!({
-            "metadata": {"name": format!("coder.{i}")},
-            "involvedObject": {"kind": "CoderControlPlane", "name": "coder", "namespace": ns},
-            "type": "Normal", "reason": reason, "message": format!("event {i}"), "count": i + 1,
-            "lastTimestamp": format!("2026-01-01T00:00:0{i}Z"),
-        }))
-        .unwrap();
-        events.create(&PostParams::default(), &event).await.unwrap();
-    }
-    let other: Event = serde_json::from_value(json!({
-        "metadata": {"name": "other.0"}, "involvedObject": {"kind": "Pod", "name": "other", "namespace": ns},
-        "type": "Warning", "reason": "BackOff", "message": "pod event",
-    }))
-    .unwrap();
-    events.create(&PostParams::default(), &other).await.unwrap();
-}
-
 #[tokio::test]
 async fn every_kubernetes_tool_answers_from_the_real_api_server() {
     let cp = control_plane().await;
     let ns = cp.namespace("mcp-tools").await.unwrap();
     let kube = cp.client().unwrap();
-    seed(&kube, &ns).await;
+    seed_kubernetes_objects(&kube, &ns).await.unwrap();
     let served = start(cp).await;
     let client = connect(&served.url(), TOKEN).await.unwrap();
     assert_eq!(
@@ -331,7 +230,7 @@ async fn every_kubernetes_tool_answers_from_the_real_api_server() {
 async fn events_are_filtered_and_paged() {
     let cp = control_plane().await;
     let ns = cp.namespace("mcp-events").await.unwrap();
-    seed(&cp.client().unwrap(), &ns).await;
+    seed_kubernetes_objects(&cp.client().unwrap(), &ns).await.unwrap();
     let served = start(cp).await;
     let client = connect(&served.url(), TOKEN).await.unwrap();
 
@@ -706,7 +605,7 @@ async fn no_tool_output_contains_a_secrets_data() {
     let cp = control_plane().await;
     let ns = cp.namespace("mcp-secret").await.unwrap();
     let kube = cp.client().unwrap();
-    seed(&kube, &ns).await;
+    seed_kubernetes_objects(&kube, &ns).await.unwrap();
     let marker = "secret-marker-7f3a9c";
     let secret: Secret = serde_json::from_value(json!({
         "metadata": {"name": "coder"},

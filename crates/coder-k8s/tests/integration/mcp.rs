@@ -14,7 +14,7 @@ use coder_k8s_coder_client::types::templates::CreateTemplateRequest;
 use coder_k8s_coder_client::{CoderClient, SessionToken};
 use coder_k8s_coder_testserver::{Config, TestServer};
 use coder_k8s_testenv::ControlPlane;
-use coder_k8s_testenv::mcp::{McpClient, ToolOutcome, call, connect, python_mcp};
+use coder_k8s_testenv::mcp::{McpClient, ToolOutcome, call, connect, python_mcp, seed_kubernetes_objects};
 use k8s_openapi::api::core::v1::{Secret, Service};
 use kube::api::{Api, DynamicObject, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
@@ -425,6 +425,60 @@ async fn workspace_tools(stack: &Stack, tools: &mut Recorder<'_>) {
     assert_eq!(running.ok()["workspace"]["running"], true);
 }
 
+/// The Kubernetes tools on seeded objects (a control plane with its Deployment, pods and Service, a provisioner, a
+/// workspace proxy, events).
+async fn kubernetes_tools(stack: &Stack, tools: &mut Recorder<'_>) {
+    let ns = stack.namespace.as_str();
+    seed_kubernetes_objects(&stack.cp.client().unwrap(), ns)
+        .await
+        .unwrap();
+    let coder = json!({"namespace": ns, "name": "coder"});
+    let listed = tools.run("list_control_planes", json!({"namespace": ns})).await;
+    assert_eq!(listed.ok()["items"][0]["phase"], "Ready");
+    let status = tools.run("get_control_plane_status", coder.clone()).await;
+    assert_eq!(status.ok()["conditions"][0]["reason"], "Ready");
+    let pods = tools
+        .run(
+            "list_control_plane_pods",
+            json!({"namespace": ns, "name": "coder", "limit": 1}),
+        )
+        .await;
+    assert_eq!(
+        (
+            pods.ok()["items"][0]["name"].as_str(),
+            pods.ok()["truncated"].as_bool()
+        ),
+        (Some("coder-a"), Some(true))
+    );
+    let deployment = tools
+        .run("get_control_plane_deployment_status", coder.clone())
+        .await;
+    assert_eq!(deployment.ok()["replicas"], 2);
+    let service = tools.run("get_service_status", coder).await;
+    assert_eq!(service.ok()["ports"][0]["targetPort"], "http");
+    let provisioner = tools
+        .run("get_provisioner_status", json!({"namespace": ns, "name": "prov"}))
+        .await;
+    assert_eq!(provisioner.ok()["provisionerKeyName"], "prov-key");
+    let proxy = tools
+        .run(
+            "get_workspace_proxy_status",
+            json!({"namespace": ns, "name": "proxy"}),
+        )
+        .await;
+    assert_eq!(proxy.ok()["registered"], true);
+    let events = tools
+        .run(
+            "get_events",
+            json!({"namespace": ns, "kind": "CoderControlPlane", "limit": 2}),
+        )
+        .await;
+    assert_eq!(events.ok()["items"].as_array().unwrap().len(), 2);
+    assert!(events.ok()["continue"].is_string(), "{}", events.raw);
+    let health = tools.run("check_health", json!({})).await;
+    assert_eq!(health.ok()["version"], env!("CARGO_PKG_VERSION"));
+}
+
 /// list/get/set of templates.
 async fn template_tools(stack: &Stack, tools: &mut Recorder<'_>) {
     let (ns, template) = (stack.namespace.as_str(), stack.template());
@@ -642,14 +696,8 @@ async fn the_binary_serves_every_tool_to_two_clients_through_the_aggregated_api(
     };
     workspace_tools(&stack, &mut tools).await;
     template_tools(&stack, &mut tools).await;
-    for (tool, args) in [
-        ("check_health", json!({})),
-        ("get_events", json!({"namespace": stack.namespace})),
-        ("list_control_planes", json!({"namespace": stack.namespace})),
-    ] {
-        assert!(!tools.run(tool, args).await.is_error, "{tool}");
-    }
-    assert_eq!(tools.outcomes.len(), 21);
+    kubernetes_tools(&stack, &mut tools).await;
+    assert_eq!(tools.outcomes.len(), 27);
     for outcome in &tools.outcomes {
         assert!(
             !outcome.raw.contains(SECRET_MARKER),
