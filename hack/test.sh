@@ -11,6 +11,7 @@ source hack/lib.sh
 require_tool cargo "install Rust with rustup (https://rustup.rs); rust-toolchain.toml pins the version"
 require_tool go "install Go 1.26 (https://go.dev/dl); it builds the test binaries (control plane, Coder) only"
 require_tool kubectl "install kubectl v1.32 or newer (https://kubernetes.io/docs/tasks/tools/)"
+require_tool python3 "install Python 3.10 or newer with its venv module; the MCP tests run the official Python MCP client (pip-installed into ~/.cache/coder-k8s on first use)"
 
 step "build the test control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok), the real Coder server and helm if missing"
 hack/build-testenv.sh

@@ -24,15 +24,18 @@ pub struct Startup {
     pub settings: Settings,
     /// The static Coder backend of `--app=aggregated-apiserver` (none: every request will answer 503).
     pub standalone_backend: Option<aggregated::StaticBackend>,
+    /// The checked `--mcp-token-file` of `--app=mcp-http`.
+    pub mcp_token: Option<Arc<coder_k8s_mcp_server::TokenFile>>,
 }
 
 /// Checks every startup rule of the mode before anything listens, so flag errors exit at once.
 pub fn startup_checks(args: &Args) -> Result<Startup, StartupError> {
     let settings = args.validate()?;
     let mut standalone_backend = None;
+    let mut mcp_token = None;
     match settings.mode {
         AppMode::McpHttp => {
-            mcp::read_token_file(args.mcp_token_file.as_deref())?;
+            mcp_token = Some(Arc::new(mcp::read_token_file(args.mcp_token_file.as_deref())?));
         }
         AppMode::AggregatedApiserver => {
             standalone_backend = aggregated::standalone_backend(
@@ -46,6 +49,7 @@ pub fn startup_checks(args: &Args) -> Result<Startup, StartupError> {
     Ok(Startup {
         settings,
         standalone_backend,
+        mcp_token,
     })
 }
 
@@ -125,10 +129,16 @@ async fn run_components(
     let settings = &startup.settings;
     match settings.mode {
         AppMode::McpHttp => {
-            tracing::warn!("the MCP server is not built yet; serving health only");
-            admin_state.set_ready(true);
-            wait_for(shutdown).await;
-            Ok(())
+            let token = startup
+                .mcp_token
+                .clone()
+                .context("assertion failed: the MCP token file was not checked at startup")?;
+            let config = kube::Config::infer()
+                .await
+                .context("find the Kubernetes configuration (in-cluster, KUBECONFIG or ~/.kube/config)")?;
+            let client = kube_requests.client(config).context("connect to Kubernetes")?;
+            let ready = move || admin_state.set_ready(true);
+            mcp::run(client, token, &settings.mcp_bind_address, ready, shutdown).await
         }
         AppMode::AggregatedApiserver => {
             let config = aggregated::delegation_config()

@@ -82,6 +82,10 @@ pub struct Args {
     /// File with the MCP bearer token (required for --app=mcp-http).
     #[arg(long)]
     pub mcp_token_file: Option<PathBuf>,
+    /// Address of the MCP server (--app=mcp-http). The default listens on the loopback only: reach it with kubectl
+    /// port-forward. Another address exposes a bearer-token-only admin endpoint to the network (docs/mcp.md).
+    #[arg(long, default_value = "127.0.0.1:8090")]
+    pub mcp_bind_address: String,
     /// Address of the health, readiness and metrics server. Without a host (`:8081`) it listens on every IPv6 and
     /// IPv4 address (IPv4 only where IPv6 is unavailable).
     #[arg(long, default_value = ":8081")]
@@ -132,6 +136,7 @@ pub struct Settings {
     pub coder_request_timeout: Duration,
     pub health_probe_bind_address: String,
     pub apiserver_bind_address: String,
+    pub mcp_bind_address: String,
     pub log_format: LogFormat,
     pub leader_elect: bool,
     pub service_address_override: Option<std::net::IpAddr>,
@@ -160,6 +165,7 @@ impl Args {
             coder_request_timeout: validate_request_timeout(&self.coder_request_timeout)?,
             health_probe_bind_address: self.health_probe_bind_address.clone(),
             apiserver_bind_address: self.apiserver_bind_address.clone(),
+            mcp_bind_address: self.mcp_bind_address.clone(),
             log_format: self.log_format,
             leader_elect: self.leader_elect,
             service_address_override: self.service_address_override,

@@ -22,6 +22,7 @@ pub mod coder;
 mod control_plane;
 mod kubeconfig;
 pub mod kwok;
+pub mod mcp;
 mod namespace;
 mod pki;
 pub mod postgres;

@@ -1,71 +1,58 @@
-//! The MCP server (`--app=mcp-http`). Built so far: the bearer-token file rules checked at startup. The MCP tools
-//! and the HTTP transport are not built yet.
+//! The MCP server mode (`--app=mcp-http`): checks `--mcp-token-file` at startup (the rules live in the
+//! `coder-k8s-mcp-server` crate) and serves that crate's router on `--mcp-bind-address` until shutdown.
 
-use std::fmt;
 use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use coder_k8s_mcp_server::{ServerSettings, TokenFile};
+use tokio::sync::watch;
 
 use crate::cli::StartupError;
 
-/// Minimum length of the MCP bearer token.
-pub const MIN_TOKEN_BYTES: usize = 32;
-
-/// The MCP bearer token. Its Debug output never shows the value.
-#[derive(Clone, PartialEq, Eq)]
-pub struct McpToken(String);
-
-impl McpToken {
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for McpToken {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("McpToken(<redacted>)")
-    }
-}
-
 /// Reads `--mcp-token-file`: one token of at least 32 bytes without whitespace; one trailing newline is ignored.
 /// Errors name the file, never its content.
-pub fn read_token_file(path: Option<&Path>) -> Result<McpToken, StartupError> {
+pub fn read_token_file(path: Option<&Path>) -> Result<TokenFile, StartupError> {
     let path = path.ok_or_else(|| {
         StartupError("assertion failed: --mcp-token-file is required for --app=mcp-http".to_owned())
     })?;
-    let shown = path.display();
-    let content = std::fs::read(path).map_err(|error| {
-        StartupError(format!(
-            "assertion failed: read --mcp-token-file {:?}: {error}",
-            shown.to_string()
-        ))
-    })?;
-    let content = String::from_utf8(content).map_err(|_| {
-        StartupError(format!(
-            "assertion failed: --mcp-token-file {:?} is not UTF-8 text",
-            shown.to_string()
-        ))
-    })?;
-    let token = content
-        .strip_suffix("\r\n")
-        .or_else(|| content.strip_suffix('\n'))
-        .unwrap_or(&content);
-    let fail = |reason: &str| {
-        StartupError(format!(
-            "assertion failed: --mcp-token-file {:?} {reason}",
-            shown.to_string()
-        ))
+    TokenFile::open(path).map_err(|error| StartupError(error.0))
+}
+
+/// Serves the MCP server on `bind_address` with the Kubernetes `client` until `shutdown` turns true; `ready` runs
+/// once it listens. On shutdown the MCP sessions end first, so open event streams do not hold the process.
+pub async fn run(
+    client: kube::Client,
+    token: Arc<TokenFile>,
+    bind_address: &str,
+    ready: impl FnOnce(),
+    shutdown: watch::Receiver<bool>,
+) -> anyhow::Result<()> {
+    let listener = crate::admin::bind(bind_address)
+        .await
+        .with_context(|| format!("listen on --mcp-bind-address {bind_address}"))?;
+    tracing::info!(address = ?listener.local_addr().ok(), "serving MCP on /mcp");
+    let sessions_end = sessions_end_on(shutdown.clone());
+    let settings = ServerSettings {
+        version: crate::build_info::VERSION.to_owned(),
+        ..ServerSettings::default()
     };
-    if token.is_empty() {
-        return Err(fail("is empty"));
-    }
-    if token.chars().any(char::is_whitespace) {
-        return Err(fail("contains whitespace; it must hold exactly one token"));
-    }
-    if token.len() < MIN_TOKEN_BYTES {
-        return Err(fail(&format!(
-            "holds a token shorter than {MIN_TOKEN_BYTES} bytes"
-        )));
-    }
-    Ok(McpToken(token.to_owned()))
+    let router = coder_k8s_mcp_server::router(client, token, &settings, sessions_end);
+    ready();
+    coder_k8s_mcp_server::serve(listener, router, crate::app::wait_for(shutdown))
+        .await
+        .context("serve MCP")
+}
+
+/// A cancellation token cancelled when `shutdown` turns true.
+fn sessions_end_on(shutdown: watch::Receiver<bool>) -> coder_k8s_mcp_server::server::Shutdown {
+    let token = coder_k8s_mcp_server::server::Shutdown::new();
+    let cancel = token.clone();
+    tokio::spawn(async move {
+        crate::app::wait_for(shutdown).await;
+        cancel.cancel();
+    });
+    token
 }
 
 #[cfg(test)]
@@ -83,10 +70,7 @@ mod tests {
     fn token_file_rules() {
         let good = "a".repeat(32);
         let (_d, path) = with_file(format!("{good}\n").as_bytes());
-        assert_eq!(read_token_file(Some(&path)).unwrap().expose(), good);
-        let (_d, path) = with_file(good.as_bytes());
-        assert!(read_token_file(Some(&path)).is_ok());
-
+        assert!(read_token_file(Some(&path)).unwrap().accepts(good.as_bytes()));
         assert!(
             read_token_file(None)
                 .unwrap_err()
@@ -102,10 +86,6 @@ mod tests {
                 .0
                 .contains("shorter than 32 bytes")
         );
-        let (_d, path) = with_file(format!("{good} {good}").as_bytes());
-        assert!(read_token_file(Some(&path)).unwrap_err().0.contains("whitespace"));
-        let (_d, path) = with_file(format!("{good}\n\n").as_bytes());
-        assert!(read_token_file(Some(&path)).unwrap_err().0.contains("whitespace"));
         let missing = std::path::Path::new("/nonexistent/token");
         assert!(
             read_token_file(Some(missing))
@@ -113,16 +93,5 @@ mod tests {
                 .0
                 .contains("read --mcp-token-file")
         );
-    }
-
-    #[test]
-    fn token_never_appears_in_errors_or_debug() {
-        let secret = "s3cr3t-but-short";
-        let (_d, path) = with_file(secret.as_bytes());
-        let error = read_token_file(Some(&path)).unwrap_err().0;
-        assert!(!error.contains(secret));
-        let long = "x".repeat(40);
-        let (_d, path) = with_file(long.as_bytes());
-        assert!(!format!("{:?}", read_token_file(Some(&path)).unwrap()).contains(&long));
     }
 }

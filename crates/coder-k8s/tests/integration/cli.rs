@@ -249,6 +249,8 @@ async fn mcp_mode_serves_health_and_stops_on_sigterm() {
     let mut child = Command::new(env!("CARGO_BIN_EXE_coder-k8s"))
         .args(["--app=mcp-http", &format!("--mcp-token-file={}", file.display())])
         .arg(format!("--health-probe-bind-address=127.0.0.1:{port}"))
+        .arg(format!("--mcp-bind-address=127.0.0.1:{}", free_port()))
+        .env("KUBECONFIG", unreachable_kubeconfig(dir.path()))
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())

@@ -8,6 +8,7 @@ mod coder_errors;
 mod compat;
 mod control_plane;
 mod crds;
+mod mcp;
 mod operator_access;
 mod ownership;
 mod packaging;

@@ -1,0 +1,93 @@
+//! The HTTP server as a value: [`router`] puts rmcp's streamable HTTP service at `/mcp` behind the
+//! [`crate::security::guard`] middleware and serves `/healthz` and `/readyz` without a token; [`serve`] runs it on
+//! a listener until shutdown.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::routing::get;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use tokio_util::sync::CancellationToken;
+
+/// Ends every MCP session when cancelled (re-exported so callers need no tokio-util of their own).
+pub type Shutdown = CancellationToken;
+
+use crate::security::{self, Guard};
+use crate::token::TokenFile;
+use crate::tools::McpServer;
+
+/// The default listen address: loopback only, reached through `kubectl port-forward`.
+pub const DEFAULT_BIND_ADDRESS: &str = "127.0.0.1:8090";
+/// An MCP session ends after this long without a request.
+pub const SESSION_IDLE_TIMEOUT: Duration = Duration::from_secs(15 * 60);
+/// The largest request body (a tool call's arguments are small).
+pub const MAX_REQUEST_BODY_BYTES: usize = 1 << 20;
+
+/// How the server is built.
+#[derive(Clone, Debug)]
+pub struct ServerSettings {
+    /// An MCP session ends after this long without a request.
+    pub session_idle_timeout: Duration,
+    /// Request bodies above this size are refused with 413.
+    pub max_request_body_bytes: usize,
+    /// Reported as the server version (`initialize`, `check_health`).
+    pub version: String,
+}
+
+impl Default for ServerSettings {
+    fn default() -> Self {
+        Self {
+            session_idle_timeout: SESSION_IDLE_TIMEOUT,
+            max_request_body_bytes: MAX_REQUEST_BODY_BYTES,
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+        }
+    }
+}
+
+/// The whole HTTP application. Cancelling `shutdown` ends every MCP session (their streams close) so a graceful
+/// HTTP shutdown does not wait for idle clients.
+pub fn router(
+    client: kube::Client,
+    token: Arc<TokenFile>,
+    settings: &ServerSettings,
+    shutdown: CancellationToken,
+) -> Router {
+    let mut sessions = LocalSessionManager::default();
+    sessions.session_config.keep_alive = Some(settings.session_idle_timeout);
+    let config = StreamableHttpServerConfig::default()
+        .with_cancellation_token(shutdown)
+        .with_max_request_body_bytes(settings.max_request_body_bytes);
+    let version = settings.version.clone();
+    let mcp = StreamableHttpService::new(
+        move || Ok(McpServer::new(client.clone(), version.clone())),
+        Arc::new(sessions),
+        config,
+    );
+    let guard = Arc::new(Guard {
+        token,
+        max_body_bytes: settings.max_request_body_bytes,
+    });
+    Router::new()
+        .nest_service("/mcp", mcp)
+        .layer(axum::middleware::from_fn_with_state(guard, security::guard))
+        .route("/healthz", get(ok))
+        .route("/readyz", get(ok))
+}
+
+async fn ok() -> &'static str {
+    "ok"
+}
+
+/// Serves `router` on `listener` until `shutdown` completes.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    router: Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router)
+        .with_graceful_shutdown(shutdown)
+        .await
+}
