@@ -352,7 +352,17 @@ fn print_report(mode: &Mode, results: &Results, log_path: &std::path::Path) {
         println!("| path | samples | p50 | p99 | max |\n|---|---|---|---|---|");
         println!(
             "{}",
-            row("the same Coder calls, straight to Coder", &list.direct_coder)
+            row(
+                "the same Coder calls straight to Coder, one after the other",
+                &list.direct_sequential
+            )
+        );
+        println!(
+            "{}",
+            row(
+                "the same Coder calls straight to Coder, as the server sends them",
+                &list.direct_coder
+            )
         );
         println!("{}", row("straight to the aggregated API server", &list.server));
         println!(

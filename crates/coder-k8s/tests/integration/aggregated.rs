@@ -19,7 +19,7 @@ use rustls_pki_types::pem::PemObject as _;
 use serde_json::json;
 use tokio::sync::OnceCell;
 
-use crate::support::{assert_success, control_plane_with_crds, kubectl, path, stderr, stdout};
+use crate::support::{assert_success, control_plane_with_crds, install_crds, kubectl, path, stderr, stdout};
 
 const SERVER_NAMESPACE: &str = "coder-system";
 
@@ -62,24 +62,7 @@ async fn start_control_plane(controller_manager: bool) -> ControlPlane {
         .start()
         .await
         .unwrap();
-    let out = kubectl(
-        &cp,
-        &["apply", "--server-side", "-f", &path("config/crd/bases")],
-        None,
-    );
-    assert_success(&out, "install CRDs");
-    let out = kubectl(
-        &cp,
-        &[
-            "wait",
-            "--for=condition=Established",
-            "crd",
-            "--all",
-            "--timeout=60s",
-        ],
-        None,
-    );
-    assert_success(&out, "wait for CRDs");
+    install_crds(&cp);
     let out = kubectl(&cp, &["create", "namespace", SERVER_NAMESPACE], None);
     assert_success(&out, "create the server namespace");
     cp

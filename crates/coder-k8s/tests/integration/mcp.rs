@@ -15,13 +15,12 @@ use coder_k8s_coder_client::{CoderClient, SessionToken};
 use coder_k8s_coder_testserver::{Config, TestServer};
 use coder_k8s_testenv::ControlPlane;
 use coder_k8s_testenv::mcp::{McpClient, ToolOutcome, call, connect, python_mcp, seed_kubernetes_objects};
-use k8s_openapi::api::core::v1::{Secret, Service};
-use kube::api::{Api, DynamicObject, PostParams};
-use kube::core::{ApiResource, GroupVersionKind};
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 use tokio::sync::OnceCell;
 
-use crate::support::{assert_success, kubectl, path};
+use crate::support::{assert_success, install_crds, kubectl, path};
 
 const SERVER_NAMESPACE: &str = "coder-system";
 const TOKEN: &str = "binary-mcp-token-0123456789abcdefghij";
@@ -58,12 +57,7 @@ async fn own_control_plane() -> &'static ControlPlane {
     static CP: OnceCell<ControlPlane> = OnceCell::const_new();
     CP.get_or_init(|| async {
         let cp = ControlPlane::builder().start().await.unwrap();
-        let out = kubectl(
-            &cp,
-            &["apply", "--server-side", "-f", &path("config/crd/bases")],
-            None,
-        );
-        assert_success(&out, "install CRDs");
+        install_crds(&cp);
         let out = kubectl(&cp, &["create", "namespace", SERVER_NAMESPACE], None);
         assert_success(&out, "create the server namespace");
         cp
@@ -77,36 +71,6 @@ async fn wait_until(what: &str, mut check: impl AsyncFnMut() -> bool) {
         assert!(Instant::now() < deadline, "timed out waiting until {what}");
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
-}
-
-/// The ExternalName Service and APIService leading kube-apiserver to the aggregated server on `port`.
-async fn register(client: &kube::Client, port: u16) {
-    let service: Service = serde_json::from_value(json!({
-        "metadata": {"name": "coder-k8s-apiserver", "namespace": SERVER_NAMESPACE},
-        "spec": {"type": "ExternalName", "externalName": "localhost"},
-    }))
-    .unwrap();
-    Api::<Service>::namespaced(client.clone(), SERVER_NAMESPACE)
-        .create(&PostParams::default(), &service)
-        .await
-        .unwrap();
-    let gvk = GroupVersionKind::gvk("apiregistration.k8s.io", "v1", "APIService");
-    let apiservices: Api<DynamicObject> = Api::all_with(
-        client.clone(),
-        &ApiResource::from_gvk_with_plural(&gvk, "apiservices"),
-    );
-    let apiservice: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
-        "metadata": {"name": "v1alpha1.aggregation.coder.com"},
-        "spec": {"group": "aggregation.coder.com", "version": "v1alpha1", "groupPriorityMinimum": 1000,
-                 "versionPriority": 100,
-                 "service": {"name": "coder-k8s-apiserver", "namespace": SERVER_NAMESPACE, "port": port}},
-    }))
-    .unwrap();
-    apiservices
-        .create(&PostParams::default(), &apiservice)
-        .await
-        .unwrap();
 }
 
 /// The Coder API test server with an operator token and an imported template named `docker`; returns the server,
@@ -277,7 +241,9 @@ impl Stack {
                 .spawn()
                 .unwrap(),
         );
-        register(&kube, api_port).await;
+        coder_k8s_testenv::apiservice::register(&kube, SERVER_NAMESPACE, api_port)
+            .await
+            .unwrap();
         wait_until("the aggregated API answers through kube-apiserver", async || {
             kubectl(cp, &["get", "coderworkspaces", "-n", &namespace], None)
                 .status

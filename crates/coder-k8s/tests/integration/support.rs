@@ -17,29 +17,30 @@ pub async fn control_plane_with_crds() -> &'static ControlPlane {
     let cp = coder_k8s_testenv::shared()
         .await
         .expect("start the test control plane");
-    INSTALLED
-        .get_or_init(|| async {
-            let out = kubectl(
-                cp,
-                &["apply", "--server-side", "-f", &path("config/crd/bases")],
-                None,
-            );
-            assert_success(&out, "install CRDs");
-            let out = kubectl(
-                cp,
-                &[
-                    "wait",
-                    "--for=condition=Established",
-                    "crd",
-                    "--all",
-                    "--timeout=60s",
-                ],
-                None,
-            );
-            assert_success(&out, "wait for CRDs");
-        })
-        .await;
+    INSTALLED.get_or_init(|| async { install_crds(cp) }).await;
     cp
+}
+
+/// Applies the CRDs of config/crd/bases and waits until they are Established.
+pub fn install_crds(cp: &ControlPlane) {
+    let out = kubectl(
+        cp,
+        &["apply", "--server-side", "-f", &path("config/crd/bases")],
+        None,
+    );
+    assert_success(&out, "install CRDs");
+    let out = kubectl(
+        cp,
+        &[
+            "wait",
+            "--for=condition=Established",
+            "crd",
+            "--all",
+            "--timeout=60s",
+        ],
+        None,
+    );
+    assert_success(&out, "wait for CRDs");
 }
 
 pub fn path(relative: &str) -> String {
