@@ -40,6 +40,34 @@ fn build_status(job: Option<&Job>, transition: &str) -> &'static str {
     }
 }
 
+/// The resources of a build: a successful start build reports the configured agents (sub-agents name the first
+/// agent as parent); other builds report none.
+fn render_resources(mem: &Mem, build: &Build, job: Option<&Job>) -> Value {
+    let started = build.transition == "start" && job.is_some_and(|j| j.status() == "succeeded");
+    if !started {
+        return json!([]);
+    }
+    let agents = mem
+        .agents
+        .clone()
+        .unwrap_or_else(|| vec![crate::config::AgentSpec::ready()]);
+    let agent_id = |index: usize| Uuid::from_u128(build.id.as_u128() ^ (index as u128 + 1));
+    let rendered: Vec<Value> = agents
+        .iter()
+        .enumerate()
+        .map(|(index, agent)| {
+            json!({
+                "id": agent_id(index),
+                "name": format!("agent{index}"),
+                "status": agent.status,
+                "lifecycle_state": agent.lifecycle_state,
+                "parent_id": agent.sub_agent.then(|| agent_id(0)),
+            })
+        })
+        .collect();
+    json!([{ "id": Uuid::from_u128(build.id.as_u128() ^ 0xffff), "name": "main", "type": "docker_container", "agents": rendered }])
+}
+
 pub(super) fn render_build(build: &Build, mem: &Mem) -> Value {
     let job = mem.jobs.get(&build.job_id);
     let workspace = mem.workspace(build.workspace_id);
@@ -61,7 +89,7 @@ pub(super) fn render_build(build: &Build, mem: &Mem) -> Value {
         "initiator_name": build.initiator.1,
         "job": job.map_or(Value::Null, |j| render_job(j, mem)),
         "reason": build.reason,
-        "resources": [],
+        "resources": render_resources(mem, build, job),
         "deadline": null,
         "max_deadline": null,
         "status": build_status(job, &build.transition),

@@ -1,0 +1,574 @@
+//! The CoderTemplateTest controller on the real kube-apiserver, PostgreSQL and the Coder API test server: a run from
+//! the create to the deleted workspace, its failure families, the uncertain create, cleanup while Coder is down,
+//! retain, the TTL and operator restarts. Every test checks Coder's whole request log for the creates it made.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use coder_k8s_api::control_plane::CoderControlPlane;
+use coder_k8s_api::template_test::{CoderTemplateTest, CoderTemplateTestStatus, TemplateTestPhase};
+use coder_k8s_coder_client::CoderClient;
+use coder_k8s_coder_client::types::files::ArchiveKind;
+use coder_k8s_coder_client::types::template_versions::CreateTemplateVersionRequest;
+use coder_k8s_coder_client::types::templates::CreateTemplateRequest;
+use coder_k8s_coder_client::types::workspaces::CreateWorkspaceRequest;
+use coder_k8s_coder_testserver::{AgentSpec, BuildOutcome, Fault, FaultRule};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+use crate::control_plane::{Harness, harness, wait_for};
+use crate::provisioner::ready_control_plane;
+
+const CP: &str = "codercontrolplane-sample";
+
+/// A ready control plane, a template `docker` in the default organization, and a plain member `tester` named as
+/// the owner of test workspaces. Returns the operator's client, the organization name and the tester's ID.
+struct Setup {
+    coder: CoderClient,
+    organization: String,
+    tester: String,
+}
+
+async fn setup(h: &Harness) -> Setup {
+    let token = ready_control_plane(h).await;
+    let coder = h.coder(&token);
+    let organization = coder.default_organization().await.unwrap().name;
+    create_template(&coder, &organization, "docker").await;
+    h.server.mint_token("tester", &[]).await.unwrap();
+    let tester = coder.user("tester").await.unwrap().id.to_string();
+    set_template_tests(h, json!({"ownerUserID": tester})).await;
+    Setup {
+        coder,
+        organization,
+        tester,
+    }
+}
+
+async fn set_template_tests(h: &Harness, settings: serde_json::Value) {
+    h.api::<CoderControlPlane>()
+        .patch(
+            CP,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"templateTests": settings}})),
+        )
+        .await
+        .unwrap();
+}
+
+/// A template `name` whose first version imported; returns the version ID.
+async fn create_template(coder: &CoderClient, organization: &str, name: &str) -> uuid::Uuid {
+    let version = import_version(coder, organization, None).await;
+    let request = CreateTemplateRequest {
+        name: name.to_owned(),
+        template_version_id: version,
+        ..CreateTemplateRequest::default()
+    };
+    coder.create_template(organization, &request).await.unwrap();
+    version
+}
+
+async fn import_version(coder: &CoderClient, organization: &str, template: Option<uuid::Uuid>) -> uuid::Uuid {
+    let tar = coder_k8s_testenv::archive::one_file_tar("main.tf", b"terraform {}\n");
+    let file = coder
+        .upload_file(ArchiveKind::Tar, Bytes::from(tar))
+        .await
+        .unwrap();
+    let mut request = CreateTemplateVersionRequest::terraform(file.id);
+    request.template_id = template;
+    let version = coder
+        .create_template_version(organization, &request)
+        .await
+        .unwrap();
+    for _ in 0..100 {
+        if coder
+            .template_version(version.id)
+            .await
+            .unwrap()
+            .job
+            .status
+            .is_terminal()
+        {
+            return version.id;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("the template version did not import");
+}
+
+fn spec(template: &str) -> serde_json::Value {
+    json!({"controlPlaneRef": {"name": CP}, "template": template, "version": {"active": true}, "timeoutSeconds": 60})
+}
+
+async fn create_test(h: &Harness, name: &str, spec: serde_json::Value) -> CoderTemplateTest {
+    let object = CoderTemplateTest::new(name, serde_json::from_value(spec).unwrap());
+    h.api::<CoderTemplateTest>()
+        .create(&PostParams::default(), &object)
+        .await
+        .unwrap()
+}
+
+async fn status_of(h: &Harness, name: &str) -> CoderTemplateTestStatus {
+    h.api::<CoderTemplateTest>()
+        .get(name)
+        .await
+        .unwrap()
+        .status
+        .unwrap_or_default()
+}
+
+fn condition(status: &CoderTemplateTestStatus, type_: &str) -> Option<(String, String)> {
+    status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == type_)
+        .map(|c| (c.status.clone(), c.reason.clone()))
+}
+
+/// Waits until the test's `status.reason` is `reason` (up to 90 s); returns the status.
+async fn wait_reason(h: &Harness, name: &str, reason: &str) -> CoderTemplateTestStatus {
+    let mut last = CoderTemplateTestStatus::default();
+    for _ in 0..450 {
+        last = status_of(h, name).await;
+        if last.reason.as_deref() == Some(reason) {
+            return last;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    panic!("{name} never reached reason {reason}; last status {last:?}");
+}
+
+/// Waits until `WorkspaceDeleted` has `state`/`reason`; returns the status.
+async fn wait_deleted(h: &Harness, name: &str, state: &str, reason: &str) -> CoderTemplateTestStatus {
+    let mut last = CoderTemplateTestStatus::default();
+    for _ in 0..450 {
+        last = status_of(h, name).await;
+        if condition(&last, "WorkspaceDeleted") == Some((state.to_owned(), reason.to_owned())) {
+            return last;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    panic!("{name}: WorkspaceDeleted never became {state}/{reason}; last status {last:?}");
+}
+
+/// The workspace creates Coder received (every request in the log).
+fn creates(h: &Harness) -> usize {
+    h.server
+        .requests()
+        .iter()
+        .filter(|r| {
+            r.method == "POST" && r.path.starts_with("/api/v2/users/") && r.path.ends_with("/workspaces")
+        })
+        .count()
+}
+
+/// The delete builds Coder received.
+fn builds_posted(h: &Harness) -> usize {
+    h.server
+        .requests()
+        .iter()
+        .filter(|r| r.method == "POST" && r.path.ends_with("/builds"))
+        .count()
+}
+
+fn workspace_name(test: &CoderTemplateTest) -> String {
+    let uid = test.metadata.uid.clone().unwrap().replace('-', "");
+    format!("ktt-{}", &uid[..28])
+}
+
+#[tokio::test]
+async fn a_passing_run_creates_one_workspace_waits_for_its_agents_deletes_it_and_succeeds() {
+    let h = harness("ktt-pass").await;
+    let s = setup(&h).await;
+    let test = create_test(&h, "pass", spec(&format!("{}.docker", s.organization))).await;
+    let status = wait_reason(&h, "pass", "Succeeded").await;
+    assert_eq!(status.phase, Some(TemplateTestPhase::Succeeded));
+    assert_eq!(
+        condition(&status, "Ready"),
+        Some(("True".into(), "Succeeded".into()))
+    );
+    assert_eq!(condition(&status, "Stalled").map(|c| c.0), Some("False".into()));
+    assert_eq!(
+        condition(&status, "Reconciling").map(|c| c.0),
+        Some("False".into())
+    );
+    assert_eq!(
+        condition(&status, "WorkspaceDeleted"),
+        Some(("True".into(), "Deleted".into()))
+    );
+    let name = workspace_name(&test);
+    assert_eq!(status.workspace_name.as_deref(), Some(name.as_str()));
+    assert_eq!(status.owner_id.as_deref(), Some(s.tester.as_str()));
+    let template = s.coder.template_by_name(&s.organization, "docker").await.unwrap();
+    assert_eq!(
+        status.template_version_id.as_deref(),
+        Some(template.active_version_id.to_string().as_str()),
+        "the active version is pinned"
+    );
+    assert!(status.template_version_name.is_some());
+    for field in [
+        &status.start_time,
+        &status.completion_time,
+        &status.create_attempt_time,
+        &status.agents_ready_time,
+    ] {
+        assert!(field.is_some(), "{status:?}");
+    }
+    assert!(status.start_build_id.is_some() && status.delete_build_id.is_some());
+    assert_eq!(status.delete_attempts, None);
+    assert!(status.message.as_deref().unwrap().len() <= 256);
+    assert_eq!(creates(&h), 1);
+    assert_eq!(h.server.workspaces(), vec![(name, true)]);
+    // The finished run has no finalizer work left: deleting the object needs no Coder call.
+    h.server.clear_requests();
+    h.api::<CoderTemplateTest>()
+        .delete("pass", &DeleteParams::default())
+        .await
+        .unwrap();
+    let tests = h.api::<CoderTemplateTest>();
+    wait_for(
+        || async { tests.get_opt("pass").await.unwrap().is_none() },
+        "the test to go",
+    )
+    .await;
+    assert_eq!(builds_posted(&h) + creates(&h), 0);
+    assert_eq!(h.metrics.template_tests_finished("Succeeded"), 1);
+}
+
+#[tokio::test]
+async fn a_failed_build_fails_the_run_and_the_workspace_is_still_deleted() {
+    let h = harness("ktt-buildfail").await;
+    let s = setup(&h).await;
+    h.server.set_build_outcome(BuildOutcome::Fail);
+    create_test(&h, "fails", spec(&format!("{}.docker", s.organization))).await;
+    let status = wait_reason(&h, "fails", "BuildFailed").await;
+    assert_eq!(status.phase, Some(TemplateTestPhase::Failed));
+    assert_eq!(
+        condition(&status, "Stalled"),
+        Some(("True".into(), "BuildFailed".into()))
+    );
+    assert_eq!(condition(&status, "Ready").map(|c| c.0), Some("False".into()));
+    // The delete build fails too while every job fails: cleanup keeps trying.
+    wait_deleted(&h, "fails", "False", "DeleteRetrying").await;
+    h.server.set_build_outcome(BuildOutcome::Succeed);
+    let status = wait_deleted(&h, "fails", "True", "Deleted").await;
+    assert_eq!(
+        status.reason.as_deref(),
+        Some("BuildFailed"),
+        "the outcome does not change"
+    );
+    assert!(status.delete_attempts.unwrap_or(0) >= 1);
+    assert_eq!(creates(&h), 1);
+    assert!(h.server.workspaces().iter().all(|(_, deleted)| *deleted));
+    assert_eq!(h.server.workspaces().len(), 1);
+}
+
+#[tokio::test]
+async fn a_workspace_without_agents_fails_with_no_agents() {
+    let h = harness("ktt-noagents").await;
+    let s = setup(&h).await;
+    h.server.set_agents(Vec::new());
+    create_test(&h, "none", spec(&format!("{}.docker", s.organization))).await;
+    let status = wait_reason(&h, "none", "NoAgents").await;
+    assert_eq!(status.phase, Some(TemplateTestPhase::Failed));
+    wait_deleted(&h, "none", "True", "Deleted").await;
+    assert_eq!(creates(&h), 1);
+}
+
+#[tokio::test]
+async fn agent_failures_have_their_reasons_and_sub_agents_do_not_count() {
+    let h = harness("ktt-agents").await;
+    let s = setup(&h).await;
+    let template = format!("{}.docker", s.organization);
+    let mut sub = AgentSpec::new("connecting", "created");
+    sub.sub_agent = true;
+    h.server.set_agents(vec![AgentSpec::ready(), sub]);
+    create_test(&h, "sub", spec(&template)).await;
+    wait_reason(&h, "sub", "Succeeded").await;
+    for (name, agent, reason) in [
+        (
+            "timeout",
+            AgentSpec::new("timeout", "created"),
+            "AgentConnectionTimeout",
+        ),
+        (
+            "starterr",
+            AgentSpec::new("connected", "start_error"),
+            "AgentStartError",
+        ),
+    ] {
+        h.server.set_agents(vec![agent]);
+        create_test(&h, name, spec(&template)).await;
+        let status = wait_reason(&h, name, reason).await;
+        assert_eq!(status.phase, Some(TemplateTestPhase::Failed));
+        wait_deleted(&h, name, "True", "Deleted").await;
+    }
+    assert_eq!(creates(&h), 3);
+}
+
+#[tokio::test]
+async fn agents_that_never_get_ready_end_at_the_deadline_naming_the_last_wait() {
+    let h = harness("ktt-deadline").await;
+    let s = setup(&h).await;
+    h.server.set_agents(vec![AgentSpec::new("connecting", "created")]);
+    create_test(&h, "slow", spec(&format!("{}.docker", s.organization))).await;
+    wait_reason(&h, "slow", "WaitingForAgents").await;
+    let status = wait_reason(&h, "slow", "DeadlineExceeded").await;
+    let message = status.message.unwrap();
+    assert!(
+        message.contains("within 60s") && message.contains("WaitingForAgents"),
+        "{message}"
+    );
+    // Cleanup continues after the deadline.
+    wait_deleted(&h, "slow", "True", "Deleted").await;
+    assert_eq!(creates(&h), 1);
+}
+
+#[tokio::test]
+async fn an_uncertain_create_is_proven_from_coders_builds_and_never_sent_again() {
+    let h = harness("ktt-uncertain").await;
+    let s = setup(&h).await;
+    h.server.add_fault(FaultRule {
+        method: Some("POST".to_owned()),
+        path_prefix: format!("/api/v2/users/{}/workspaces", s.tester),
+        fault: Fault::DropAfterHandling,
+        times: Some(1),
+    });
+    create_test(&h, "lost", spec(&format!("{}.docker", s.organization))).await;
+    let status = wait_reason(&h, "lost", "Succeeded").await;
+    assert_eq!(
+        condition(&status, "WorkspaceDeleted"),
+        Some(("True".into(), "Deleted".into()))
+    );
+    assert_eq!(creates(&h), 1, "the create is never resent");
+    assert_eq!(h.server.workspaces().len(), 1);
+}
+
+#[tokio::test]
+async fn a_name_taken_by_someone_else_fails_and_that_workspace_is_never_touched() {
+    let h = harness("ktt-conflict").await;
+    let s = setup(&h).await;
+    // The owner is not configured yet, so the test waits while the name is taken.
+    set_template_tests(&h, json!({"ownerUserID": null})).await;
+    let test = create_test(&h, "taken", spec(&format!("{}.docker", s.organization))).await;
+    wait_reason(&h, "taken", "OwnerNotConfigured").await;
+    let name = workspace_name(&test);
+    let tester = h.coder(&h.server.mint_token("tester", &[]).await.unwrap());
+    let template = s.coder.template_by_name(&s.organization, "docker").await.unwrap();
+    let request = CreateWorkspaceRequest {
+        template_id: Some(template.id),
+        name: name.clone(),
+        ..CreateWorkspaceRequest::default()
+    };
+    tester.create_workspace("me", &request).await.unwrap();
+    h.server.clear_requests();
+    set_template_tests(&h, json!({"ownerUserID": s.tester})).await;
+    let status = wait_reason(&h, "taken", "WorkspaceNameConflict").await;
+    assert_eq!(
+        condition(&status, "WorkspaceDeleted"),
+        Some(("True".into(), "NotCreated".into()))
+    );
+    assert_eq!(creates(&h) + builds_posted(&h), 0);
+    assert_eq!(h.server.workspaces(), vec![(name, false)]);
+}
+
+#[tokio::test]
+async fn an_owner_with_more_than_member_rights_is_refused() {
+    let h = harness("ktt-owner").await;
+    let s = setup(&h).await;
+    h.server.mint_token("tester", &["owner"]).await.unwrap();
+    create_test(&h, "admin", spec(&format!("{}.docker", s.organization))).await;
+    let status = wait_reason(&h, "admin", "OwnerNotEligible").await;
+    assert_eq!(status.phase, Some(TemplateTestPhase::Pending));
+    assert!(status.message.unwrap().contains("site role \"owner\""));
+    h.server.mint_token("tester", &[]).await.unwrap();
+    // The control plane changes nothing here: the test polls and resumes on its own.
+    wait_reason(&h, "admin", "Succeeded").await;
+    assert_eq!(creates(&h), 1);
+}
+
+#[tokio::test]
+async fn an_archived_version_and_a_missing_template_have_their_reasons() {
+    let h = harness("ktt-version").await;
+    let s = setup(&h).await;
+    let template = s.coder.template_by_name(&s.organization, "docker").await.unwrap();
+    let old = import_version(&s.coder, &s.organization, Some(template.id)).await;
+    s.coder.archive_template_version(old).await.unwrap();
+    let mut by_id = spec(&format!("{}.docker", s.organization));
+    by_id["version"] = json!({"id": old.to_string()});
+    create_test(&h, "archived", by_id).await;
+    let status = wait_reason(&h, "archived", "TemplateVersionArchived").await;
+    assert_eq!(
+        status.template_version_id.as_deref(),
+        Some(old.to_string().as_str()),
+        "pinned"
+    );
+    assert_eq!(
+        condition(&status, "WorkspaceDeleted"),
+        Some(("True".into(), "NotCreated".into()))
+    );
+    create_test(&h, "missing", spec(&format!("{}.nothere", s.organization))).await;
+    let status = wait_reason(&h, "missing", "TemplateNotFound").await;
+    assert_eq!(status.phase, Some(TemplateTestPhase::Pending));
+    assert_eq!(creates(&h), 0);
+}
+
+#[tokio::test]
+async fn a_delete_build_failure_is_counted_and_retried_with_backoff() {
+    let h = harness("ktt-delfail").await;
+    let s = setup(&h).await;
+    h.server.set_build_outcome(BuildOutcome::FailDeletes);
+    create_test(&h, "undeletable", spec(&format!("{}.docker", s.organization))).await;
+    let status = wait_reason(&h, "undeletable", "DeleteBuildFailed").await;
+    assert_eq!(status.phase, Some(TemplateTestPhase::Failed));
+    assert_eq!(status.delete_attempts, Some(1));
+    assert_eq!(
+        condition(&status, "WorkspaceDeleted"),
+        Some(("False".into(), "DeleteRetrying".into()))
+    );
+    h.server.set_build_outcome(BuildOutcome::Succeed);
+    let status = wait_deleted(&h, "undeletable", "True", "Deleted").await;
+    assert_eq!(status.delete_attempts, Some(1), "each failure is counted once");
+    assert_eq!(creates(&h), 1);
+}
+
+#[tokio::test]
+async fn coder_down_during_cleanup_keeps_the_finalizer_until_the_workspace_is_deleted() {
+    let h = harness("ktt-down").await;
+    let s = setup(&h).await;
+    h.server.set_agents(vec![AgentSpec::new("connecting", "created")]);
+    create_test(&h, "interrupted", spec(&format!("{}.docker", s.organization))).await;
+    wait_reason(&h, "interrupted", "WaitingForAgents").await;
+    h.server.add_fault(FaultRule {
+        method: None,
+        path_prefix: "/api/v2/workspace".to_owned(),
+        fault: Fault::ServerError(503),
+        times: None,
+    });
+    h.api::<CoderTemplateTest>()
+        .delete("interrupted", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_deleted(&h, "interrupted", "False", "ControlPlaneUnavailable").await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(
+        h.api::<CoderTemplateTest>()
+            .get_opt("interrupted")
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert_eq!(h.server.workspaces().iter().filter(|(_, d)| !d).count(), 1);
+    h.server.clear_faults();
+    let tests = h.api::<CoderTemplateTest>();
+    wait_for(
+        || async { tests.get_opt("interrupted").await.unwrap().is_none() },
+        "the test to go",
+    )
+    .await;
+    assert!(h.server.workspaces().iter().all(|(_, deleted)| *deleted));
+    assert_eq!(creates(&h), 1);
+}
+
+#[tokio::test]
+async fn retain_keeps_a_failed_runs_workspace_only_when_the_control_plane_allows_it() {
+    let h = harness("ktt-retain").await;
+    let s = setup(&h).await;
+    h.server.set_agents(Vec::new());
+    let template = format!("{}.docker", s.organization);
+    let retained = |name: &str| {
+        let mut object = CoderTemplateTest::new(name, serde_json::from_value(spec(&template)).unwrap());
+        object.metadata.annotations =
+            Some([("coder.com/deletion-policy".to_owned(), "retain".to_owned())].into());
+        object
+    };
+    // Not allowed: deleted anyway.
+    h.api::<CoderTemplateTest>()
+        .create(&PostParams::default(), &retained("refused"))
+        .await
+        .unwrap();
+    wait_reason(&h, "refused", "NoAgents").await;
+    wait_deleted(&h, "refused", "True", "Deleted").await;
+    set_template_tests(&h, json!({"ownerUserID": s.tester, "allowRetain": true})).await;
+    h.api::<CoderTemplateTest>()
+        .create(&PostParams::default(), &retained("kept"))
+        .await
+        .unwrap();
+    wait_reason(&h, "kept", "NoAgents").await;
+    let status = wait_deleted(&h, "kept", "False", "Retained").await;
+    let name = status.workspace_name.unwrap();
+    assert!(h.server.workspaces().contains(&(name.clone(), false)));
+    // Deleting the object keeps the workspace.
+    h.api::<CoderTemplateTest>()
+        .delete("kept", &DeleteParams::default())
+        .await
+        .unwrap();
+    let tests = h.api::<CoderTemplateTest>();
+    wait_for(
+        || async { tests.get_opt("kept").await.unwrap().is_none() },
+        "the test to go",
+    )
+    .await;
+    assert!(h.server.workspaces().contains(&(name, false)));
+}
+
+#[tokio::test]
+async fn the_ttl_deletes_a_finished_test() {
+    let h = harness("ktt-ttl").await;
+    let s = setup(&h).await;
+    let mut with_ttl = spec(&format!("{}.docker", s.organization));
+    with_ttl["ttlSecondsAfterFinished"] = json!(2);
+    create_test(&h, "short", with_ttl).await;
+    wait_reason(&h, "short", "Succeeded").await;
+    let tests = h.api::<CoderTemplateTest>();
+    wait_for(
+        || async { tests.get_opt("short").await.unwrap().is_none() },
+        "the TTL",
+    )
+    .await;
+}
+
+/// A second operator on the harness's cluster and Coder; it stops when the returned sender drops.
+fn start_operator(h: &Harness) -> tokio::sync::watch::Sender<bool> {
+    let requests = coder_k8s::controller::kube_requests::KubeRequests::default();
+    let client = requests.client(h.cp.config().unwrap()).unwrap();
+    let metrics = coder_k8s::controller::metrics::ReconcileMetrics::register(
+        &mut prometheus_client::registry::Registry::default(),
+    );
+    let ctx = std::sync::Arc::new(coder_k8s::controller::context::Context::new(
+        client,
+        crate::control_plane::settings(&h.ns),
+        metrics,
+    ));
+    crate::control_plane::spawn_controllers(&ctx)
+}
+
+#[tokio::test]
+async fn an_operator_killed_at_each_step_converges_with_one_workspace_created_and_deleted() {
+    let h = harness("ktt-restart").await;
+    let s = setup(&h).await;
+    h.server.set_agents(vec![AgentSpec::new("connecting", "created")]);
+    create_test(&h, "restarted", spec(&format!("{}.docker", s.organization))).await;
+    // Killed while waiting for the agents.
+    wait_reason(&h, "restarted", "WaitingForAgents").await;
+    h.stop.send(true).unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    h.server.set_agents(vec![AgentSpec::ready()]);
+    let second = start_operator(&h);
+    // Killed again right after the agents were ready, before or during the delete.
+    wait_for(
+        || async { status_of(&h, "restarted").await.agents_ready_time.is_some() },
+        "the agents to be ready",
+    )
+    .await;
+    drop(second);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let _third = start_operator(&h);
+    let status = wait_reason(&h, "restarted", "Succeeded").await;
+    assert_eq!(
+        condition(&status, "WorkspaceDeleted"),
+        Some(("True".into(), "Deleted".into()))
+    );
+    assert_eq!(creates(&h), 1);
+    assert_eq!(h.server.workspaces().len(), 1);
+    assert!(h.server.workspaces()[0].1);
+}
