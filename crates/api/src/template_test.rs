@@ -136,6 +136,7 @@ pub mod reasons {
     printcolumn(name = "Template", type_ = "string", json_path = ".spec.template"),
     printcolumn(name = "Version", type_ = "string", json_path = ".status.templateVersionName"),
     printcolumn(name = "Reason", type_ = "string", json_path = ".status.reason"),
+    printcolumn(name = "Duration", type_ = "string", json_path = ".status.duration"),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
 )]
 #[x_kube(validation = kube::core::Rule::new("self == oldSelf").message("spec is immutable, create a new CoderTemplateTest"))]
@@ -264,6 +265,9 @@ pub struct CoderTemplateTestStatus {
     /// When the test reached a final phase.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub completion_time: Option<Time>,
+    /// How long the run took, from `startTime` to `completionTime` (for example `2m13s`); set when it ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration: Option<String>,
     /// Coder organization ID.
     #[serde(default, rename = "organizationID", skip_serializing_if = "Option::is_none")]
     pub organization_id: Option<String>,

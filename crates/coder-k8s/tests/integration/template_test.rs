@@ -8,6 +8,7 @@ use bytes::Bytes;
 use coder_k8s_api::control_plane::CoderControlPlane;
 use coder_k8s_api::template_test::{CoderTemplateTest, CoderTemplateTestStatus, TemplateTestPhase};
 use coder_k8s_coder_client::CoderClient;
+use coder_k8s_coder_client::types::builds::{CreateWorkspaceBuildRequest, Transition};
 use coder_k8s_coder_client::types::files::ArchiveKind;
 use coder_k8s_coder_client::types::template_versions::CreateTemplateVersionRequest;
 use coder_k8s_coder_client::types::templates::CreateTemplateRequest;
@@ -216,8 +217,44 @@ async fn a_passing_run_creates_one_workspace_waits_for_its_agents_deletes_it_and
     assert!(status.start_build_id.is_some() && status.delete_build_id.is_some());
     assert_eq!(status.delete_attempts, None);
     assert!(status.message.as_deref().unwrap().len() <= 256);
+    assert!(status.duration.is_some());
     assert_eq!(creates(&h), 1);
     assert_eq!(h.server.workspaces(), vec![(name, true)]);
+    let out = crate::support::kubectl(h.cp, &["get", "codertemplatetests", "-n", &h.ns], None);
+    crate::support::assert_success(&out, "get codertemplatetests");
+    let text = crate::support::stdout(&out);
+    let mut lines = text.lines();
+    let columns: Vec<&str> = lines.next().unwrap_or_default().split_whitespace().collect();
+    assert_eq!(
+        columns,
+        [
+            "NAME", "PHASE", "TEMPLATE", "VERSION", "REASON", "DURATION", "AGE"
+        ],
+        "{text}"
+    );
+    let row: Vec<&str> = lines.next().unwrap_or_default().split_whitespace().collect();
+    assert_eq!(&row[..2], ["pass", "Succeeded"], "{text}");
+    assert_eq!(row[4], "Succeeded", "{text}");
+    assert_eq!(Some(row[5]), status.duration.as_deref(), "{text}");
+    // Each phase change was published as an Event.
+    let events = h
+        .api::<k8s_openapi::api::events::v1::Event>()
+        .list(&Default::default())
+        .await
+        .unwrap();
+    let reasons: Vec<String> = events
+        .items
+        .iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("pass"))
+        .filter_map(|e| e.reason.clone())
+        .collect();
+    // At least: into Pending or Running, then into Succeeded (events.k8s.io may merge repeats, never drop one).
+    assert!(reasons.len() >= 2, "{reasons:?}");
+    assert_eq!(
+        reasons.iter().filter(|r| *r == "Succeeded").count(),
+        1,
+        "{reasons:?}"
+    );
     // The finished run has no finalizer work left: deleting the object needs no Coder call.
     h.server.clear_requests();
     h.api::<CoderTemplateTest>()
@@ -571,4 +608,179 @@ async fn an_operator_killed_at_each_step_converges_with_one_workspace_created_an
     assert_eq!(creates(&h), 1);
     assert_eq!(h.server.workspaces().len(), 1);
     assert!(h.server.workspaces()[0].1);
+}
+
+/// `PATCH /api/v2/templates/{id}` with a raw body (the client has no call for the deprecation).
+async fn patch_template(h: &Harness, token: &str, template: uuid::Uuid, body: serde_json::Value) {
+    let url = h
+        .server
+        .url()
+        .join(&format!("api/v2/templates/{template}"))
+        .unwrap();
+    let answer = reqwest::Client::new()
+        .patch(url)
+        .header("Coder-Session-Token", token)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert!(answer.status().is_success(), "{}", answer.status());
+}
+
+#[tokio::test]
+async fn a_deprecated_template_and_a_failed_import_fail_before_any_create() {
+    let h = harness("ktt-deprecated").await;
+    let s = setup(&h).await;
+    let token = h.token_of("codercontrolplane-sample-operator-token").await;
+    create_template(&s.coder, &s.organization, "old").await;
+    let old = s.coder.template_by_name(&s.organization, "old").await.unwrap();
+    patch_template(&h, &token, old.id, json!({"deprecation_message": "use docker"})).await;
+    create_test(&h, "deprecated", spec(&format!("{}.old", s.organization))).await;
+    let status = wait_reason(&h, "deprecated", "TemplateDeprecated").await;
+    assert_eq!(status.phase, Some(TemplateTestPhase::Failed));
+    assert!(
+        !status.message.as_deref().unwrap().contains("use docker"),
+        "Coder's text stays out"
+    );
+    assert_eq!(
+        condition(&status, "WorkspaceDeleted"),
+        Some(("True".into(), "NotCreated".into()))
+    );
+    // A version whose import failed, named by its name.
+    let docker = s.coder.template_by_name(&s.organization, "docker").await.unwrap();
+    h.server.set_build_outcome(BuildOutcome::Fail);
+    let broken = import_version(&s.coder, &s.organization, Some(docker.id)).await;
+    h.server.set_build_outcome(BuildOutcome::Succeed);
+    let broken_name = s.coder.template_version(broken).await.unwrap().name;
+    let mut by_name = spec(&format!("{}.docker", s.organization));
+    by_name["version"] = json!({"name": broken_name});
+    create_test(&h, "broken", by_name).await;
+    let status = wait_reason(&h, "broken", "TemplateVersionImportFailed").await;
+    assert_eq!(
+        status.template_version_name.as_deref(),
+        Some(broken_name.as_str())
+    );
+    assert_eq!(creates(&h), 0);
+}
+
+#[tokio::test]
+async fn a_rejected_create_fails_and_is_not_sent_again() {
+    let h = harness("ktt-rejected").await;
+    let s = setup(&h).await;
+    h.server.add_fault(FaultRule {
+        method: Some("POST".to_owned()),
+        path_prefix: format!("/api/v2/users/{}/workspaces", s.tester),
+        fault: Fault::Answer {
+            status: 400,
+            headers: Vec::new(),
+            body: json!({"message": "Parameter \"secret\" is invalid: hunter2"}),
+        },
+        times: None,
+    });
+    create_test(&h, "rejected", spec(&format!("{}.docker", s.organization))).await;
+    let status = wait_reason(&h, "rejected", "CreateRejected").await;
+    assert!(!status.message.as_deref().unwrap().contains("hunter2"));
+    assert_eq!(
+        condition(&status, "WorkspaceDeleted"),
+        Some(("True".into(), "NotCreated".into()))
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(creates(&h), 1);
+}
+
+#[tokio::test]
+async fn builds_by_someone_else_fail_the_run_and_are_cleaned_up() {
+    let h = harness("ktt-external").await;
+    let s = setup(&h).await;
+    h.server.set_agents(vec![AgentSpec::new("connecting", "created")]);
+    let tester = h.coder(&h.server.mint_token("tester", &[]).await.unwrap());
+    let template = format!("{}.docker", s.organization);
+    for (name, transition, reason, deleted) in [
+        (
+            "stopped",
+            Transition::Stop,
+            "WorkspaceChangedExternally",
+            "Deleted",
+        ),
+        ("removed", Transition::Delete, "", "DeletedExternally"),
+    ] {
+        create_test(&h, name, spec(&template)).await;
+        let status = wait_reason(&h, name, "WaitingForAgents").await;
+        let workspace = uuid::Uuid::parse_str(status.workspace_id.as_deref().unwrap()).unwrap();
+        tester
+            .create_workspace_build(workspace, &CreateWorkspaceBuildRequest::transition(transition))
+            .await
+            .unwrap();
+        let status = wait_deleted(&h, name, "True", deleted).await;
+        assert_eq!(status.phase, Some(TemplateTestPhase::Failed));
+        let outcome = status.reason.unwrap();
+        if reason.is_empty() {
+            // Seen while the delete build runs, or once it finished.
+            assert!(
+                ["WorkspaceChangedExternally", "WorkspaceDeletedExternally"].contains(&outcome.as_str()),
+                "{outcome}"
+            );
+        } else {
+            assert_eq!(outcome, reason);
+        }
+    }
+    assert_eq!(creates(&h), 2);
+}
+
+#[tokio::test]
+async fn an_answer_about_another_template_waits_as_a_mismatch() {
+    let h = harness("ktt-mismatch").await;
+    let s = setup(&h).await;
+    let docker = s.coder.template_by_name(&s.organization, "docker").await.unwrap();
+    let mut other = serde_json::to_value(&docker).unwrap();
+    other["name"] = json!("other");
+    h.server.add_fault(FaultRule {
+        method: Some("GET".to_owned()),
+        path_prefix: format!(
+            "/api/v2/organizations/{}/templates/docker",
+            docker.organization_id
+        ),
+        fault: Fault::Answer {
+            status: 200,
+            headers: Vec::new(),
+            body: other,
+        },
+        times: None,
+    });
+    create_test(&h, "confused", spec(&format!("{}.docker", s.organization))).await;
+    let status = wait_reason(&h, "confused", "CoderAnswerMismatch").await;
+    assert_eq!(status.phase, Some(TemplateTestPhase::Pending));
+    assert_eq!(creates(&h), 0);
+    h.server.clear_faults();
+    wait_reason(&h, "confused", "Succeeded").await;
+    assert_eq!(creates(&h), 1);
+}
+
+#[tokio::test]
+async fn a_control_plane_that_goes_away_ends_the_run_and_releases_the_finalizer() {
+    let h = harness("ktt-cpgone").await;
+    let s = setup(&h).await;
+    h.server.set_agents(vec![AgentSpec::new("connecting", "created")]);
+    create_test(&h, "orphaned", spec(&format!("{}.docker", s.organization))).await;
+    wait_reason(&h, "orphaned", "WaitingForAgents").await;
+    h.api::<CoderControlPlane>()
+        .delete(CP, &DeleteParams::default())
+        .await
+        .unwrap();
+    let status = wait_reason(&h, "orphaned", "ControlPlaneGone").await;
+    assert_eq!(status.phase, Some(TemplateTestPhase::Failed));
+    assert_eq!(
+        condition(&status, "WorkspaceDeleted"),
+        Some(("Unknown".into(), "ControlPlaneGone".into()))
+    );
+    h.api::<CoderTemplateTest>()
+        .delete("orphaned", &DeleteParams::default())
+        .await
+        .unwrap();
+    let tests = h.api::<CoderTemplateTest>();
+    wait_for(
+        || async { tests.get_opt("orphaned").await.unwrap().is_none() },
+        "the finalizer",
+    )
+    .await;
 }

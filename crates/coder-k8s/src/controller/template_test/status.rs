@@ -111,6 +111,17 @@ pub fn bounded(message: &str) -> String {
     message[..end].to_owned()
 }
 
+/// Seconds as `45s`, `2m13s` or `1h0m5s` (the printer column `Duration`).
+pub fn duration_text(seconds: i64) -> String {
+    let seconds = seconds.max(0);
+    let (hours, minutes, rest) = (seconds / 3600, seconds % 3600 / 60, seconds % 60);
+    match (hours, minutes) {
+        (0, 0) => format!("{rest}s"),
+        (0, _) => format!("{minutes}m{rest}s"),
+        _ => format!("{hours}h{minutes}m{rest}s"),
+    }
+}
+
 /// Whether a create request may have been sent, so a workspace of this test can exist in Coder.
 pub fn may_have_workspace(status: &CoderTemplateTestStatus) -> bool {
     status.create_attempt_time.is_some() || status.workspace_id.is_some()
@@ -180,6 +191,10 @@ pub fn apply(status: &mut CoderTemplateTestStatus, step: &Step, now: Time, gener
     status.phase = Some(phase);
     if step.is_final() && status.completion_time.is_none() {
         status.completion_time = Some(now.clone());
+        status.duration = status
+            .start_time
+            .as_ref()
+            .map(|start| duration_text(now.0.duration_since(start.0).as_secs()));
     }
     let flag = |on: bool| {
         if on {
@@ -224,6 +239,29 @@ mod tests {
     fn condition(status: &CoderTemplateTestStatus, type_: &str) -> (String, String) {
         let c = status.conditions.iter().find(|c| c.type_ == type_).unwrap();
         (c.status.clone(), c.reason.clone())
+    }
+
+    #[test]
+    fn the_duration_reads_like_kubectls() {
+        assert_eq!(duration_text(45), "45s");
+        assert_eq!(duration_text(133), "2m13s");
+        assert_eq!(duration_text(3605), "1h0m5s");
+        assert_eq!(duration_text(-3), "0s");
+    }
+
+    #[test]
+    fn a_final_step_records_when_and_how_long() {
+        let mut status = CoderTemplateTestStatus::default();
+        initialize(&mut status, now(), None);
+        let later = Time(Timestamp::from_second(75).unwrap());
+        apply(
+            &mut status,
+            &Step::fail(reasons::NO_AGENTS, "x"),
+            later.clone(),
+            None,
+        );
+        assert_eq!(status.completion_time, Some(later));
+        assert_eq!(status.duration.as_deref(), Some("1m15s"));
     }
 
     #[test]
