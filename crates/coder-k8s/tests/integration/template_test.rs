@@ -784,3 +784,152 @@ async fn a_control_plane_that_goes_away_ends_the_run_and_releases_the_finalizer(
     )
     .await;
 }
+
+/// `value` as a Lua expression (objects as tables with string keys, arrays as sequences).
+fn to_lua(value: &serde_json::Value) -> String {
+    use serde_json::Value;
+    match value {
+        Value::Null => "nil".to_owned(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => n.to_string(),
+        Value::String(s) => lua_string(s),
+        Value::Array(items) => format!("{{{}}}", items.iter().map(to_lua).collect::<Vec<_>>().join(", ")),
+        Value::Object(map) => format!(
+            "{{{}}}",
+            map.iter()
+                .map(|(k, v)| format!("[{}] = {}", lua_string(k), to_lua(v)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
+fn lua_string(text: &str) -> String {
+    let mut out = String::from("\"");
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\{:03}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// The Argo CD rule's `(status, message)` for `object`, run by the real Lua 5.4 interpreter.
+fn argocd_health(object: &serde_json::Value) -> (String, String) {
+    let rule = crate::support::path("config/gitops/argocd-health-codertemplatetest.lua");
+    let script = format!(
+        "obj = {}\nlocal hs = assert(loadfile({}))()\nio.write(hs.status, \"\\t\", hs.message or \"\")\n",
+        to_lua(object),
+        lua_string(&rule)
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("run.lua");
+    std::fs::write(&file, script).unwrap();
+    let out = std::process::Command::new("lua5.4")
+        .arg(&file)
+        .output()
+        .expect("lua5.4 runs the Argo CD health rule; hack/test.sh installs the Debian package lua5.4 when it is missing");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let (status, message) = text.split_once('\t').unwrap();
+    (status.to_owned(), message.to_owned())
+}
+
+/// The Flux rule's `inProgress`, `failed` and `current` for `object`, evaluated by a CEL interpreter with the
+/// object's top-level fields as variables (as Flux does).
+fn flux_health(object: &serde_json::Value) -> (bool, bool, bool) {
+    let text = std::fs::read_to_string(crate::support::path(
+        "config/gitops/flux-healthcheck-codertemplatetest.yaml",
+    ))
+    .unwrap();
+    let kustomization: serde_json::Value = serde_saphyr::from_str(&text).unwrap();
+    let check = &kustomization["spec"]["healthCheckExprs"][0];
+    assert_eq!(check["kind"], "CoderTemplateTest");
+    let evaluate = |key: &str| {
+        let expression = check[key].as_str().unwrap();
+        let program = cel::Program::compile(expression).unwrap();
+        let mut context = cel::Context::default();
+        for (name, value) in object.as_object().unwrap() {
+            context.add_variable(name.as_str(), value.clone()).unwrap();
+        }
+        match program.execute(&context) {
+            Ok(cel::Value::Bool(b)) => b,
+            other => panic!("{key}: {expression} gave {other:?}"),
+        }
+    };
+    (evaluate("inProgress"), evaluate("failed"), evaluate("current"))
+}
+
+fn health(object: &serde_json::Value) -> (String, String, (bool, bool, bool)) {
+    let (status, message) = argocd_health(object);
+    (status, message, flux_health(object))
+}
+
+async fn object_json(h: &Harness, name: &str) -> serde_json::Value {
+    serde_json::to_value(h.api::<CoderTemplateTest>().get(name).await.unwrap()).unwrap()
+}
+
+#[tokio::test]
+async fn the_gitops_health_rules_read_the_controllers_objects_in_every_phase() {
+    const PROGRESSING: (bool, bool, bool) = (true, false, false);
+    let h = harness("ktt-gitops").await;
+    let s = setup(&h).await;
+    let template = format!("{}.docker", s.organization);
+    // Pending: no owner yet.
+    set_template_tests(&h, json!({"ownerUserID": null})).await;
+    create_test(&h, "pending", spec(&template)).await;
+    wait_reason(&h, "pending", "OwnerNotConfigured").await;
+    let pending = object_json(&h, "pending").await;
+    let (status, message, flux) = health(&pending);
+    assert_eq!((status.as_str(), flux), ("Progressing", PROGRESSING));
+    assert!(message.contains("spec.templateTests.ownerUserID"), "{message}");
+    set_template_tests(&h, json!({"ownerUserID": s.tester})).await;
+    // Running: the agents are not ready.
+    h.server.set_agents(vec![AgentSpec::new("connecting", "created")]);
+    create_test(&h, "running", spec(&template)).await;
+    wait_reason(&h, "running", "WaitingForAgents").await;
+    let (status, _, flux) = health(&object_json(&h, "running").await);
+    assert_eq!((status.as_str(), flux), ("Progressing", PROGRESSING));
+    // Deleting (the run is interrupted): the finalizer waits while Coder is down.
+    h.server.add_fault(FaultRule {
+        method: None,
+        path_prefix: "/api/v2/workspace".to_owned(),
+        fault: Fault::ServerError(503),
+        times: None,
+    });
+    h.api::<CoderTemplateTest>()
+        .delete("running", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_deleted(&h, "running", "False", "ControlPlaneUnavailable").await;
+    let (status, message, flux) = health(&object_json(&h, "running").await);
+    assert_eq!(
+        (status.as_str(), message.as_str()),
+        ("Progressing", "Deleting the test workspace")
+    );
+    assert_eq!(flux, PROGRESSING);
+    h.server.clear_faults();
+    // Failed.
+    h.server.set_agents(Vec::new());
+    create_test(&h, "failed", spec(&template)).await;
+    wait_deleted(&h, "failed", "True", "Deleted").await;
+    let (status, message, flux) = health(&object_json(&h, "failed").await);
+    assert_eq!((status.as_str(), flux), ("Degraded", (false, true, false)));
+    assert!(message.contains("no agents"), "{message}");
+    // Succeeded.
+    h.server.set_agents(vec![AgentSpec::ready()]);
+    create_test(&h, "passed", spec(&template)).await;
+    wait_reason(&h, "passed", "Succeeded").await;
+    let passed = object_json(&h, "passed").await;
+    let (status, _, flux) = health(&passed);
+    assert_eq!((status.as_str(), flux), ("Healthy", (false, false, true)));
+    // A spec the controller has not seen yet (the same object one generation later) is in progress again.
+    let mut unseen = passed.clone();
+    unseen["metadata"]["generation"] = json!(passed["metadata"]["generation"].as_i64().unwrap() + 1);
+    let (status, _, flux) = health(&unseen);
+    assert_eq!((status.as_str(), flux.0), ("Progressing", true));
+}
