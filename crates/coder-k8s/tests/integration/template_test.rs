@@ -933,3 +933,52 @@ async fn the_gitops_health_rules_read_the_controllers_objects_in_every_phase() {
     let (status, _, flux) = health(&unseen);
     assert_eq!((status.as_str(), flux.0), ("Progressing", true));
 }
+
+#[tokio::test]
+async fn an_operator_restarted_while_confirming_a_create_never_sends_it_again() {
+    let h = harness("ktt-restart-create").await;
+    let s = setup(&h).await;
+    let create_path = format!("/api/v2/users/{}/workspaces", s.tester);
+    let template = format!("{}.docker", s.organization);
+    // Applied, but the answer is a gateway's 502: the workspace exists and is proven from its builds.
+    h.server.add_fault(FaultRule {
+        method: Some("POST".to_owned()),
+        path_prefix: create_path.clone(),
+        fault: Fault::FailAfterHandling(502),
+        times: Some(1),
+    });
+    h.server.set_agents(vec![AgentSpec::new("connecting", "created")]);
+    create_test(&h, "applied", spec(&template)).await;
+    wait_for(
+        || async { status_of(&h, "applied").await.create_attempt_time.is_some() },
+        "the create marker",
+    )
+    .await;
+    h.stop.send(true).unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    h.server.set_agents(vec![AgentSpec::ready()]);
+    let second = start_operator(&h);
+    wait_reason(&h, "applied", "Succeeded").await;
+    assert_eq!(creates(&h), 1);
+    // Not applied, and the answer says nothing (503): nothing shows up, so after the settle window the outcome is
+    // unknown, and the create was still sent only once, across a restart.
+    h.server.add_fault(FaultRule {
+        method: Some("POST".to_owned()),
+        path_prefix: create_path,
+        fault: Fault::ServerError(503),
+        times: Some(1),
+    });
+    create_test(&h, "lost", spec(&template)).await;
+    wait_reason(&h, "lost", "ConfirmingCreate").await;
+    drop(second);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let _third = start_operator(&h);
+    let status = wait_reason(&h, "lost", "CreateOutcomeUnknown").await;
+    assert_eq!(status.phase, Some(TemplateTestPhase::Failed));
+    assert_eq!(
+        condition(&status, "WorkspaceDeleted"),
+        Some(("True".into(), "NotCreated".into()))
+    );
+    assert_eq!(creates(&h), 2, "one create per test");
+    assert_eq!(h.server.workspaces().len(), 1);
+}
