@@ -410,15 +410,25 @@ async fn list_workspaces(State(app): State<App>, auth: Auth, uri: Uri) -> ApiRes
     ok(json!({ "workspaces": workspaces, "count": count }))
 }
 
-async fn list_builds(State(app): State<App>, auth: Auth, Path(id): Path<String>) -> ApiResult {
+/// Newest first; `limit` (0 or absent: all) and `offset` page the list as Coder does.
+async fn list_builds(State(app): State<App>, auth: Auth, Path(id): Path<String>, uri: Uri) -> ApiResult {
     let id = parse_uuid(&id)?;
+    let params = query_params(&uri);
+    let number = |key: &str| params.get(key).and_then(|v| v.parse::<usize>().ok());
+    let limit = number("limit").filter(|l| *l > 0).unwrap_or(usize::MAX);
+    let offset = number("offset").unwrap_or(0);
     let mem = app.mem();
     mem.workspace(id)
         .filter(|w| can_read(&auth, w))
         .ok_or_else(ApiError::not_found)?;
     let mut builds: Vec<&Build> = mem.builds.iter().filter(|b| b.workspace_id == id).collect();
     builds.sort_by_key(|b| std::cmp::Reverse(b.build_number));
-    ok(builds.into_iter().map(|b| render_build(b, &mem)).collect())
+    ok(builds
+        .into_iter()
+        .skip(offset)
+        .take(limit)
+        .map(|b| render_build(b, &mem))
+        .collect())
 }
 
 #[derive(Deserialize)]
