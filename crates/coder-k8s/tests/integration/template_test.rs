@@ -982,3 +982,33 @@ async fn an_operator_restarted_while_confirming_a_create_never_sends_it_again() 
     assert_eq!(creates(&h), 2, "one create per test");
     assert_eq!(h.server.workspaces().len(), 1);
 }
+
+#[tokio::test]
+async fn a_rate_limited_test_backs_off_then_goes_on() {
+    let h = harness("ktt-429").await;
+    let s = setup(&h).await;
+    h.server.add_fault(FaultRule {
+        method: Some("GET".to_owned()),
+        path_prefix: format!("/api/v2/users/{}", s.tester),
+        fault: Fault::RateLimited { retry_after_secs: 3 },
+        times: Some(1),
+    });
+    create_test(&h, "limited", spec(&format!("{}.docker", s.organization))).await;
+    let status = wait_reason(&h, "limited", "CoderUnavailable").await;
+    assert_eq!(status.message.as_deref(), Some("get owner: Coder answered 429."));
+    let test = h.api::<CoderTemplateTest>().get("limited").await.unwrap();
+    assert!(
+        test.metadata
+            .finalizers
+            .unwrap_or_default()
+            .contains(&"coder.com/template-test-cleanup".to_owned())
+    );
+    // Retry-After holds the test for 3 s although it polls every fraction of a second.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        status_of(&h, "limited").await.reason.as_deref(),
+        Some("CoderUnavailable")
+    );
+    wait_reason(&h, "limited", "Succeeded").await;
+    assert_eq!(creates(&h), 1);
+}
