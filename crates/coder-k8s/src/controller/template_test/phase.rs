@@ -108,14 +108,17 @@ pub fn version_step(version: &TemplateVersion, template: Uuid, template_text: &s
             reasons::TEMPLATE_VERSION_IMPORTING,
             format!("Version {} is still importing.", version.name),
         )),
-        other => Some(Step::fail(
-            reasons::TEMPLATE_VERSION_IMPORT_FAILED,
-            format!(
-                "The import of version {} ended {}.",
-                version.name,
-                job_word(other)
-            ),
-        )),
+        other => {
+            let how = match other {
+                JobStatus::Failed => "failed".to_owned(),
+                JobStatus::Canceled | JobStatus::Canceling => "was canceled".to_owned(),
+                other => format!("ended {}", job_word(other)),
+            };
+            Some(Step::fail(
+                reasons::TEMPLATE_VERSION_IMPORT_FAILED,
+                format!("The import of version {} {how}.", version.name),
+            ))
+        }
     }
 }
 
@@ -474,6 +477,10 @@ mod tests {
             reason(version(JobStatus::Failed, false, t)),
             "TemplateVersionImportFailed"
         );
+        let failed = version_step(&version(JobStatus::Failed, false, t), t, "o.t").unwrap();
+        assert_eq!(failed.message, "The import of version v1 failed.");
+        let canceled = version_step(&version(JobStatus::Canceled, false, t), t, "o.t").unwrap();
+        assert_eq!(canceled.message, "The import of version v1 was canceled.");
         assert_eq!(
             reason(version(JobStatus::Succeeded, true, t)),
             "TemplateVersionArchived"

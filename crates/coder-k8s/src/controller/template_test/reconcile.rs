@@ -705,50 +705,17 @@ async fn delete_step(pass: &Pass<'_>, coder: &CoderClient, status: &mut Status) 
     }
     let failures = status.delete_attempts.unwrap_or(0);
     let latest = &workspace.latest_build;
-    let progress = |reason, message: String| Deletion::Progress {
-        reason,
-        message,
-        failed_now: false,
-        requeue: None,
-    };
-    match delete_action(
-        latest,
-        status.delete_build_id.as_deref(),
-        failures,
-        pass.now,
-        &pass.timings,
-    ) {
+    let own = status.delete_build_id.clone();
+    match delete_action(latest, own.as_deref(), failures, pass.now, &pass.timings) {
         DeleteAction::Gone { externally } => Deletion::Gone { externally },
         DeleteAction::Wait => progress(
             reasons::DELETING,
             format!("A build of workspace {} is still running.", pass.name),
         ),
         DeleteAction::Cancel { build, expect_status } => {
-            match coder.cancel_workspace_build(build, expect_status).await {
-                Ok(()) | Err(CoderError::Rejected { status: 400, .. }) => progress(
-                    reasons::DELETING,
-                    format!(
-                        "Canceling the active build of workspace {} before deleting it.",
-                        pass.name
-                    ),
-                ),
-                Err(e) => Deletion::Stopped(decide::coder_unavailable("cancel workspace build", &e)),
-            }
+            cancel_active(pass, coder, build, expect_status).await
         }
-        DeleteAction::CountFailure { .. } => {
-            let failures = failures.saturating_add(1);
-            status.delete_attempts = Some(failures);
-            status.delete_build_id = None;
-            Deletion::Progress {
-                reason: reasons::DELETE_RETRYING,
-                message: format!(
-                    "The delete build of workspace {} failed ({failures} so far); it is retried after a backoff.",
-                    pass.name
-                ),
-                failed_now: true,
-                requeue: Some(delete_backoff(failures, &pass.timings)),
-            }
-        }
+        DeleteAction::CountFailure { .. } => count_failure(pass, status),
         DeleteAction::Backoff(left) => Deletion::Progress {
             reason: reasons::DELETE_RETRYING,
             message: format!(
@@ -758,28 +725,70 @@ async fn delete_step(pass: &Pass<'_>, coder: &CoderClient, status: &mut Status) 
             failed_now: false,
             requeue: Some(left),
         },
-        DeleteAction::CreateDelete => {
-            let request = CreateWorkspaceBuildRequest::transition(Transition::Delete);
-            match coder.create_workspace_build(id, &request).await {
-                Ok(build) => {
-                    if let Err(step) = pass.answered(
-                        "build workspace",
-                        &id.to_string(),
-                        &build.workspace_id.to_string(),
-                    ) {
-                        return Deletion::Stopped(step);
-                    }
-                    status.delete_build_id = Some(build.id.to_string());
-                    progress(reasons::DELETING, format!("Deleting workspace {}.", pass.name))
-                }
-                // A build became active in between: the next pass sees it.
-                Err(CoderError::Conflict { .. }) => progress(
-                    reasons::DELETING,
-                    format!("A build of workspace {} is still running.", pass.name),
-                ),
-                Err(e) => Deletion::Stopped(decide::coder_unavailable("create delete build", &e)),
+        DeleteAction::CreateDelete => send_delete(pass, coder, id, status).await,
+    }
+}
+
+fn progress(reason: &'static str, message: String) -> Deletion {
+    Deletion::Progress {
+        reason,
+        message,
+        failed_now: false,
+        requeue: None,
+    }
+}
+
+/// Cancels the active start or stop build; a cancel Coder refuses (the build just ended) is fine.
+async fn cancel_active(pass: &Pass<'_>, coder: &CoderClient, build: Uuid, expect_status: &str) -> Deletion {
+    match coder.cancel_workspace_build(build, expect_status).await {
+        Ok(()) | Err(CoderError::Rejected { status: 400, .. }) => progress(
+            reasons::DELETING,
+            format!(
+                "Canceling the active build of workspace {} before deleting it.",
+                pass.name
+            ),
+        ),
+        Err(e) => Deletion::Stopped(decide::coder_unavailable("cancel workspace build", &e)),
+    }
+}
+
+/// Counts the failed delete build of this test once: the count grows and the build's ID is dropped.
+fn count_failure(pass: &Pass<'_>, status: &mut Status) -> Deletion {
+    let failures = status.delete_attempts.unwrap_or(0).saturating_add(1);
+    status.delete_attempts = Some(failures);
+    status.delete_build_id = None;
+    Deletion::Progress {
+        reason: reasons::DELETE_RETRYING,
+        message: format!(
+            "The delete build of workspace {} failed ({failures} so far); it is retried after a backoff.",
+            pass.name
+        ),
+        failed_now: true,
+        requeue: Some(delete_backoff(failures, &pass.timings)),
+    }
+}
+
+/// Sends a delete build and records its ID.
+async fn send_delete(pass: &Pass<'_>, coder: &CoderClient, id: Uuid, status: &mut Status) -> Deletion {
+    let request = CreateWorkspaceBuildRequest::transition(Transition::Delete);
+    match coder.create_workspace_build(id, &request).await {
+        Ok(build) => {
+            if let Err(step) = pass.answered(
+                "build workspace",
+                &id.to_string(),
+                &build.workspace_id.to_string(),
+            ) {
+                return Deletion::Stopped(step);
             }
+            status.delete_build_id = Some(build.id.to_string());
+            progress(reasons::DELETING, format!("Deleting workspace {}.", pass.name))
         }
+        // A build became active in between: the next pass sees it.
+        Err(CoderError::Conflict { .. }) => progress(
+            reasons::DELETING,
+            format!("A build of workspace {} is still running.", pass.name),
+        ),
+        Err(e) => Deletion::Stopped(decide::coder_unavailable("create delete build", &e)),
     }
 }
 
