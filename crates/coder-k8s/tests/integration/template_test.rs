@@ -1012,3 +1012,28 @@ async fn a_rate_limited_test_backs_off_then_goes_on() {
     wait_reason(&h, "limited", "Succeeded").await;
     assert_eq!(creates(&h), 1);
 }
+
+#[tokio::test]
+async fn a_control_plane_change_resumes_a_waiting_test_at_once() {
+    // A long poll (Pending: 15 s) so only the control plane watch can wake the test within a few seconds.
+    let h =
+        crate::control_plane::harness_with("ktt-watch", |s| s.retry_interval = Duration::from_secs(30)).await;
+    let s = setup(&h).await;
+    set_template_tests(&h, json!({"ownerUserID": null})).await;
+    create_test(&h, "waiting", spec(&format!("{}.docker", s.organization))).await;
+    wait_reason(&h, "waiting", "OwnerNotConfigured").await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    set_template_tests(&h, json!({"ownerUserID": s.tester})).await;
+    let started = std::time::Instant::now();
+    wait_for(
+        || async { status_of(&h, "waiting").await.create_attempt_time.is_some() },
+        "the test to resume",
+    )
+    .await;
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(creates(&h), 1);
+}
