@@ -1037,3 +1037,57 @@ async fn a_control_plane_change_resumes_a_waiting_test_at_once() {
     );
     assert_eq!(creates(&h), 1);
 }
+
+/// A harness whose simulated builds take `build` each, so a test can stop the operator while one runs.
+async fn slow_build_harness(tag: &str, build: Duration) -> Harness {
+    coder_k8s::telemetry::init(coder_k8s::cli::LogFormat::Text);
+    let cp = crate::support::control_plane_with_crds().await;
+    let ns = cp.namespace(tag).await.unwrap().name().to_owned();
+    let db_name = format!("ktt_{}_{}", tag.replace('-', "_"), uuid::Uuid::new_v4().simple());
+    let db_url = coder_k8s_testenv::postgres::shared()
+        .await
+        .unwrap()
+        .create_coder_database(&db_name)
+        .await
+        .unwrap();
+    let mut config = coder_k8s_coder_testserver::Config::new(&db_url);
+    config.build_duration = build;
+    let server = coder_k8s_coder_testserver::TestServer::start(config)
+        .await
+        .unwrap();
+    Harness::start(cp, ns, db_url, server, |_| {})
+}
+
+/// Stops the operator once `reason` shows, then starts a new one; returns the new operator's stop handle.
+async fn restart_at(
+    h: &Harness,
+    name: &str,
+    reason: &str,
+    running: Option<tokio::sync::watch::Sender<bool>>,
+) -> tokio::sync::watch::Sender<bool> {
+    wait_reason(h, name, reason).await;
+    match running {
+        Some(operator) => drop(operator),
+        None => h.stop.send(true).unwrap(),
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    start_operator(h)
+}
+
+#[tokio::test]
+async fn an_operator_restarted_while_the_start_and_the_delete_build_run_sends_each_once() {
+    let h = slow_build_harness("ktt-slow", Duration::from_secs(3)).await;
+    let s = setup(&h).await;
+    create_test(&h, "slow", spec(&format!("{}.docker", s.organization))).await;
+    let second = restart_at(&h, "slow", "WaitingForBuild", None).await;
+    let _third = restart_at(&h, "slow", "DeletingWorkspace", Some(second)).await;
+    let status = wait_reason(&h, "slow", "Succeeded").await;
+    assert_eq!(
+        condition(&status, "WorkspaceDeleted"),
+        Some(("True".into(), "Deleted".into()))
+    );
+    assert_eq!(creates(&h), 1);
+    assert_eq!(builds_posted(&h), 1, "one delete build");
+    assert_eq!(status.delete_attempts, None);
+    assert_eq!(h.server.workspaces().len(), 1);
+}
