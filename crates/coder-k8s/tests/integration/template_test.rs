@@ -1091,3 +1091,39 @@ async fn an_operator_restarted_while_the_start_and_the_delete_build_run_sends_ea
     assert_eq!(status.delete_attempts, None);
     assert_eq!(h.server.workspaces().len(), 1);
 }
+
+#[tokio::test]
+async fn a_test_deleted_while_its_create_is_unconfirmed_waits_until_the_create_cannot_land() {
+    let h = harness("ktt-unconfirmed").await;
+    let s = setup(&h).await;
+    h.server.add_fault(FaultRule {
+        method: Some("POST".to_owned()),
+        path_prefix: format!("/api/v2/users/{}/workspaces", s.tester),
+        fault: Fault::ServerError(503),
+        times: Some(1),
+    });
+    create_test(&h, "unsure", spec(&format!("{}.docker", s.organization))).await;
+    wait_reason(&h, "unsure", "ConfirmingCreate").await;
+    h.api::<CoderTemplateTest>()
+        .delete("unsure", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_deleted(&h, "unsure", "Unknown", "CreateOutcomeUnknown").await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(
+        h.api::<CoderTemplateTest>()
+            .get_opt("unsure")
+            .await
+            .unwrap()
+            .is_some()
+    );
+    // After the settle window (30 s here) nothing can land any more: the finalizer goes.
+    let tests = h.api::<CoderTemplateTest>();
+    wait_for(
+        || async { tests.get_opt("unsure").await.unwrap().is_none() },
+        "the finalizer",
+    )
+    .await;
+    assert_eq!(creates(&h), 1);
+    assert!(h.server.workspaces().is_empty());
+}

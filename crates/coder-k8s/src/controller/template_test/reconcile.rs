@@ -506,22 +506,30 @@ async fn write_marker(pass: &Pass<'_>, status: &Status) -> Result<bool> {
 
 /// Reads Coder after an uncertain create; never sends anything that changes Coder.
 async fn confirm_create(pass: &Pass<'_>, coder: &CoderClient, status: &mut Status) -> Step {
-    let found = take!(find_own_workspace(pass, coder, status).await);
-    let settled = status.create_attempt_time.as_ref().is_none_or(|t| {
-        Duration::try_from(pass.now.duration_since(t.0)).unwrap_or_default() >= pass.timings.settle
-    });
     let operator = take!(coder.me().await.map_err(unavailable("get operator user")));
+    let found = take!(find_own_workspace(pass, coder, status, operator.id).await);
     if let Some(Found {
         live: true,
         proven: Some((workspace, build)),
-        ..
     }) = &found
     {
         status.workspace_id = Some(workspace.to_string());
         status.start_build_id = Some(build.to_string());
     }
     let shown = found.as_ref().map(|f| (f.live, f.proven.is_some()));
-    phase::confirm_step(shown, &pass.name, settled, operator.has_role("owner"))
+    phase::confirm_step(
+        shown,
+        &pass.name,
+        settled(pass, status),
+        operator.has_role("owner"),
+    )
+}
+
+/// Whether the wait for an uncertain create to show up is over.
+fn settled(pass: &Pass<'_>, status: &Status) -> bool {
+    status.create_attempt_time.as_ref().is_none_or(|t| {
+        Duration::try_from(pass.now.duration_since(t.0)).unwrap_or_default() >= pass.timings.settle
+    })
 }
 
 /// What Coder shows under the test's workspace name.
@@ -535,6 +543,7 @@ async fn find_own_workspace(
     pass: &Pass<'_>,
     coder: &CoderClient,
     status: &Status,
+    operator: Uuid,
 ) -> std::result::Result<Option<Found>, Step> {
     let owner = status.owner_id.clone().unwrap_or_default();
     let workspace = match coder
@@ -559,7 +568,6 @@ async fn find_own_workspace(
             &build.workspace_id.to_string(),
         )?;
     }
-    let operator = coder.me().await.map_err(unavailable("get operator user"))?;
     let pins = Pins {
         organization: status.organization_id.as_deref().unwrap_or_default(),
         template: status.template_id.as_deref().unwrap_or_default(),
@@ -569,7 +577,7 @@ async fn find_own_workspace(
         workspace.organization_id.to_string(),
         workspace.template_id.to_string(),
     );
-    let proven = phase::proving_build((&scope.0, &scope.1), &builds, operator.id, &pins)
+    let proven = phase::proving_build((&scope.0, &scope.1), &builds, operator, &pins)
         .map(|build| (workspace.id, build.id));
     Ok(Some(Found { live, proven }))
 }
@@ -929,7 +937,19 @@ async fn confirm_for_cleanup(pass: &Pass<'_>, coder: &CoderClient, status: &mut 
             pass.tt.metadata.generation,
         );
     };
-    match find_own_workspace(pass, coder, status).await {
+    let operator = match coder.me().await {
+        Ok(operator) => operator,
+        Err(e) => {
+            let step = decide::coder_unavailable("get operator user", &e);
+            set(
+                status,
+                (ConditionStatus::False, reasons::CONTROL_PLANE_UNAVAILABLE),
+                step.message,
+            );
+            return false;
+        }
+    };
+    match find_own_workspace(pass, coder, status, operator.id).await {
         Ok(Some(Found {
             live: true,
             proven: Some((workspace, build)),
@@ -961,7 +981,14 @@ async fn confirm_for_cleanup(pass: &Pass<'_>, coder: &CoderClient, status: &mut 
             false
         }
         Ok(None) => {
-            let step = phase::confirm_step(None, &pass.name, true, true);
+            // Until the create could still land (and only a site owner's "not found" proves anything), the
+            // outcome stays unknown and the finalizer waits.
+            let step = phase::confirm_step(
+                None,
+                &pass.name,
+                settled(pass, status),
+                operator.has_role("owner"),
+            );
             let deleted = step
                 .deleted
                 .unwrap_or((ConditionStatus::Unknown, reasons::CREATE_OUTCOME_UNKNOWN));
