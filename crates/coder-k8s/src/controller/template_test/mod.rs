@@ -1,13 +1,27 @@
 //! CoderTemplateTest (docs/controllers/template-test.md): the pure core — the workspace name, deadline, policy and
 //! intervals (`names`), the status from each step (`status`), the decisions over Coder's answers (`phase`) and the
-//! delete step (`cleanup`) — and the I/O shell (`reconcile`). `run` wires the controller; a change of the control
-//! plane reconciles its tests, so a cleanup that waits for Coder resumes at once.
+//! delete step (`cleanup`) — and the I/O shell: `reconcile` (the pass, the status write, the TTL, the finalizer),
+//! `inputs` (the control plane, owner, template and version) and `workspace` (create, confirm, readiness, delete,
+//! cleanup). `run` wires the controller; a change of the control plane reconciles its tests, so a cleanup that
+//! waits for Coder resumes at once.
+
+/// Ends a step function early with the step of a failed lookup.
+macro_rules! take {
+    ($flow:expr) => {
+        match $flow {
+            Ok(value) => value,
+            Err(step) => return step,
+        }
+    };
+}
 
 pub mod cleanup;
+mod inputs;
 pub mod names;
 pub mod phase;
 pub mod reconcile;
 pub mod status;
+mod workspace;
 
 use std::future::Future;
 use std::hash::{Hash, Hasher};
