@@ -1127,3 +1127,193 @@ async fn a_test_deleted_while_its_create_is_unconfirmed_waits_until_the_create_c
     assert_eq!(creates(&h), 1);
     assert!(h.server.workspaces().is_empty());
 }
+
+/// The operator binary, killed when the test ends.
+struct Operator(std::process::Child);
+
+impl Drop for Operator {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+async fn get_text(url: &str) -> Option<String> {
+    let answer = reqwest::get(url).await.ok()?;
+    answer.status().is_success().then_some(())?;
+    answer.text().await.ok()
+}
+
+#[tokio::test]
+async fn the_operator_binary_logs_answer_mismatches_and_counts_finished_runs() {
+    use k8s_openapi::api::apps::v1::Deployment;
+    use k8s_openapi::api::core::v1::Secret;
+
+    let cp = crate::support::control_plane_with_crds().await;
+    let ns = cp.namespace("ktt-binary").await.unwrap().name().to_owned();
+    let db_url = coder_k8s_testenv::postgres::shared()
+        .await
+        .unwrap()
+        .create_coder_database(&format!("ktt_binary_{}", uuid::Uuid::new_v4().simple()))
+        .await
+        .unwrap();
+    let server =
+        coder_k8s_coder_testserver::TestServer::start(coder_k8s_coder_testserver::Config::new(&db_url))
+            .await
+            .unwrap();
+    let admin = cp.client().unwrap();
+    let api = |client: &kube::Client| kube::Api::<CoderControlPlane>::namespaced(client.clone(), &ns);
+    crate::control_plane::put_secret(
+        &kube::Api::<Secret>::namespaced(admin.clone(), &ns),
+        "coder-db-app",
+        &[("uri", &db_url)],
+    )
+    .await;
+    let cp_spec = json!({
+        "database": {"connectionSecretRef": {"name": "coder-db-app", "key": "uri"}},
+        "service": {"port": server.url().port().unwrap()},
+    });
+    api(&admin)
+        .create(
+            &PostParams::default(),
+            &CoderControlPlane::new("coder", serde_json::from_value(cp_spec).unwrap()),
+        )
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("operator.log");
+    let [port] = coder_k8s_testenv::free_ports().unwrap();
+    let _operator = Operator(
+        std::process::Command::new(env!("CARGO_BIN_EXE_coder-k8s"))
+            .args([
+                "--app=controller",
+                "--leader-elect=false",
+                "--service-address-override=127.0.0.1",
+                "--requeue-interval=1s",
+                "--entitlements-interval=1s",
+            ])
+            .arg(format!("--watch-namespace={ns}"))
+            .arg(format!("--health-probe-bind-address=127.0.0.1:{port}"))
+            .env("KUBECONFIG", cp.kubeconfig_path())
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    // Play kubelet for the Coder Deployment.
+    let deployments = kube::Api::<Deployment>::namespaced(admin.clone(), &ns);
+    let mut name = None;
+    for _ in 0..300 {
+        name = deployments
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .next()
+            .and_then(|d| d.metadata.name);
+        if name.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let ready = json!({"status": {"replicas": 1, "readyReplicas": 1, "availableReplicas": 1}});
+    deployments
+        .patch_status(
+            &name.expect("the Coder Deployment"),
+            &PatchParams::default(),
+            &Patch::Merge(&ready),
+        )
+        .await
+        .unwrap();
+    let control_planes = api(&admin);
+    wait_for(
+        || async {
+            control_planes
+                .get("coder")
+                .await
+                .unwrap()
+                .status
+                .is_some_and(|s| s.operator_access_ready == Some(true))
+        },
+        "operator access",
+    )
+    .await;
+    let secret = kube::Api::<Secret>::namespaced(admin.clone(), &ns)
+        .get("coder-operator-token")
+        .await
+        .unwrap();
+    let token = String::from_utf8(secret.data.unwrap()["token"].0.clone()).unwrap();
+    let coder = CoderClient::new(server.url(), coder_k8s_coder_client::SessionToken::new(token)).unwrap();
+    let organization = coder.default_organization().await.unwrap().name;
+    create_template(&coder, &organization, "docker").await;
+    server.mint_token("tester", &[]).await.unwrap();
+    let tester = coder.user("tester").await.unwrap().id.to_string();
+    control_planes
+        .patch(
+            "coder",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"templateTests": {"ownerUserID": tester}}})),
+        )
+        .await
+        .unwrap();
+    let docker = coder.template_by_name(&organization, "docker").await.unwrap();
+    let mut other = serde_json::to_value(&docker).unwrap();
+    other["name"] = json!("other");
+    server.add_fault(FaultRule {
+        method: Some("GET".to_owned()),
+        path_prefix: format!(
+            "/api/v2/organizations/{}/templates/docker",
+            docker.organization_id
+        ),
+        fault: Fault::Answer {
+            status: 200,
+            headers: Vec::new(),
+            body: other,
+        },
+        times: Some(2),
+    });
+    let mut test_spec = spec(&format!("{organization}.docker"));
+    test_spec["controlPlaneRef"]["name"] = json!("coder");
+    let tests = kube::Api::<CoderTemplateTest>::namespaced(admin.clone(), &ns);
+    tests
+        .create(
+            &PostParams::default(),
+            &CoderTemplateTest::new("binary", serde_json::from_value(test_spec).unwrap()),
+        )
+        .await
+        .unwrap();
+    wait_for(
+        || async {
+            tests
+                .get("binary")
+                .await
+                .unwrap()
+                .status
+                .and_then(|s| s.reason)
+                .as_deref()
+                == Some("Succeeded")
+        },
+        "the run to succeed",
+    )
+    .await;
+    let metrics = format!("http://127.0.0.1:{port}/metrics");
+    let mut exposed = String::new();
+    for _ in 0..40 {
+        exposed = get_text(&metrics).await.unwrap_or_default();
+        if exposed.contains("coder_k8s_template_test_runs_total{reason=\"Succeeded\"} 1") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert!(
+        exposed.contains("coder_k8s_template_test_runs_total{reason=\"Succeeded\"} 1"),
+        "{exposed}"
+    );
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        text.contains("Coder answered something other than the controller asked for"),
+        "{text}"
+    );
+}
