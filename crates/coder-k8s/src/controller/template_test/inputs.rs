@@ -7,6 +7,7 @@ use std::sync::Arc;
 use coder_k8s_api::control_plane::CoderControlPlane;
 use coder_k8s_api::template_test::reasons;
 use coder_k8s_coder_client::CoderClient;
+use coder_k8s_coder_client::types::templates::Template;
 use coder_k8s_control_plane_access::{AccessError, resolve, token_source};
 use kube::ResourceExt;
 use uuid::Uuid;
@@ -120,19 +121,32 @@ pub(super) async fn resolve_all(
     status: &mut Status,
 ) -> std::result::Result<(), Step> {
     let organizations = check_owner(pass, coder, owner).await?;
+    let (organization, template) = find_template(pass, coder, owner, &organizations).await?;
+    resolve_version(pass, coder, template.id, template.active_version_id, status).await?;
+    status.organization_id = Some(organization.to_string());
+    status.template_id = Some(template.id.to_string());
+    status.owner_id = Some(owner.to_string());
+    status.workspace_name = Some(pass.name.clone());
+    name_is_free(pass, coder, owner).await
+}
+
+/// The organization's ID and the template, checked to be what was asked for, in an organization of the owner and
+/// not deprecated.
+async fn find_template(
+    pass: &Pass<'_>,
+    coder: &CoderClient,
+    owner: Uuid,
+    organizations: &[Uuid],
+) -> std::result::Result<(Uuid, Template), Step> {
     let spec = &pass.tt.spec;
-    let (org_name, template_name) = names::template_parts(&spec.template).ok_or_else(|| {
-        Step::wait(
-            reasons::TEMPLATE_NOT_FOUND,
-            format!("{:?} is not <organization>.<template>.", spec.template),
-        )
-    })?;
+    let not_found = |what: String| Step::wait(reasons::TEMPLATE_NOT_FOUND, what);
+    let (org_name, template_name) = names::template_parts(&spec.template)
+        .ok_or_else(|| not_found(format!("{:?} is not <organization>.<template>.", spec.template)))?;
     let organization = match coder.organization(org_name).await {
         Err(e) if e.is_not_found() => {
-            return Err(Step::wait(
-                reasons::TEMPLATE_NOT_FOUND,
-                format!("Coder organization {org_name:?} does not exist."),
-            ));
+            return Err(not_found(format!(
+                "Coder organization {org_name:?} does not exist."
+            )));
         }
         other => other.map_err(unavailable("get organization"))?,
     };
@@ -152,10 +166,10 @@ pub(super) async fn resolve_all(
         .await
     {
         Err(e) if e.is_not_found() => {
-            return Err(Step::wait(
-                reasons::TEMPLATE_NOT_FOUND,
-                format!("Coder template {:?} does not exist.", spec.template),
-            ));
+            return Err(not_found(format!(
+                "Coder template {:?} does not exist.",
+                spec.template
+            )));
         }
         other => other.map_err(unavailable("get template"))?,
     };
@@ -178,16 +192,16 @@ pub(super) async fn resolve_all(
             ),
         ));
     }
-    resolve_version(pass, coder, template.id, template.active_version_id, status).await?;
-    status.organization_id = Some(organization.id.to_string());
-    status.template_id = Some(template.id.to_string());
-    status.owner_id = Some(owner.to_string());
-    status.workspace_name = Some(pass.name.clone());
+    Ok((organization.id, template))
+}
+
+/// Before any create of this test, a workspace under its name is someone else's: the run fails and never touches
+/// it.
+async fn name_is_free(pass: &Pass<'_>, coder: &CoderClient, owner: Uuid) -> std::result::Result<(), Step> {
     match coder
         .workspace_by_owner_and_name(&owner.to_string(), &pass.name)
         .await
     {
-        // Nothing of this test exists yet, so the workspace is someone else's: never touched.
         Ok(_) => Err(Step::fail(
             reasons::WORKSPACE_NAME_CONFLICT,
             format!("Coder user {owner} already has a workspace named {}.", pass.name),

@@ -457,7 +457,16 @@ pub(super) async fn clean_up(pass: &Pass<'_>, status: &mut Status) -> Result<Opt
         return Ok(None);
     }
     let outcome = delete_step(pass, &coder, status).await;
-    Ok(match outcome {
+    Ok(record_deletion(pass, status, outcome))
+}
+
+/// Records where the delete stands in `WorkspaceDeleted`; `None` once the workspace is gone, else when to look
+/// again.
+fn record_deletion(pass: &Pass<'_>, status: &mut Status, outcome: Deletion) -> Option<Duration> {
+    let mut set = |deleted, message: &str| {
+        decide::set_workspace_deleted(status, deleted, message, pass.time(), pass.tt.metadata.generation);
+    };
+    match outcome {
         Deletion::Gone { externally } => {
             let reason = if externally {
                 reasons::DELETED_EXTERNALLY
@@ -465,7 +474,6 @@ pub(super) async fn clean_up(pass: &Pass<'_>, status: &mut Status) -> Result<Opt
                 reasons::DELETED
             };
             set(
-                status,
                 (ConditionStatus::True, reason),
                 &format!("Workspace {} is deleted.", pass.name),
             );
@@ -477,7 +485,7 @@ pub(super) async fn clean_up(pass: &Pass<'_>, status: &mut Status) -> Result<Opt
             requeue,
             ..
         } => {
-            set(status, (ConditionStatus::False, reason), &message);
+            set((ConditionStatus::False, reason), &message);
             Some(requeue.unwrap_or(pass.timings.running))
         }
         Deletion::Stopped(step) => {
@@ -486,10 +494,10 @@ pub(super) async fn clean_up(pass: &Pass<'_>, status: &mut Status) -> Result<Opt
             } else {
                 reasons::CONTROL_PLANE_UNAVAILABLE
             };
-            set(status, (ConditionStatus::False, reason), &step.message);
+            set((ConditionStatus::False, reason), &step.message);
             Some(pass.timings.cleanup_unreachable)
         }
-    })
+    }
 }
 
 pub(super) fn cleanup_requeue(pass: &Pass<'_>, status: &Status) -> Option<Duration> {
