@@ -202,12 +202,32 @@ async fn name_is_free(pass: &Pass<'_>, coder: &CoderClient, owner: Uuid) -> std:
         .workspace_by_owner_and_name(&owner.to_string(), &pass.name)
         .await
     {
+        Ok(_) if !created_nothing(pass).await => {
+            pass.outdated.store(true, std::sync::atomic::Ordering::Relaxed);
+            Err(Step::wait(
+                reasons::CREATING_WORKSPACE,
+                "The test's status was read before its last write; reading it again.",
+            ))
+        }
         Ok(_) => Err(Step::fail(
             reasons::WORKSPACE_NAME_CONFLICT,
             format!("Coder user {owner} already has a workspace named {}.", pass.name),
         )),
         Err(e) if e.is_not_found() => Ok(()),
         Err(e) => Err(decide::coder_unavailable("get workspace by name", &e)),
+    }
+}
+
+/// Whether the object as the API server has it (not the cache) records no create: only then is a workspace under
+/// the test's name someone else's. A read that fails counts as "not sure".
+async fn created_nothing(pass: &Pass<'_>) -> bool {
+    let api: kube::Api<coder_k8s_api::template_test::CoderTemplateTest> =
+        kube::Api::namespaced(pass.ctx.client.clone(), &pass.tt.namespace().unwrap_or_default());
+    match api.get_status(&pass.tt.name_any()).await {
+        Ok(fresh) => fresh
+            .status
+            .is_none_or(|s| s.create_attempt_time.is_none() && s.workspace_id.is_none()),
+        Err(_) => false,
     }
 }
 

@@ -35,6 +35,10 @@ pub(super) struct Pass<'a> {
     pub(super) name: String,
     pub(super) timings: Timings,
     pub(super) now: Timestamp,
+    /// The status the create marker wrote in this pass: what the object really has now.
+    pub(super) marker: std::sync::Mutex<Option<Status>>,
+    /// The marker write found the object changed: this pass decided on an outdated status and writes nothing.
+    pub(super) outdated: std::sync::atomic::AtomicBool,
 }
 
 impl Pass<'_> {
@@ -67,6 +71,8 @@ pub async fn apply_spec(test: Arc<CoderTemplateTest>, ctx: Arc<Context>) -> Resu
         name: names::workspace_name(&uid).ok_or(Error::MissingMetadata)?,
         timings: names::Timings::from_retry_interval(ctx.settings.retry_interval),
         now: Timestamp::now(),
+        marker: std::sync::Mutex::new(None),
+        outdated: std::sync::atomic::AtomicBool::new(false),
     };
     let before = ctx.statuses.effective(&uid, tt.status.as_ref());
     let mut status = before.clone().unwrap_or_default();
@@ -192,6 +198,13 @@ async fn finish(
             step.message
         );
     }
+    if pass.outdated.load(std::sync::atomic::Ordering::Relaxed) {
+        // A status decided on an outdated view must not be written over the newer one.
+        return Ok(Action::requeue(pass.timings.running));
+    }
+    // After the marker write, the object's status is the marker's: the final write is compared with it.
+    let marker = pass.marker.lock().unwrap_or_else(|p| p.into_inner()).take();
+    let before = marker.or(before);
     decide::apply(&mut status, &step, pass.time(), pass.tt.metadata.generation);
     let uid = pass.tt.metadata.uid.clone().unwrap_or_default();
     if step.is_final() {
@@ -261,6 +274,8 @@ pub async fn cleanup(test: Arc<CoderTemplateTest>, ctx: Arc<Context>) -> Result<
         name,
         timings: names::Timings::from_retry_interval(ctx.settings.retry_interval),
         now: Timestamp::now(),
+        marker: std::sync::Mutex::new(None),
+        outdated: std::sync::atomic::AtomicBool::new(false),
     };
     let before = ctx.statuses.effective(&uid, tt.status.as_ref());
     let mut status = before.clone().unwrap_or_default();

@@ -26,7 +26,9 @@ use crate::controller::error::Result;
 pub(super) async fn create(pass: &Pass<'_>, coder: &CoderClient, status: &mut Status) -> Result<Step> {
     status.create_attempt_time = Some(pass.time());
     if !write_marker(pass, status).await? {
-        // Someone changed the object since it was read: decide again on the fresh object.
+        // Someone changed the object since it was read (or the cache was behind): decide again on the fresh
+        // object, and write nothing from this pass.
+        pass.outdated.store(true, std::sync::atomic::Ordering::Relaxed);
         status.create_attempt_time = None;
         return Ok(Step::wait(
             reasons::CREATING_WORKSPACE,
@@ -99,7 +101,10 @@ pub(super) async fn write_marker(pass: &Pass<'_>, status: &Status) -> Result<boo
         .replace_status(&tt.name_any(), &PostParams::default(), &object)
         .await
     {
-        Ok(_) => Ok(true),
+        Ok(_) => {
+            *pass.marker.lock().unwrap_or_else(|p| p.into_inner()) = Some(status.clone());
+            Ok(true)
+        }
         Err(kube::Error::Api(answer)) if answer.code == 409 => Ok(false),
         Err(error) => Err(error.into()),
     }
