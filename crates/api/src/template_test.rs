@@ -19,6 +19,106 @@ pub mod conditions {
     pub const WORKSPACE_DELETED: &str = "WorkspaceDeleted";
 }
 
+/// Reasons of `status.reason` and of the conditions (the same reason on `Ready`, `Reconciling` and `Stalled`).
+pub mod reasons {
+    // Waiting: the phase stays Pending or Running and `Reconciling` is True.
+    /// The controller started the test.
+    pub const INITIALIZING: &str = "Initializing";
+    /// The control plane is missing, being deleted or has no URL.
+    pub const CONTROL_PLANE_NOT_READY: &str = "ControlPlaneNotReady";
+    /// The control plane has no usable operator access yet.
+    pub const OPERATOR_ACCESS_NOT_READY: &str = "OperatorAccessNotReady";
+    /// The control plane names no test workspace owner.
+    pub const OWNER_NOT_CONFIGURED: &str = "OwnerNotConfigured";
+    /// The configured owner may not own test workspaces.
+    pub const OWNER_NOT_ELIGIBLE: &str = "OwnerNotEligible";
+    /// The organization or template does not exist.
+    pub const TEMPLATE_NOT_FOUND: &str = "TemplateNotFound";
+    /// The template version does not exist.
+    pub const TEMPLATE_VERSION_NOT_FOUND: &str = "TemplateVersionNotFound";
+    /// The template version is still importing.
+    pub const TEMPLATE_VERSION_IMPORTING: &str = "TemplateVersionImporting";
+    /// The create request is about to be sent.
+    pub const CREATING_WORKSPACE: &str = "CreatingWorkspace";
+    /// Coder's answer proved the create had no effect; it is sent again.
+    pub const CREATE_RETRYING: &str = "CreateRetrying";
+    /// The create's outcome is uncertain; Coder is read, the create never resent.
+    pub const CONFIRMING_CREATE: &str = "ConfirmingCreate";
+    /// The start build runs.
+    pub const WAITING_FOR_BUILD: &str = "WaitingForBuild";
+    /// An agent is not yet connected and ready.
+    pub const WAITING_FOR_AGENTS: &str = "WaitingForAgents";
+    /// Every agent is ready; the workspace is deleted next.
+    pub const AGENTS_READY: &str = "AgentsReady";
+    /// The delete build runs.
+    pub const DELETING_WORKSPACE: &str = "DeletingWorkspace";
+    /// A Coder call failed; the controller waits and retries.
+    pub const CODER_UNAVAILABLE: &str = "CoderUnavailable";
+    /// Coder answered about something other than the controller asked for.
+    pub const CODER_ANSWER_MISMATCH: &str = "CoderAnswerMismatch";
+    // Final success.
+    /// The agents became ready and the delete build succeeded.
+    pub const SUCCEEDED: &str = "Succeeded";
+    // Failures: `Ready` False, `Stalled` True.
+    /// `timeoutSeconds` passed; the message names the last wait.
+    pub const DEADLINE_EXCEEDED: &str = "DeadlineExceeded";
+    /// The template is deprecated and accepts no new workspaces.
+    pub const TEMPLATE_DEPRECATED: &str = "TemplateDeprecated";
+    /// The template version is archived.
+    pub const TEMPLATE_VERSION_ARCHIVED: &str = "TemplateVersionArchived";
+    /// The template version's import failed or was canceled.
+    pub const TEMPLATE_VERSION_IMPORT_FAILED: &str = "TemplateVersionImportFailed";
+    /// The version does not belong to the template.
+    pub const TEMPLATE_VERSION_MISMATCH: &str = "TemplateVersionMismatch";
+    /// Coder refused the create (a 4xx other than 409).
+    pub const CREATE_REJECTED: &str = "CreateRejected";
+    /// The create's outcome could not be proven either way.
+    pub const CREATE_OUTCOME_UNKNOWN: &str = "CreateOutcomeUnknown";
+    /// The owner already has a workspace of the test's name that is not the test's.
+    pub const WORKSPACE_NAME_CONFLICT: &str = "WorkspaceNameConflict";
+    /// The start build failed.
+    pub const BUILD_FAILED: &str = "BuildFailed";
+    /// Someone else canceled the start build.
+    pub const BUILD_CANCELED: &str = "BuildCanceled";
+    /// The workspace has no agents, so nothing proves that it works.
+    pub const NO_AGENTS: &str = "NoAgents";
+    /// An agent did not connect in time.
+    pub const AGENT_CONNECTION_TIMEOUT: &str = "AgentConnectionTimeout";
+    /// An agent's startup script failed.
+    pub const AGENT_START_ERROR: &str = "AgentStartError";
+    /// An agent's startup script timed out.
+    pub const AGENT_START_TIMEOUT: &str = "AgentStartTimeout";
+    /// An agent is shutting down or off.
+    pub const AGENT_STOPPED: &str = "AgentStopped";
+    /// Someone else started another build of the workspace.
+    pub const WORKSPACE_CHANGED_EXTERNALLY: &str = "WorkspaceChangedExternally";
+    /// Someone else deleted the workspace.
+    pub const WORKSPACE_DELETED_EXTERNALLY: &str = "WorkspaceDeletedExternally";
+    /// The delete build failed (it is retried with backoff).
+    pub const DELETE_BUILD_FAILED: &str = "DeleteBuildFailed";
+    /// The control plane is gone, so the workspace can no longer be reached.
+    pub const CONTROL_PLANE_GONE: &str = "ControlPlaneGone";
+    // `WorkspaceDeleted` only.
+    /// True: the delete build succeeded.
+    pub const DELETED: &str = "Deleted";
+    /// True: someone else deleted the workspace.
+    pub const DELETED_EXTERNALLY: &str = "DeletedExternally";
+    /// True: no create request was ever sent.
+    pub const NOT_CREATED: &str = "NotCreated";
+    /// False: the workspace may exist and is deleted next.
+    pub const CLEANUP_PENDING: &str = "CleanupPending";
+    /// False: the delete build runs.
+    pub const DELETING: &str = "Deleting";
+    /// False: a delete build failed; the next one waits for its backoff.
+    pub const DELETE_RETRYING: &str = "DeleteRetrying";
+    /// False: Coder cannot be reached; cleanup waits.
+    pub const CONTROL_PLANE_UNAVAILABLE: &str = "ControlPlaneUnavailable";
+    /// False: the workspace is kept on purpose (`coder.com/deletion-policy: retain`, allowed by the control plane).
+    pub const RETAINED: &str = "Retained";
+    /// Unknown: whether the workspace is this test's is not proven.
+    pub const OWNERSHIP_UNKNOWN: &str = "OwnershipUnknown";
+}
+
 /// A test of one Coder template version: the operator creates a workspace, waits until its agents are ready, then
 /// deletes it. The spec is immutable; create a new object to test again.
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
@@ -36,6 +136,7 @@ pub mod conditions {
     printcolumn(name = "Template", type_ = "string", json_path = ".spec.template"),
     printcolumn(name = "Version", type_ = "string", json_path = ".status.templateVersionName"),
     printcolumn(name = "Reason", type_ = "string", json_path = ".status.reason"),
+    printcolumn(name = "Duration", type_ = "string", json_path = ".status.duration"),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
 )]
 #[x_kube(validation = kube::core::Rule::new("self == oldSelf").message("spec is immutable, create a new CoderTemplateTest"))]
@@ -164,6 +265,9 @@ pub struct CoderTemplateTestStatus {
     /// When the test reached a final phase.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub completion_time: Option<Time>,
+    /// How long the run took, from `startTime` to `completionTime` (for example `2m13s`); set when it ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration: Option<String>,
     /// Coder organization ID.
     #[serde(default, rename = "organizationID", skip_serializing_if = "Option::is_none")]
     pub organization_id: Option<String>,

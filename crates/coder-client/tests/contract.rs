@@ -1385,6 +1385,70 @@ async fn contract_premium_routes(t: &Target) {
     }
 }
 
+/// What CoderTemplateTest reads and sends: a version by name, the organization's members, the newest builds, a
+/// deleted workspace with `include_deleted` (by ID and by owner and name), and a refused cancel.
+async fn contract_template_test_calls(t: &Target) {
+    let client = t.client();
+    let (template, ws) = workspace(t, &client).await;
+    let version = client.template_version(template.active_version_id).await.unwrap();
+    let by_name = client
+        .template_version_by_name(template.id, &version.name)
+        .await
+        .unwrap();
+    assert_eq!(by_name.id, version.id);
+    let err = client
+        .template_version_by_name(template.id, &unique("nov"))
+        .await
+        .unwrap_err();
+    assert!(err.is_not_found(), "{err:?}");
+    let me = client.me().await.unwrap();
+    let members = client
+        .organization_members(&t.organization_id.to_string())
+        .await
+        .unwrap();
+    let mine = members.iter().find(|m| m.user_id == me.id).unwrap();
+    assert_eq!(mine.organization_id, t.organization_id);
+    let stop = client
+        .create_workspace_build(ws.id, &CreateWorkspaceBuildRequest::transition(Transition::Stop))
+        .await
+        .unwrap();
+    wait_build(&client, stop.id).await;
+    let newest: Vec<Uuid> = client
+        .newest_workspace_builds(ws.id, 1)
+        .await
+        .unwrap()
+        .iter()
+        .map(|b| b.id)
+        .collect();
+    assert_eq!(newest, vec![stop.id]);
+    let delete = client
+        .create_workspace_build(
+            ws.id,
+            &CreateWorkspaceBuildRequest::transition(Transition::Delete),
+        )
+        .await
+        .unwrap();
+    let delete = wait_build(&client, delete.id).await;
+    let gone = client.workspace_including_deleted(ws.id).await.unwrap();
+    assert_eq!(gone.id, ws.id);
+    assert_eq!(gone.latest_build.id, delete.id);
+    assert_eq!(gone.latest_build.transition, Transition::Delete);
+    assert_eq!(gone.latest_build.job.status, JobStatus::Succeeded);
+    let by_owner = client
+        .workspace_by_owner_and_name_including_deleted("me", &ws.name)
+        .await
+        .unwrap();
+    assert_eq!(by_owner.id, ws.id);
+    // The builds of a deleted workspace stay readable (the ownership proof reads them).
+    let builds = client.newest_workspace_builds(ws.id, 100).await.unwrap();
+    assert_eq!(builds.len(), 3);
+    let err = client
+        .cancel_workspace_build(delete.id, "running")
+        .await
+        .unwrap_err();
+    assert!(err.status().is_some_and(|s| (400..500).contains(&s)), "{err:?}");
+}
+
 /// Two tests per contract: `<contract>::test_server` and `<contract>::real_coder`.
 macro_rules! contracts {
     ($($name:ident => $contract:ident),* $(,)?) => {$(
@@ -1423,6 +1487,7 @@ contracts! {
     archive_unused => contract_archive_unused,
     error_409 => contract_error_409,
     premium_routes => contract_premium_routes,
+    template_test_calls => contract_template_test_calls,
 }
 
 /// The premium list and the reference page name the same routes.

@@ -346,7 +346,14 @@ async fn run_controllers(
         ),
         (
             "CoderWorkspaceProxy controller",
-            tokio::spawn(controller::workspace_proxy::run(ctx, wait_for(shutdown.clone()))),
+            tokio::spawn(controller::workspace_proxy::run(
+                ctx.clone(),
+                wait_for(shutdown.clone()),
+            )),
+        ),
+        (
+            "CoderTemplateTest controller",
+            tokio::spawn(controller::template_test::run(ctx, wait_for(shutdown.clone()))),
         ),
     ];
     // Also when this future is dropped (a lost Lease): a replica that is not the leader must not keep writing.

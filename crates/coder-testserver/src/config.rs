@@ -66,6 +66,36 @@ pub enum BuildOutcome {
     #[default]
     Succeed,
     Fail,
+    /// Delete builds fail; every other job succeeds.
+    FailDeletes,
+}
+
+/// An agent that every successful start build reports, as the test sets it (read when a build is rendered, so a
+/// test can let agents connect and become ready later).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AgentSpec {
+    /// `connecting`, `connected`, `disconnected` or `timeout`.
+    pub status: String,
+    /// `created`, `starting`, `ready`, `start_error`, `start_timeout`, `shutting_down`, `off`, …
+    pub lifecycle_state: String,
+    /// A devcontainer sub-agent (it has a parent agent).
+    pub sub_agent: bool,
+}
+
+impl AgentSpec {
+    /// A top-level agent with this status and lifecycle state.
+    pub fn new(status: &str, lifecycle_state: &str) -> Self {
+        Self {
+            status: status.to_owned(),
+            lifecycle_state: lifecycle_state.to_owned(),
+            sub_agent: false,
+        }
+    }
+
+    /// A connected, ready top-level agent.
+    pub fn ready() -> Self {
+        Self::new("connected", "ready")
+    }
 }
 
 /// Test server configuration.

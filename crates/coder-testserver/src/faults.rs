@@ -48,6 +48,9 @@ pub enum Fault {
     /// Handle the request normally (its effects happen), then answer this 5xx with Coder's JSON error body instead:
     /// a gateway in front of Coder that fails after Coder accepted a write.
     FailAfterHandling(u16),
+    /// Handle the request normally (its effects happen), then close the connection without an answer: the caller
+    /// cannot know whether its write was applied.
+    DropAfterHandling,
     /// Exactly this answer: status, extra headers (sent as given, also hostile values) and a JSON body, with
     /// Coder's standard headers.
     Answer {
@@ -178,6 +181,16 @@ pub(crate) async fn apply_faults(State(app): State<App>, request: Request, next:
                 &[],
             );
             json_response(status, &body)
+        }
+        Some(Fault::DropAfterHandling) => {
+            let connection = request.extensions().get::<ConnectInfo<ConnHandle>>().cloned();
+            let _handled = next.run(request).await;
+            if let Some(ConnectInfo(conn)) = connection {
+                conn.kill();
+            }
+            let mut response = StatusCode::INTERNAL_SERVER_ERROR.into_response();
+            response.extensions_mut().insert(Dropped);
+            return response;
         }
         Some(Fault::DropConnection) => {
             if let Some(ConnectInfo(conn)) = request.extensions().get::<ConnectInfo<ConnHandle>>() {

@@ -41,7 +41,9 @@ use std::net::SocketAddr;
 use anyhow::Context as _;
 use tokio::task::JoinHandle;
 
-pub use config::{BuildOutcome, Config, DEFAULT_BUILD_VERSION, Entitlement, FEATURE_NAMES, humanize_feature};
+pub use config::{
+    AgentSpec, BuildOutcome, Config, DEFAULT_BUILD_VERSION, Entitlement, FEATURE_NAMES, humanize_feature,
+};
 pub use faults::{Fault, FaultRule};
 pub use recording::RecordedRequest;
 
@@ -120,6 +122,21 @@ impl TestServer {
     /// Changes the outcome of jobs started from now on.
     pub fn set_build_outcome(&self, outcome: BuildOutcome) {
         *lock(&self.app.build_outcome) = outcome;
+    }
+
+    /// The agents every successful start build reports from now on (default: one connected, ready agent).
+    pub fn set_agents(&self, agents: Vec<AgentSpec>) {
+        self.app.mem().agents = Some(agents);
+    }
+
+    /// The workspaces, also deleted ones, as `(name, deleted)`.
+    pub fn workspaces(&self) -> Vec<(String, bool)> {
+        self.app
+            .mem()
+            .workspaces
+            .iter()
+            .map(|w| (w.name.clone(), w.deleted))
+            .collect()
     }
 
     /// Inserts an active user named `username` if missing (an existing user gets `site_roles`), makes it a

@@ -106,7 +106,7 @@ async fn run(app: App, job_id: Uuid) {
                 stages[running],
                 "Job canceled",
             );
-        } else if outcome == BuildOutcome::Fail {
+        } else if fails(outcome, kind, &mem) {
             if let Some(job) = mem.jobs.get_mut(&job_id) {
                 job.error = Some(FAILURE_MESSAGE.to_owned());
             }
@@ -125,6 +125,17 @@ async fn run(app: App, job_id: Uuid) {
         }
     }
     app.notify();
+}
+
+/// Whether the configured outcome fails this job.
+fn fails(outcome: BuildOutcome, kind: JobKind, mem: &Mem) -> bool {
+    match (outcome, kind) {
+        (BuildOutcome::Fail, _) => true,
+        (BuildOutcome::FailDeletes, JobKind::WorkspaceBuild { build_id }) => {
+            mem.build(build_id).is_some_and(|b| b.transition == "delete")
+        }
+        _ => false,
+    }
 }
 
 /// A successful delete build marks its workspace deleted.

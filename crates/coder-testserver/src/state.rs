@@ -9,7 +9,7 @@ use serde_json::Value;
 use tokio::sync::watch;
 use uuid::Uuid;
 
-use crate::config::{BuildOutcome, Config, Entitlement};
+use crate::config::{AgentSpec, BuildOutcome, Config, Entitlement};
 use crate::db::Db;
 use crate::faults::FaultRule;
 use crate::recording::RecordedRequest;
@@ -285,6 +285,8 @@ pub(crate) struct Mem {
     pub ai_gateway_keys: Vec<Value>,
     pub ai_providers: Vec<Value>,
     pub mcp_servers: Vec<Value>,
+    /// The agents every successful start build reports; `None` = one connected, ready agent.
+    pub agents: Option<Vec<AgentSpec>>,
 }
 
 impl Mem {

@@ -1,10 +1,11 @@
-//! Organization calls of [`CoderClient`]: organizations by ID, name or `default`, and their groups.
+//! Organization calls of [`CoderClient`]: organizations by ID, name or `default`, their members and their groups.
 
 use uuid::Uuid;
 
 use super::{CoderClient, Result};
 use crate::types::groups::Group;
 use crate::types::organizations::Organization;
+use crate::types::users::OrganizationMember;
 
 impl CoderClient {
     /// `GET /api/v2/organizations`.
@@ -25,6 +26,12 @@ impl CoderClient {
     /// The default organization (`GET /api/v2/organizations/default`).
     pub async fn default_organization(&self) -> Result<Organization> {
         self.organization("default").await
+    }
+
+    /// `GET /api/v2/organizations/{organization}/members`: every member with its roles in the organization.
+    pub async fn organization_members(&self, organization: &str) -> Result<Vec<OrganizationMember>> {
+        self.get_json(&["organizations", organization, "members"], &[])
+            .await
     }
 
     /// `GET /api/v2/organizations/{organization}/groups`.

@@ -25,6 +25,12 @@ impl CoderClient {
         .await
     }
 
+    /// `GET /api/v2/templates/{template}/versions/{name}`.
+    pub async fn template_version_by_name(&self, template: Uuid, name: &str) -> Result<TemplateVersion> {
+        self.get_json(&["templates", &template.to_string(), "versions", name], &[])
+            .await
+    }
+
     /// `GET /api/v2/templateversions/{id}`.
     pub async fn template_version(&self, id: Uuid) -> Result<TemplateVersion> {
         self.get_json(&["templateversions", &id.to_string()], &[]).await

@@ -242,6 +242,25 @@ impl CoderClient {
         Self::decode(&answer.body)
     }
 
+    /// A mutating call with a query whose answer body is not needed.
+    pub(crate) async fn send_no_content_with_query<B: Serialize>(
+        &self,
+        method: Method,
+        segments: &[&str],
+        query: &[(&str, &str)],
+        body: Option<&B>,
+    ) -> Result<()> {
+        let mut url = self.endpoint(segments)?;
+        if !query.is_empty() {
+            url.query_pairs_mut().extend_pairs(query);
+        }
+        let body = match body {
+            Some(b) => Self::json_body(b)?,
+            None => Body::Empty,
+        };
+        self.execute(method, url, body).await.map(|_| ())
+    }
+
     /// A mutating call whose answer body is not needed (204, empty 200, a message).
     pub(crate) async fn send_no_content<B: Serialize>(
         &self,

@@ -31,6 +31,48 @@ impl CoderClient {
         self.get_json(&["workspaces", &id.to_string()], &[]).await
     }
 
+    /// `GET /api/v2/workspaces/{id}?include_deleted=true`: a deleted workspace is answered too (its latest build is
+    /// the delete build).
+    pub async fn workspace_including_deleted(&self, id: Uuid) -> Result<Workspace> {
+        self.get_json(&["workspaces", &id.to_string()], &[("include_deleted", "true")])
+            .await
+    }
+
+    /// `GET /api/v2/users/{owner}/workspace/{name}?include_deleted=true`.
+    pub async fn workspace_by_owner_and_name_including_deleted(
+        &self,
+        owner: &str,
+        name: &str,
+    ) -> Result<Workspace> {
+        self.get_json(
+            &["users", owner, "workspace", name],
+            &[("include_deleted", "true")],
+        )
+        .await
+    }
+
+    /// `PATCH /api/v2/workspacebuilds/{id}/cancel?expect_status=…`: Coder cancels only while the build's job has
+    /// that status (`pending` or `running`).
+    pub async fn cancel_workspace_build(&self, id: Uuid, expect_status: &str) -> Result<()> {
+        self.send_no_content_with_query::<()>(
+            Method::PATCH,
+            &["workspacebuilds", &id.to_string(), "cancel"],
+            &[("expect_status", expect_status)],
+            None,
+        )
+        .await
+    }
+
+    /// `GET /api/v2/workspaces/{id}/builds?limit=…`: the newest `limit` builds, newest first.
+    pub async fn newest_workspace_builds(&self, workspace: Uuid, limit: u32) -> Result<Vec<WorkspaceBuild>> {
+        let limit = limit.to_string();
+        self.get_json(
+            &["workspaces", &workspace.to_string(), "builds"],
+            &[("limit", &limit)],
+        )
+        .await
+    }
+
     /// `GET /api/v2/users/{owner}/workspace/{name}`.
     pub async fn workspace_by_owner_and_name(&self, owner: &str, name: &str) -> Result<Workspace> {
         self.get_json(&["users", owner, "workspace", name], &[]).await

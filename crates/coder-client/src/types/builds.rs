@@ -132,4 +132,33 @@ pub struct WorkspaceBuild {
     pub deadline: Option<String>,
     /// Status.
     pub status: WorkspaceBuildStatus,
+    /// The resources the build made, with their agents.
+    pub resources: Vec<WorkspaceResource>,
+}
+
+/// `WorkspaceResource` (the fields the operator uses).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct WorkspaceResource {
+    /// ID.
+    pub id: Uuid,
+    /// Agents of the resource.
+    pub agents: Vec<WorkspaceAgent>,
+}
+
+/// `WorkspaceAgent` (the fields the operator uses).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct WorkspaceAgent {
+    /// ID.
+    pub id: Uuid,
+    /// Name.
+    pub name: String,
+    /// `connecting`, `connected`, `disconnected` or `timeout`.
+    pub status: String,
+    /// `created`, `starting`, `start_timeout`, `start_error`, `ready`, `shutting_down`, `shutdown_timeout`,
+    /// `shutdown_error` or `off`.
+    pub lifecycle_state: String,
+    /// Set for devcontainer sub-agents.
+    pub parent_id: Option<Uuid>,
 }

@@ -23,4 +23,6 @@ pub struct Organization {
     pub updated_at: String,
     /// The default organization.
     pub is_default: bool,
+    /// Roles every member of the organization holds implicitly.
+    pub default_org_member_roles: Vec<String>,
 }

@@ -44,6 +44,20 @@ pub struct User {
     pub organization_ids: Vec<Uuid>,
     /// Site roles.
     pub roles: Vec<Role>,
+    /// A service account (a headless user).
+    pub is_service_account: bool,
+}
+
+/// `OrganizationMemberWithUserData` (the fields the operator uses).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct OrganizationMember {
+    /// The member.
+    pub user_id: Uuid,
+    /// The organization.
+    pub organization_id: Uuid,
+    /// Roles in the organization.
+    pub roles: Vec<Role>,
 }
 
 impl User {

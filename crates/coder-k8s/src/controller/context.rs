@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use coder_k8s_api::control_plane::CoderControlPlane;
 use coder_k8s_api::provisioner::CoderProvisioner;
+use coder_k8s_api::template_test::CoderTemplateTest;
 use coder_k8s_api::workspace_proxy::CoderWorkspaceProxy;
 use coder_k8s_control_plane_access::{ClientCache, ClientSettings, EntitlementMemo};
 use k8s_openapi::api::apps::v1::Deployment;
@@ -79,6 +80,7 @@ pub struct Caches {
     pub control_planes: Arc<Informer<CoderControlPlane>>,
     pub provisioners: Arc<Informer<CoderProvisioner>>,
     pub workspace_proxies: Arc<Informer<CoderWorkspaceProxy>>,
+    pub template_tests: Arc<Informer<CoderTemplateTest>>,
     pub deployments: Arc<Informer<Deployment>>,
     pub services: Arc<Informer<PartialObjectMeta<Service>>>,
     pub service_accounts: Arc<Informer<PartialObjectMeta<ServiceAccount>>>,
@@ -167,6 +169,7 @@ impl Caches {
             control_planes: Informer::start_decoding_each(client, namespace, all.clone(), strip_object),
             provisioners: Informer::start_decoding_each(client, namespace, all.clone(), strip_object),
             workspace_proxies: Informer::start_decoding_each(client, namespace, all.clone(), strip_object),
+            template_tests: Informer::start_decoding_each(client, namespace, all.clone(), strip_object),
             deployments: watch!(Deployment, managed.clone(), strip_deployment),
             services: owned!(Service, managed.clone()),
             service_accounts: owned!(ServiceAccount, managed.clone()),
@@ -194,6 +197,7 @@ impl Caches {
             self.control_planes.ready(),
             self.provisioners.ready(),
             self.workspace_proxies.ready(),
+            self.template_tests.ready(),
             self.deployments.ready(),
             self.services.ready(),
             self.service_accounts.ready(),

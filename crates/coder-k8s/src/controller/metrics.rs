@@ -20,9 +20,15 @@ struct FailureLabels {
     category: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabels {
+    reason: String,
+}
+
 /// The reconcile metrics, registered once per process.
 pub struct ReconcileMetrics {
     runs: Family<KindLabels, Counter>,
+    template_tests: Family<ReasonLabels, Counter>,
     failures: Family<FailureLabels, Counter>,
     duration: Family<KindLabels, Histogram>,
 }
@@ -32,6 +38,7 @@ impl ReconcileMetrics {
     pub fn register(registry: &mut Registry) -> Arc<Self> {
         let metrics = Self {
             runs: Family::default(),
+            template_tests: Family::default(),
             failures: Family::default(),
             duration: Family::new_with_constructor(|| {
                 Histogram::new([0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0])
@@ -52,7 +59,30 @@ impl ReconcileMetrics {
             "Duration of reconciles, by kind",
             metrics.duration.clone(),
         );
+        registry.register(
+            "coder_k8s_template_test_runs",
+            "CoderTemplateTest runs that ended, by final reason",
+            metrics.template_tests.clone(),
+        );
         Arc::new(metrics)
+    }
+
+    /// Counts a CoderTemplateTest run that ended with `reason`.
+    pub fn template_test_finished(&self, reason: &str) {
+        self.template_tests
+            .get_or_create(&ReasonLabels {
+                reason: reason.to_owned(),
+            })
+            .inc();
+    }
+
+    /// CoderTemplateTest runs that ended with `reason` so far.
+    pub fn template_tests_finished(&self, reason: &str) -> u64 {
+        self.template_tests
+            .get_or_create(&ReasonLabels {
+                reason: reason.to_owned(),
+            })
+            .get()
     }
 
     /// Counts a reconcile and records its duration when the guard drops.

@@ -26,15 +26,16 @@ pub mod runner;
 pub mod secrets;
 pub mod status_writer;
 pub mod takeover;
+pub mod template_test;
 pub mod triggers;
 pub mod workspace_proxy;
 
 /// Kinds whose reconciler runs.
-pub const BUILT: &[&str] = &["CoderControlPlane", "CoderProvisioner", "CoderWorkspaceProxy"];
-/// Kinds whose reconciler is not built yet (their objects are accepted but not reconciled).
-pub const NOT_BUILT: &[&str] = &[
+pub const BUILT: &[&str] = &[
+    "CoderControlPlane",
+    "CoderProvisioner",
+    "CoderWorkspaceProxy",
     "CoderTemplateTest",
-    "CoderAIProvider",
-    "CoderAIGatewayKey",
-    "CoderMCPServer",
 ];
+/// Kinds whose reconciler is not built yet (their objects are accepted but not reconciled).
+pub const NOT_BUILT: &[&str] = &["CoderAIProvider", "CoderAIGatewayKey", "CoderMCPServer"];

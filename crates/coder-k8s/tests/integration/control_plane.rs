@@ -146,6 +146,10 @@ pub(crate) fn spawn_controllers(ctx: &Arc<Context>) -> watch::Sender<bool> {
         ctx.clone(),
         stopped_signal(),
     ));
+    tokio::spawn(coder_k8s::controller::template_test::run(
+        ctx.clone(),
+        stopped_signal(),
+    ));
     stop
 }
 

@@ -17,5 +17,6 @@ mod rbac;
 mod rbac_hardening;
 mod real_coder;
 mod support;
+mod template_test;
 mod upgrade;
 mod workspace_proxy;

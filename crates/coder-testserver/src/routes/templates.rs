@@ -74,6 +74,11 @@ pub(super) fn render_version(version: &TemplateVersion, mem: &Mem) -> Value {
 
 pub(super) fn render_template(template: &Template, _mem: &Mem) -> Value {
     let field = |name: &str, default: Value| template.request.get(name).cloned().unwrap_or(default);
+    let deprecation = template
+        .request
+        .get("deprecation_message")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
     json!({
         "id": template.id,
         "created_at": template.created_at,
@@ -90,8 +95,9 @@ pub(super) fn render_template(template: &Template, _mem: &Mem) -> Value {
         "active_user_count": 0,
         "build_time_stats": { "start": {}, "stop": {}, "delete": {} },
         "description": template.description,
-        "deprecated": false,
-        "deprecation_message": "",
+        // A template is deprecated while a PATCH set a non-empty `deprecation_message`.
+        "deprecated": !deprecation.is_empty(),
+        "deprecation_message": deprecation,
         "icon": template.icon,
         "default_ttl_ms": field("default_ttl_ms", json!(0)),
         "activity_bump_ms": field("activity_bump_ms", json!(3_600_000)),

@@ -40,6 +40,34 @@ fn build_status(job: Option<&Job>, transition: &str) -> &'static str {
     }
 }
 
+/// The resources of a build: a successful start build reports the configured agents (sub-agents name the first
+/// agent as parent); other builds report none.
+fn render_resources(mem: &Mem, build: &Build, job: Option<&Job>) -> Value {
+    let started = build.transition == "start" && job.is_some_and(|j| j.status() == "succeeded");
+    if !started {
+        return json!([]);
+    }
+    let agents = mem
+        .agents
+        .clone()
+        .unwrap_or_else(|| vec![crate::config::AgentSpec::ready()]);
+    let agent_id = |index: usize| Uuid::from_u128(build.id.as_u128() ^ (index as u128 + 1));
+    let rendered: Vec<Value> = agents
+        .iter()
+        .enumerate()
+        .map(|(index, agent)| {
+            json!({
+                "id": agent_id(index),
+                "name": format!("agent{index}"),
+                "status": agent.status,
+                "lifecycle_state": agent.lifecycle_state,
+                "parent_id": agent.sub_agent.then(|| agent_id(0)),
+            })
+        })
+        .collect();
+    json!([{ "id": Uuid::from_u128(build.id.as_u128() ^ 0xffff), "name": "main", "type": "docker_container", "agents": rendered }])
+}
+
 pub(super) fn render_build(build: &Build, mem: &Mem) -> Value {
     let job = mem.jobs.get(&build.job_id);
     let workspace = mem.workspace(build.workspace_id);
@@ -61,7 +89,7 @@ pub(super) fn render_build(build: &Build, mem: &Mem) -> Value {
         "initiator_name": build.initiator.1,
         "job": job.map_or(Value::Null, |j| render_job(j, mem)),
         "reason": build.reason,
-        "resources": [],
+        "resources": render_resources(mem, build, job),
         "deadline": null,
         "max_deadline": null,
         "status": build_status(job, &build.transition),
@@ -382,15 +410,25 @@ async fn list_workspaces(State(app): State<App>, auth: Auth, uri: Uri) -> ApiRes
     ok(json!({ "workspaces": workspaces, "count": count }))
 }
 
-async fn list_builds(State(app): State<App>, auth: Auth, Path(id): Path<String>) -> ApiResult {
+/// Newest first; `limit` (0 or absent: all) and `offset` page the list as Coder does.
+async fn list_builds(State(app): State<App>, auth: Auth, Path(id): Path<String>, uri: Uri) -> ApiResult {
     let id = parse_uuid(&id)?;
+    let params = query_params(&uri);
+    let number = |key: &str| params.get(key).and_then(|v| v.parse::<usize>().ok());
+    let limit = number("limit").filter(|l| *l > 0).unwrap_or(usize::MAX);
+    let offset = number("offset").unwrap_or(0);
     let mem = app.mem();
     mem.workspace(id)
         .filter(|w| can_read(&auth, w))
         .ok_or_else(ApiError::not_found)?;
     let mut builds: Vec<&Build> = mem.builds.iter().filter(|b| b.workspace_id == id).collect();
     builds.sort_by_key(|b| std::cmp::Reverse(b.build_number));
-    ok(builds.into_iter().map(|b| render_build(b, &mem)).collect())
+    ok(builds
+        .into_iter()
+        .skip(offset)
+        .take(limit)
+        .map(|b| render_build(b, &mem))
+        .collect())
 }
 
 #[derive(Deserialize)]
