@@ -103,8 +103,8 @@ struct WorkspaceStorage {
 
 /// Workspaces per Coder page.
 const PAGE: u32 = 100;
-/// Pages fetched at once after the first: a list of 1,000 workspaces takes the time of about three pages instead
-/// of ten, at the same number of Coder calls.
+/// Pages fetched at once after the first: where Coder answers pages in parallel, a list of 1,000 workspaces waits for
+/// about four rounds of pages instead of ten, with the same Coder calls.
 const PAGES_AT_ONCE: usize = 4;
 
 /// Every workspace Coder shows the operator. The first page tells Coder's count; the other pages are fetched

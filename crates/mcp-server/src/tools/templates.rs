@@ -2,13 +2,13 @@
 //! the legacy `spec.running`. Template files are never returned.
 
 use coder_k8s_api::aggregation::CoderTemplate;
-use kube::api::{DynamicObject, ListParams, PostParams};
+use kube::api::{DynamicObject, PostParams};
 use rmcp::handler::server::wrapper::{Json, Parameters};
 use rmcp::{tool, tool_router};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::workspaces::{aggregated_api, list_namespace, typed};
+use super::workspaces::{aggregated_api, list_typed, typed};
 use super::{McpServer, ObjectRef, format_optional_time, kube_error};
 use crate::limits;
 
@@ -97,20 +97,9 @@ impl McpServer {
         &self,
         Parameters(input): Parameters<ListTemplatesInput>,
     ) -> Result<Json<ListTemplatesOutput>, String> {
-        let list = aggregated_api(
-            &self.kube,
-            list_namespace(input.namespace.as_deref()),
-            KIND,
-            PLURAL,
-        )
-        .list(&ListParams::default())
-        .await
-        .map_err(|e| kube_error("list CoderTemplate resources", &e))?;
-        let items = list
-            .items
-            .iter()
-            .map(|o| typed::<CoderTemplate>(o, KIND).map(|t| template_summary(&t)))
-            .collect::<Result<_, _>>()?;
+        let templates: Vec<CoderTemplate> =
+            list_typed(&self.kube, input.namespace.as_deref(), KIND, PLURAL).await?;
+        let items = templates.iter().map(template_summary).collect();
         Ok(Json(ListTemplatesOutput { items }))
     }
 

@@ -36,8 +36,22 @@ pub(super) fn typed<T: DeserializeOwned>(object: &DynamicObject, kind: &str) -> 
 }
 
 /// The optional namespace of a list tool.
-pub(super) fn list_namespace(namespace: Option<&str>) -> Option<&str> {
+fn list_namespace(namespace: Option<&str>) -> Option<&str> {
     namespace.filter(|ns| !ns.is_empty())
+}
+
+/// Every aggregated object of `kind` in `namespace` (all namespaces when it is absent or empty), typed.
+pub(super) async fn list_typed<T: DeserializeOwned>(
+    client: &kube::Client,
+    namespace: Option<&str>,
+    kind: &str,
+    plural: &str,
+) -> Result<Vec<T>, String> {
+    let list = aggregated_api(client, list_namespace(namespace), kind, plural)
+        .list(&ListParams::default())
+        .await
+        .map_err(|e| kube_error(&format!("list {kind} resources"), &e))?;
+    list.items.iter().map(|o| typed::<T>(o, kind)).collect()
 }
 
 /// A name or namespace that goes into a request path unencoded must not change the path.
@@ -250,20 +264,9 @@ impl McpServer {
         &self,
         Parameters(input): Parameters<ListWorkspacesInput>,
     ) -> Result<Json<ListWorkspacesOutput>, String> {
-        let list = aggregated_api(
-            &self.kube,
-            list_namespace(input.namespace.as_deref()),
-            KIND,
-            PLURAL,
-        )
-        .list(&ListParams::default())
-        .await
-        .map_err(|e| kube_error("list CoderWorkspace resources", &e))?;
-        let items = list
-            .items
-            .iter()
-            .map(|o| typed::<CoderWorkspace>(o, KIND).map(|w| workspace_summary(&w)))
-            .collect::<Result<_, _>>()?;
+        let workspaces: Vec<CoderWorkspace> =
+            list_typed(&self.kube, input.namespace.as_deref(), KIND, PLURAL).await?;
+        let items = workspaces.iter().map(workspace_summary).collect();
         Ok(Json(ListWorkspacesOutput { items }))
     }
 
