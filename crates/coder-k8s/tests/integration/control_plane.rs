@@ -282,23 +282,35 @@ pub(crate) async fn mcp_referrer(
     cp: &str,
     held: bool,
 ) -> Api<kube::core::DynamicObject> {
-    let mut mcp = json!({
-        "apiVersion": "coder.com/v1alpha1", "kind": "CoderMCPServer",
+    let spec = json!({"controlPlaneRef": {"name": cp}, "organization": "coder", "url": "https://mcp.example.com/mcp"});
+    referrer(h, ("CoderMCPServer", "codermcpservers"), name, spec, held).await
+}
+
+/// An object of `kind` (kind, plural) with `spec`, optionally held by a test finalizer.
+async fn referrer(
+    h: &Harness,
+    (kind, plural): (&str, &str),
+    name: &str,
+    spec: serde_json::Value,
+    held: bool,
+) -> Api<kube::core::DynamicObject> {
+    let mut object = json!({
+        "apiVersion": "coder.com/v1alpha1", "kind": kind,
         "metadata": {"name": name},
-        "spec": {"controlPlaneRef": {"name": cp}, "organization": "coder", "url": "https://mcp.example.com/mcp"},
+        "spec": spec,
     });
     if held {
-        mcp["metadata"]["finalizers"] = json!(["test.coder.com/hold"]);
+        object["metadata"]["finalizers"] = json!(["test.coder.com/hold"]);
     }
     let resource = kube::core::ApiResource::from_gvk_with_plural(
-        &kube::core::GroupVersionKind::gvk("coder.com", "v1alpha1", "CoderMCPServer"),
-        "codermcpservers",
+        &kube::core::GroupVersionKind::gvk("coder.com", "v1alpha1", kind),
+        plural,
     );
-    let mcps: Api<kube::core::DynamicObject> = Api::namespaced_with(h.admin.clone(), &h.ns, &resource);
-    mcps.create(&PostParams::default(), &serde_json::from_value(mcp).unwrap())
+    let api: Api<kube::core::DynamicObject> = Api::namespaced_with(h.admin.clone(), &h.ns, &resource);
+    api.create(&PostParams::default(), &serde_json::from_value(object).unwrap())
         .await
         .unwrap();
-    mcps
+    api
 }
 
 async fn release_referrer(mcps: &Api<kube::core::DynamicObject>, name: &str) {
@@ -714,6 +726,38 @@ async fn deletion_removes_rbac_first_and_waits_for_referrers() {
         started.elapsed()
     );
     release_referrer(&mcps, "tools").await;
+}
+
+/// A CoderTemplateTest being deleted still has a workspace to delete in Coder: the control plane waits for it as
+/// for the AI kinds (it was released at once before).
+#[tokio::test]
+async fn deletion_waits_for_a_template_test_being_deleted() {
+    let h = harness("ccp-del-ktt").await;
+    h.create("coder", json!({})).await;
+    let spec = json!({"controlPlaneRef": {"name": "coder"}, "template": "coder.docker", "version": {"active": true}});
+    let tests = referrer(&h, ("CoderTemplateTest", "codertemplatetests"), "run", spec, true).await;
+    tests.delete("run", &DeleteParams::default()).await.unwrap();
+
+    let started = std::time::Instant::now();
+    let cps = h.api::<CoderControlPlane>();
+    cps.delete("coder", &DeleteParams::default()).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(
+        cps.get_opt("coder").await.unwrap().is_some(),
+        "still waiting for the template test after {:?}",
+        started.elapsed()
+    );
+    wait_for(
+        || async { cps.get_opt("coder").await.unwrap().is_none() },
+        "the control plane to go",
+    )
+    .await;
+    assert!(
+        started.elapsed() >= Duration::from_secs(4),
+        "waited the deletion wait (3 s) plus the last attempt (2 s), took {:?}",
+        started.elapsed()
+    );
+    release_referrer(&tests, "run").await;
 }
 
 #[tokio::test]

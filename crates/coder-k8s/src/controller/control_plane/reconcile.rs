@@ -513,14 +513,17 @@ pub async fn cleanup(cp: Arc<CoderControlPlane>, ctx: Arc<Context>) -> Result<Cl
     }
 }
 
-/// CoderAIGatewayKey, CoderAIProvider and CoderMCPServer objects in the namespace whose `spec.controlPlaneRef.name`
-/// names this control plane (read only while the control plane is being deleted).
+/// CoderAIGatewayKey, CoderAIProvider, CoderMCPServer and CoderTemplateTest objects in the namespace whose
+/// `spec.controlPlaneRef.name` names this control plane (read only while the control plane is being deleted). A
+/// template test being deleted needs the control plane to delete its workspace in Coder (beyond v0.1.5, which
+/// waited for the AI kinds only).
 async fn list_referrers(ctx: &Context, id: &ControlPlaneId) -> Result<Vec<super::status::Referrer>> {
     let mut out = Vec::new();
     for (kind, plural) in [
         ("CoderAIGatewayKey", "coderaigatewaykeys"),
         ("CoderAIProvider", "coderaiproviders"),
         ("CoderMCPServer", "codermcpservers"),
+        ("CoderTemplateTest", "codertemplatetests"),
     ] {
         let resource =
             ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("coder.com", "v1alpha1", kind), plural);
