@@ -5,25 +5,17 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::BTreeMap;
-use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use coder_k8s_aggregated_apiserver::coder::{
     ControlPlaneProvider, Provider, StaticBackend, StaticProvider, registry,
 };
 use coder_k8s_aggregated_apiserver::generic::{ApiError, Registry, RequestContext, UserInfo};
 use coder_k8s_api::control_plane::CoderControlPlane;
-use coder_k8s_coder_client::types::builds::WorkspaceBuildStatus;
-use coder_k8s_coder_client::types::files::ArchiveKind;
-use coder_k8s_coder_client::types::jobs::JobStatus;
-use coder_k8s_coder_client::types::template_versions::CreateTemplateVersionRequest;
-use coder_k8s_coder_client::types::templates::{CreateTemplateRequest, Template};
-use coder_k8s_coder_client::types::workspaces::{CreateWorkspaceRequest, Workspace};
-use coder_k8s_coder_client::{CoderClient, SessionToken};
-use coder_k8s_coder_testserver::{Config, Fault, FaultRule, TestServer};
-use coder_k8s_control_plane_access::{ClientCache, ClientSettings};
+use coder_k8s_coder_client::types::workspaces::CreateWorkspaceRequest;
+use coder_k8s_coder_testserver::{Fault, FaultRule};
+use coder_k8s_control_plane_access::ClientCache;
 use coder_k8s_testenv::ControlPlane;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
@@ -34,109 +26,10 @@ use serde_json::{Value, json};
 use tokio::sync::OnceCell;
 
 const NAMESPACE: &str = "coder-ns";
-const OPERATOR: &str = "coder-k8s-operator";
 
-/// A Coder test server with one imported template (`docker`, version `v1.0.0`) and one running workspace (`dev`).
-struct Coder {
-    server: TestServer,
-    token: String,
-    organization: String,
-    template: Template,
-    workspace: Workspace,
-}
+mod coder_fixture;
 
-async fn fresh_db(tag: &str) -> String {
-    let pg = coder_k8s_testenv::postgres::shared().await.unwrap();
-    pg.unique_coder_database(&format!("agg_{tag}")).await.unwrap()
-}
-
-/// A one-file ustar archive (the test support's, as `Bytes`).
-fn tar_with(name: &str, content: &[u8]) -> Bytes {
-    Bytes::from(coder_k8s_testenv::one_file_tar(name, content))
-}
-
-async fn eventually<T>(what: &str, mut probe: impl AsyncFnMut() -> Option<T>) -> T {
-    for _ in 0..300 {
-        if let Some(value) = probe().await {
-            return value;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("timed out waiting for {what}");
-}
-
-async fn coder(tag: &str) -> Coder {
-    coder_k8s_coder_client::install_ring_provider();
-    let db_url = fresh_db(tag).await;
-    let token = coder_k8s_operator_access::ensure_operator_access(&db_url, "ns", "cp", None)
-        .await
-        .unwrap()
-        .expose();
-    let mut config = Config::new(&db_url);
-    config.build_duration = Duration::from_millis(200);
-    let server = TestServer::start(config).await.unwrap();
-    let client = CoderClient::new(server.url(), SessionToken::new(token.clone())).unwrap();
-    let organization = client.default_organization().await.unwrap().name;
-    let file = client
-        .upload_file(ArchiveKind::Tar, tar_with("main.tf", b"terraform {}\n"))
-        .await
-        .unwrap();
-    let mut request = CreateTemplateVersionRequest::terraform(file.id);
-    request.name = "v1.0.0".to_owned();
-    request.message = "first".to_owned();
-    let version = client
-        .create_template_version(&organization, &request)
-        .await
-        .unwrap();
-    eventually("the template import", async || {
-        let v = client.template_version(version.id).await.unwrap();
-        (v.job.status == JobStatus::Succeeded).then_some(())
-    })
-    .await;
-    let template = client
-        .create_template(
-            &organization,
-            &CreateTemplateRequest {
-                name: "docker".to_owned(),
-                display_name: "Docker".to_owned(),
-                template_version_id: version.id,
-                ..CreateTemplateRequest::default()
-            },
-        )
-        .await
-        .unwrap();
-    let created = client
-        .create_workspace(
-            "me",
-            &CreateWorkspaceRequest {
-                template_id: Some(template.id),
-                name: "dev".to_owned(),
-                ..CreateWorkspaceRequest::default()
-            },
-        )
-        .await
-        .unwrap();
-    let workspace = eventually("the first build", async || {
-        let w = client.workspace(created.id).await.unwrap();
-        (w.latest_build.status == WorkspaceBuildStatus::Running).then_some(w)
-    })
-    .await;
-    let template = client.template(template.id).await.unwrap();
-    Coder {
-        server,
-        token,
-        organization,
-        template,
-        workspace,
-    }
-}
-
-fn settings() -> ClientSettings {
-    ClientSettings {
-        timeout: Duration::from_secs(10),
-        service_address_override: Some(IpAddr::V4(Ipv4Addr::LOCALHOST)),
-    }
-}
+use coder_fixture::{Coder, OPERATOR, coder, eventually, settings};
 
 fn static_registry(coder: &Coder) -> Registry {
     let backend = StaticBackend {
@@ -288,7 +181,7 @@ async fn workspaces_list_and_get_from_coder() {
 async fn a_workspace_list_reads_every_page_once() {
     use futures::{StreamExt as _, TryStreamExt as _};
     let coder = coder("wspages").await;
-    let client = CoderClient::new(coder.server.url(), SessionToken::new(coder.token.clone())).unwrap();
+    let client = &coder.client;
     futures::stream::iter(0..250)
         .map(|i| {
             let request = CreateWorkspaceRequest {
@@ -296,7 +189,6 @@ async fn a_workspace_list_reads_every_page_once() {
                 name: format!("w{i}"),
                 ..CreateWorkspaceRequest::default()
             };
-            let client = &client;
             async move { client.create_workspace("me", &request).await }
         })
         .buffer_unordered(8)

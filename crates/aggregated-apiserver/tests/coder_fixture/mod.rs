@@ -1,5 +1,6 @@
 //! Test support: a Coder API test server (with its own PostgreSQL database) holding one imported template
-//! (`docker`, version `v1.0.0`) and one running workspace (`dev`), and a client to change it directly.
+//! (`docker`, version `v1.0.0` with the message `first`) and one running workspace (`dev`), and a client to change
+//! it directly.
 #![allow(dead_code)]
 
 use std::net::{IpAddr, Ipv4Addr};
@@ -66,6 +67,7 @@ pub async fn coder(tag: &str) -> Coder {
         .unwrap();
     let mut request = CreateTemplateVersionRequest::terraform(file.id);
     request.name = "v1.0.0".to_owned();
+    request.message = "first".to_owned();
     let version = client
         .create_template_version(&organization, &request)
         .await
