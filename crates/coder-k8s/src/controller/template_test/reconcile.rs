@@ -41,7 +41,19 @@ pub(super) struct Pass<'a> {
     pub(super) outdated: std::sync::atomic::AtomicBool,
 }
 
-impl Pass<'_> {
+impl<'a> Pass<'a> {
+    fn new(tt: &'a CoderTemplateTest, ctx: &'a Context, name: String) -> Self {
+        Self {
+            tt,
+            ctx,
+            name,
+            timings: names::Timings::from_retry_interval(ctx.settings.retry_interval),
+            now: Timestamp::now(),
+            marker: std::sync::Mutex::new(None),
+            outdated: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
     pub(super) fn time(&self) -> Time {
         Time(self.now)
     }
@@ -65,15 +77,11 @@ pub(super) fn unavailable(action: &'static str) -> impl Fn(CoderError) -> Step {
 pub async fn apply_spec(test: Arc<CoderTemplateTest>, ctx: Arc<Context>) -> Result<Action> {
     let (tt, ctx) = (test.as_ref(), ctx.as_ref());
     let uid = tt.metadata.uid.clone().ok_or(Error::MissingMetadata)?;
-    let pass = Pass {
+    let pass = Pass::new(
         tt,
         ctx,
-        name: names::workspace_name(&uid).ok_or(Error::MissingMetadata)?,
-        timings: names::Timings::from_retry_interval(ctx.settings.retry_interval),
-        now: Timestamp::now(),
-        marker: std::sync::Mutex::new(None),
-        outdated: std::sync::atomic::AtomicBool::new(false),
-    };
+        names::workspace_name(&uid).ok_or(Error::MissingMetadata)?,
+    );
     let before = ctx.statuses.effective(&uid, tt.status.as_ref());
     let mut status = before.clone().unwrap_or_default();
     if status.phase.is_none() {
@@ -147,23 +155,16 @@ async fn run_step(pass: &Pass<'_>, status: &mut Status) -> Result<Step> {
 
 /// After the run ended: cleanup until the workspace is gone (or retained, or out of reach), then the TTL.
 async fn after_the_run(pass: &Pass<'_>, before: Option<Status>, mut status: Status) -> Result<Action> {
-    let requeue = match clean_up(pass, &mut status).await? {
-        Some(requeue) => requeue,
-        None => match ttl_left(pass, &status) {
-            Some(Duration::ZERO) => {
-                write(pass, before.as_ref(), &status, Vec::new()).await?;
-                delete_object(pass).await?;
-                return Ok(Action::await_change());
-            }
-            Some(left) => left,
-            None => {
-                write(pass, before.as_ref(), &status, Vec::new()).await?;
-                return Ok(Action::await_change());
-            }
-        },
-    };
+    let cleanup_wait = clean_up(pass, &mut status).await?;
     write(pass, before.as_ref(), &status, Vec::new()).await?;
-    Ok(Action::requeue(requeue))
+    match cleanup_wait.or_else(|| ttl_left(pass, &status)) {
+        Some(Duration::ZERO) if cleanup_wait.is_none() => {
+            delete_object(pass).await?;
+            Ok(Action::await_change())
+        }
+        Some(wait) => Ok(Action::requeue(wait)),
+        None => Ok(Action::await_change()),
+    }
 }
 
 /// How long until the TTL deletes the object; `None` without a TTL.
@@ -268,15 +269,7 @@ pub async fn cleanup(test: Arc<CoderTemplateTest>, ctx: Arc<Context>) -> Result<
     let Some(name) = names::workspace_name(&uid) else {
         return Ok(Cleanup::Done);
     };
-    let pass = Pass {
-        tt,
-        ctx,
-        name,
-        timings: names::Timings::from_retry_interval(ctx.settings.retry_interval),
-        now: Timestamp::now(),
-        marker: std::sync::Mutex::new(None),
-        outdated: std::sync::atomic::AtomicBool::new(false),
-    };
+    let pass = Pass::new(tt, ctx, name);
     let before = ctx.statuses.effective(&uid, tt.status.as_ref());
     let mut status = before.clone().unwrap_or_default();
     let outcome = clean_up(&pass, &mut status).await?;

@@ -101,14 +101,7 @@ pub fn deadline_exceeded(timeout_seconds: i32, last_reason: &str, last_message: 
 
 /// `message` cut to at most 256 bytes at a character boundary.
 pub fn bounded(message: &str) -> String {
-    if message.len() <= MAX_MESSAGE_BYTES {
-        return message.to_owned();
-    }
-    let mut end = MAX_MESSAGE_BYTES;
-    while !message.is_char_boundary(end) {
-        end -= 1;
-    }
-    message[..end].to_owned()
+    crate::controller::digest::byte_prefix(message, MAX_MESSAGE_BYTES).to_owned()
 }
 
 /// Seconds as `45s`, `2m13s` or `1h0m5s` (the printer column `Duration`).
