@@ -3,7 +3,7 @@
 //! APIService, with kube-controller-manager deleting a namespace); a standalone server without a backend answers
 //! 503 and keeps its serving certificate in its Secret; and the documented start-up errors stop the process.
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -19,36 +19,11 @@ use rustls_pki_types::pem::PemObject as _;
 use serde_json::json;
 use tokio::sync::OnceCell;
 
-use crate::support::{assert_success, control_plane_with_crds, install_crds, kubectl, path, stderr, stdout};
+use crate::support::{
+    Process, assert_success, control_plane_with_crds, install_crds, kubectl, path, stderr, stdout,
+};
 
 const SERVER_NAMESPACE: &str = "coder-system";
-
-/// The process; killed if a test fails before it stops it.
-struct Process(Child);
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-impl Process {
-    fn stop(mut self) -> std::process::ExitStatus {
-        coder_k8s_testenv::send_signal("TERM", self.0.id());
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Some(status) = self.0.try_wait().unwrap() {
-                return status;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "coder-k8s did not stop within 30 s of SIGTERM"
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-}
 
 fn free_ports<const N: usize>() -> [u16; N] {
     coder_k8s_testenv::free_ports::<N>().unwrap()

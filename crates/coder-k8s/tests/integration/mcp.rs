@@ -5,7 +5,7 @@
 //! data in any output.
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use coder_k8s_coder_client::types::files::ArchiveKind;
@@ -20,37 +20,10 @@ use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 use tokio::sync::OnceCell;
 
-use crate::support::{assert_success, install_crds, kubectl, path};
+use crate::support::{Process, assert_success, install_crds, kubectl, path};
 
 const SERVER_NAMESPACE: &str = "coder-system";
 const TOKEN: &str = "binary-mcp-token-0123456789abcdefghij";
-
-/// A child process, killed if the test fails before it stops it.
-struct Process(Child);
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-impl Process {
-    fn stop(mut self) -> std::process::ExitStatus {
-        coder_k8s_testenv::send_signal("TERM", self.0.id());
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Some(status) = self.0.try_wait().unwrap() {
-                return status;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "coder-k8s did not stop within 30 s of SIGTERM"
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-}
 
 /// A control plane of its own: the APIService is cluster-wide.
 async fn own_control_plane() -> &'static ControlPlane {

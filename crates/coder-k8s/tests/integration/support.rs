@@ -2,7 +2,8 @@
 
 use std::io::Write;
 use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 use coder_k8s_testenv::ControlPlane;
 use tokio::sync::OnceCell;
@@ -82,4 +83,32 @@ pub fn stderr(out: &Output) -> String {
 /// happened" check covers several reconciles.
 pub async fn several_requeues() {
     tokio::time::sleep(std::time::Duration::from_secs(4)).await;
+}
+
+/// A child process (the coder-k8s binary), killed if the test ends before it stops it.
+pub struct Process(pub Child);
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Process {
+    /// SIGTERM, then the exit status within 30 s.
+    pub fn stop(mut self) -> std::process::ExitStatus {
+        coder_k8s_testenv::send_signal("TERM", self.0.id());
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(status) = self.0.try_wait().unwrap() {
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "coder-k8s did not stop within 30 s of SIGTERM"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
 }

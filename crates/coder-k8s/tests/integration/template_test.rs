@@ -1128,16 +1128,6 @@ async fn a_test_deleted_while_its_create_is_unconfirmed_waits_until_the_create_c
     assert!(h.server.workspaces().is_empty());
 }
 
-/// The operator binary, killed when the test ends.
-struct Operator(std::process::Child);
-
-impl Drop for Operator {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 async fn get_text(url: &str) -> Option<String> {
     let answer = reqwest::get(url).await.ok()?;
     answer.status().is_success().then_some(())?;
@@ -1183,7 +1173,7 @@ async fn the_operator_binary_logs_answer_mismatches_and_counts_finished_runs() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("operator.log");
     let [port] = coder_k8s_testenv::free_ports().unwrap();
-    let _operator = Operator(
+    let _operator = crate::support::Process(
         std::process::Command::new(env!("CARGO_BIN_EXE_coder-k8s"))
             .args([
                 "--app=controller",
