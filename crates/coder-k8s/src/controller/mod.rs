@@ -8,6 +8,7 @@
 
 pub mod apply;
 pub mod cache;
+pub mod cleanup_records;
 pub mod conditions;
 pub mod context;
 pub mod control_plane;
@@ -25,9 +26,11 @@ pub mod provisioner;
 pub mod runner;
 pub mod secrets;
 pub mod status_writer;
+pub mod sync_status;
 pub mod takeover;
 pub mod template_test;
 pub mod triggers;
+pub mod upstream;
 pub mod workspace_proxy;
 
 /// Kinds whose reconciler runs.

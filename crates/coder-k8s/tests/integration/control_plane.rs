@@ -61,6 +61,9 @@ pub(crate) fn settings(ns: &str) -> ControllerSettings {
         cleanup_retry_window: Duration::from_secs(10),
         max_concurrent_reconciles: 4,
         restrict_workspace_rbac: false,
+        // Cleanup records go to the test's own namespace unless a test names another.
+        operator_namespace: ns.to_owned(),
+        unmatched_record_event_interval: Duration::from_secs(3),
     }
 }
 
