@@ -355,7 +355,14 @@ async fn run_controllers(
         ),
         (
             "CoderTemplateTest controller",
-            tokio::spawn(controller::template_test::run(ctx, wait_for(shutdown.clone()))),
+            tokio::spawn(controller::template_test::run(
+                ctx.clone(),
+                wait_for(shutdown.clone()),
+            )),
+        ),
+        (
+            "CoderAIGatewayKey controller",
+            tokio::spawn(controller::ai_gateway_key::run(ctx, wait_for(shutdown.clone()))),
         ),
     ];
     // Also when this future is dropped (a lost Lease): a replica that is not the leader must not keep writing.

@@ -7,11 +7,11 @@ use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use coder_k8s_api::control_plane::CoderControlPlane;
-use coder_k8s_api::provisioner::CoderProvisioner;
 use coder_k8s_api::ai_gateway_key::CoderAIGatewayKey;
 use coder_k8s_api::ai_provider::CoderAIProvider;
+use coder_k8s_api::control_plane::CoderControlPlane;
 use coder_k8s_api::mcp_server::CoderMCPServer;
+use coder_k8s_api::provisioner::CoderProvisioner;
 use coder_k8s_api::template_test::CoderTemplateTest;
 use coder_k8s_api::workspace_proxy::CoderWorkspaceProxy;
 use coder_k8s_control_plane_access::{ClientCache, ClientSettings, EntitlementMemo};

@@ -33,7 +33,9 @@ struct RecordKindLabels {
 
 impl RecordKindLabels {
     fn of(kind: &str) -> Self {
-        Self { kind: kind.to_owned() }
+        Self {
+            kind: kind.to_owned(),
+        }
     }
 }
 
@@ -102,12 +104,16 @@ impl ReconcileMetrics {
 
     /// Counts a cleanup record the sweep finished.
     pub fn cleanup_record_swept(&self, kind: &str) {
-        self.records_swept.get_or_create(&RecordKindLabels::of(kind)).inc();
+        self.records_swept
+            .get_or_create(&RecordKindLabels::of(kind))
+            .inc();
     }
 
     /// Sets the number of unmatched cleanup records of `kind`.
     pub fn set_cleanup_records_unmatched(&self, kind: &str, count: i64) {
-        self.records_unmatched.get_or_create(&RecordKindLabels::of(kind)).set(count);
+        self.records_unmatched
+            .get_or_create(&RecordKindLabels::of(kind))
+            .set(count);
     }
 
     /// Counts a finalizer released without a delete in Coder.

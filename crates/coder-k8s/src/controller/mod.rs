@@ -6,6 +6,7 @@
 //! `credentials` (the credential-Secret rule) and `metrics`.
 //! How each kind behaves is written down in docs/controllers/.
 
+pub mod ai_gateway_key;
 pub mod apply;
 pub mod cache;
 pub mod cleanup_records;
@@ -39,6 +40,7 @@ pub const BUILT: &[&str] = &[
     "CoderProvisioner",
     "CoderWorkspaceProxy",
     "CoderTemplateTest",
+    "CoderAIGatewayKey",
 ];
 /// Kinds whose reconciler is not built yet (their objects are accepted but not reconciled).
-pub const NOT_BUILT: &[&str] = &["CoderAIProvider", "CoderAIGatewayKey", "CoderMCPServer"];
+pub const NOT_BUILT: &[&str] = &["CoderAIProvider", "CoderMCPServer"];

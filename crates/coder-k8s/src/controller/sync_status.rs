@@ -70,7 +70,12 @@ impl Outcome {
         let message = self.message.clone();
         [
             Decided::new(READY, status(SyncPhase::Ready), self.reason, message.clone()),
-            Decided::new(RECONCILING, status(SyncPhase::Pending), self.reason, message.clone()),
+            Decided::new(
+                RECONCILING,
+                status(SyncPhase::Pending),
+                self.reason,
+                message.clone(),
+            ),
             Decided::new(STALLED, status(SyncPhase::Stalled), self.reason, message),
         ]
     }
@@ -97,7 +102,10 @@ impl Outcome {
 
 /// The reason of the `Ready` condition in `conditions`, if any.
 pub fn ready_reason(conditions: &[Condition]) -> Option<&str> {
-    conditions.iter().find(|c| c.type_ == READY).map(|c| c.reason.as_str())
+    conditions
+        .iter()
+        .find(|c| c.type_ == READY)
+        .map(|c| c.reason.as_str())
 }
 
 #[cfg(test)]
@@ -119,7 +127,11 @@ mod tests {
             outcome.set_conditions(&mut conditions, Some(3), &now());
             assert_eq!(conditions.len(), 3);
             for condition in &conditions {
-                let expected = if condition.type_ == true_type { "True" } else { "False" };
+                let expected = if condition.type_ == true_type {
+                    "True"
+                } else {
+                    "False"
+                };
                 assert_eq!(condition.status, expected, "{}", condition.type_);
                 assert_eq!(condition.reason, outcome.reason);
                 assert_eq!(condition.observed_generation, Some(3));
@@ -135,7 +147,11 @@ mod tests {
         assert_eq!(events.len(), 1);
         assert_eq!(events[0].0, EventType::Warning);
         assert_eq!(events[0].1, "NotAllowed");
-        assert!(stalled.transition(Some((SyncPhase::Stalled, "NotAllowed"))).is_empty());
+        assert!(
+            stalled
+                .transition(Some((SyncPhase::Stalled, "NotAllowed")))
+                .is_empty()
+        );
         let ready = Outcome::ready("KeyReady", "ok").transition(Some((SyncPhase::Pending, "KeyReady")));
         assert_eq!(ready[0].0, EventType::Normal);
     }

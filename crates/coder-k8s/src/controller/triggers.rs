@@ -171,8 +171,14 @@ pub trait RefersToControlPlane {
 }
 
 /// The objects of kind `O` in the control plane's namespace that refer to it.
-pub fn referrers<O: Kind + RefersToControlPlane>(store: &Store<O>, cp: &CoderControlPlane) -> Vec<ObjectRef<O>> {
-    let (namespace, name) = (cp.meta().namespace.clone(), cp.meta().name.clone().unwrap_or_default());
+pub fn referrers<O: Kind + RefersToControlPlane>(
+    store: &Store<O>,
+    cp: &CoderControlPlane,
+) -> Vec<ObjectRef<O>> {
+    let (namespace, name) = (
+        cp.meta().namespace.clone(),
+        cp.meta().name.clone().unwrap_or_default(),
+    );
     store
         .state()
         .into_iter()

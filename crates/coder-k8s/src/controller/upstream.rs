@@ -64,9 +64,16 @@ pub async fn operator_client(
             control_plane: cp_name.to_owned(),
         })));
     };
-    let secret = ctx.caches.secrets.get(&ctx.client, namespace, &source.secret).await?;
+    let secret = ctx
+        .caches
+        .secrets
+        .get(&ctx.client, namespace, &source.secret)
+        .await?;
     let cp_uid = control_plane.metadata.uid.as_deref().unwrap_or_default();
-    if secret.as_deref().is_some_and(|s| !controlled_by(&s.metadata, cp_uid)) {
+    if secret
+        .as_deref()
+        .is_some_and(|s| !controlled_by(&s.metadata, cp_uid))
+    {
         // Only a Secret the control plane controls holds its operator token; any other is not read.
         return Ok(Err(Refusal::TokenSecretNotOwned {
             secret: source.secret,

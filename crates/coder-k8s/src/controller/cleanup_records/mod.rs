@@ -52,11 +52,17 @@ pub async fn remove(ctx: &Context, uid: &str) -> Result<(), kube::Error> {
     if ctx.caches.cleanup_records.get(namespace, &name).is_none() {
         return Ok(());
     }
-    apply::delete::<ConfigMap>(ctx, namespace, &name).await.map(|_| ())
+    apply::delete::<ConfigMap>(ctx, namespace, &name)
+        .await
+        .map(|_| ())
 }
 
 /// Counts a finalizer released without a delete in Coder, and logs what stays there.
 pub fn released_without_delete(ctx: &Context, kind: record::RecordKind, object: &str, what_stays: &str) {
     ctx.metrics.cleanup_released_without_delete(kind.as_str());
-    tracing::warn!(kind = kind.as_str(), object, "{RELEASED_WITHOUT_DELETE_LOG}: {what_stays}");
+    tracing::warn!(
+        kind = kind.as_str(),
+        object,
+        "{RELEASED_WITHOUT_DELETE_LOG}: {what_stays}"
+    );
 }

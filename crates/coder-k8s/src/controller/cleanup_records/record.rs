@@ -142,7 +142,11 @@ impl Record {
                 .filter(|v| !v.is_empty())
                 .ok_or_else(|| format!("the record has no {key}"))
         };
-        let optional = |key: &str| data.get(key).map(|v| v.trim().to_owned()).filter(|v| !v.is_empty());
+        let optional = |key: &str| {
+            data.get(key)
+                .map(|v| v.trim().to_owned())
+                .filter(|v| !v.is_empty())
+        };
         let kind = RecordKind::parse(&field(keys::KIND)?).ok_or("the record names an unknown kind")?;
         let uid = field(keys::UID)?;
         if config_map.metadata.name.as_deref() != Some(record_name(&uid).as_str()) {
@@ -216,7 +220,10 @@ mod tests {
         };
         for record in [key_record(), provider, mcp] {
             let cm = record.to_config_map("coder-system");
-            assert_eq!(cm.metadata.name.as_deref(), Some(format!("ck8s-cleanup-{UID}").as_str()));
+            assert_eq!(
+                cm.metadata.name.as_deref(),
+                Some(format!("ck8s-cleanup-{UID}").as_str())
+            );
             assert_eq!(cm.metadata.namespace.as_deref(), Some("coder-system"));
             assert_eq!(cm.metadata.labels.as_ref().unwrap()[LABEL], record.kind.as_str());
             assert_eq!(Record::from_config_map(&cm), Ok(record));
@@ -253,7 +260,10 @@ mod tests {
             Record::from_config_map(&cm),
             Err("the record has no coderDeploymentID".to_owned())
         );
-        cm.data.as_mut().unwrap().insert("kind".to_owned(), "Pod".to_owned());
+        cm.data
+            .as_mut()
+            .unwrap()
+            .insert("kind".to_owned(), "Pod".to_owned());
         assert_eq!(
             Record::from_config_map(&cm),
             Err("the record names an unknown kind".to_owned())

@@ -46,7 +46,6 @@ mod facts {
     pub const CREATED_KEY: &str = "created-key";
 }
 
-
 /// One reconcile of a live provisioner.
 pub async fn apply_spec(provisioner: Arc<CoderProvisioner>, ctx: Arc<Context>) -> Result<Action> {
     let (p, ctx) = (provisioner.as_ref(), ctx.as_ref());

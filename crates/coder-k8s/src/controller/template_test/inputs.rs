@@ -56,11 +56,11 @@ pub(super) async fn upstream(
         Err(Refusal::Access(AccessError::ClientUnusable)) => Ok(Err(not_ready(format!(
             "CoderControlPlane {cp_name} has no usable Coder URL."
         )))),
-        Err(Refusal::Access(AccessError::TokenSecretUnavailable { .. }) | Refusal::TokenSecretNotOwned { .. }) => {
-            Ok(Err(no_access(format!(
-                "The operator token Secret of CoderControlPlane {cp_name} has no token yet."
-            ))))
-        }
+        Err(
+            Refusal::Access(AccessError::TokenSecretUnavailable { .. }) | Refusal::TokenSecretNotOwned { .. },
+        ) => Ok(Err(no_access(format!(
+            "The operator token Secret of CoderControlPlane {cp_name} has no token yet."
+        )))),
         Err(Refusal::Access(_)) => Ok(Err(no_access(format!(
             "CoderControlPlane {cp_name} has no operator access yet."
         )))),
