@@ -153,6 +153,10 @@ pub(crate) fn spawn_controllers(ctx: &Arc<Context>) -> watch::Sender<bool> {
         ctx.clone(),
         stopped_signal(),
     ));
+    tokio::spawn(coder_k8s::controller::ai_gateway_key::run(
+        ctx.clone(),
+        stopped_signal(),
+    ));
     stop
 }
 

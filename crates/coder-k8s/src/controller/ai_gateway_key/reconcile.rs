@@ -26,7 +26,7 @@ use crate::controller::owned_secret::{self, OwnedSecret, Written};
 use crate::controller::runner::Cleanup;
 use crate::controller::secrets;
 use crate::controller::status_writer::write_status;
-use crate::controller::sync_status::Outcome;
+use crate::controller::sync_status::{Outcome, SyncPhase};
 use crate::controller::upstream::{Upstream, operator_client};
 
 /// One pass: the object, its settings and the time.
@@ -92,11 +92,14 @@ async fn run(pass: &Pass<'_>, before: Option<&Status>, status: &mut Status) -> R
         Ok(upstream) => upstream,
         Err(outcome) => return Ok(outcome),
     };
+    // A serial is never used twice, also not the one of a lost create that tidying forgets.
+    let serial = decide::next_serial(status);
     if let Err(outcome) = tidy(pass, &upstream.coder, status).await {
         return Ok(outcome);
     }
     if needs_key
-        && let Err(outcome) = create_key(pass, &upstream.coder, before, status, secret.as_deref()).await?
+        && let Err(outcome) =
+            create_key(pass, &upstream.coder, (before, serial), status, secret.as_deref()).await?
     {
         return Ok(outcome);
     }
@@ -184,7 +187,7 @@ async fn tidy(pass: &Pass<'_>, coder: &CoderClient, status: &mut Status) -> std:
 async fn create_key(
     pass: &Pass<'_>,
     coder: &CoderClient,
-    before: Option<&Status>,
+    (before, serial): (Option<&Status>, i64),
     status: &mut Status,
     live_secret: Option<&k8s_openapi::api::core::v1::Secret>,
 ) -> Result<std::result::Result<(), Outcome>> {
@@ -210,7 +213,6 @@ async fn create_key(
     if let Err(error) = cleanup_records::write(pass.ctx, &record).await {
         return Ok(Err(record_failed(pass, &error)));
     }
-    let serial = decide::next_serial(status);
     status.pending_key = Some(decide::pending(&pass.uid, serial, pass.now));
     status.coder_deployment_id = Some(deployment);
     status.observed_generation = pass.key.metadata.generation;
@@ -313,9 +315,11 @@ async fn finish(
         .statuses
         .effective(&key.metadata.uid.clone().unwrap_or_default(), before);
     write_status(ctx, key, shown.as_ref(), &status, events).await?;
-    Ok(match outcome.requeue {
-        Some(after) => Action::requeue(after),
-        None => Action::await_change(),
+    // Waiting on something outside the operator is retried; a stall waits for a change.
+    Ok(match (outcome.requeue, outcome.phase) {
+        (Some(after), _) => Action::requeue(after),
+        (None, SyncPhase::Pending) => Action::requeue(ctx.settings.retry_interval),
+        (None, _) => Action::await_change(),
     })
 }
 
