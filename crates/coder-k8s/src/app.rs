@@ -362,7 +362,17 @@ async fn run_controllers(
         ),
         (
             "CoderAIGatewayKey controller",
-            tokio::spawn(controller::ai_gateway_key::run(ctx, wait_for(shutdown.clone()))),
+            tokio::spawn(controller::ai_gateway_key::run(
+                ctx.clone(),
+                wait_for(shutdown.clone()),
+            )),
+        ),
+        (
+            "cleanup-record sweep",
+            tokio::spawn(controller::cleanup_records::sweep::run(
+                ctx,
+                wait_for(shutdown.clone()),
+            )),
         ),
     ];
     // Also when this future is dropped (a lost Lease): a replica that is not the leader must not keep writing.

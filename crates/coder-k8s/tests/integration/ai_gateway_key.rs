@@ -19,11 +19,12 @@ use crate::provisioner::ready_control_plane;
 const CP: &str = "codercontrolplane-sample";
 const KEYS: &str = "/api/v2/ai-gateway/keys";
 
-/// A ready control plane entitled to the AI Gateway, with `allowKeys` as given.
-async fn setup(h: &Harness, allow_keys: bool) {
+/// A ready control plane entitled to the AI Gateway, with `allowKeys` as given; returns the operator token.
+async fn setup(h: &Harness, allow_keys: bool) -> String {
     h.server.set_entitlement("aibridge", Entitlement::Entitled);
-    ready_control_plane(h).await;
+    let token = ready_control_plane(h).await;
     allow(h, allow_keys).await;
+    token
 }
 
 async fn allow(h: &Harness, allow_keys: bool) {
@@ -412,4 +413,114 @@ async fn a_proxy_404_is_never_counted_as_a_deleted_key() {
     wait_gone(&h, "gateway").await;
     assert!(h.server.ai_gateway_keys().is_empty());
     assert_eq!(h.metrics.cleanup_counts("CoderAIGatewayKey").2, 0);
+}
+
+/// Removes the object without its cleanup, as a namespace deletion does once Coder's pods are gone.
+async fn remove_without_cleanup(h: &Harness, name: &str) {
+    let api = h.api::<CoderAIGatewayKey>();
+    api.patch(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(&json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
+    delete_object(h, name).await;
+    wait_gone(h, name).await;
+}
+
+async fn no_matching_deployment_events(h: &Harness, record: &str) -> usize {
+    let events: kube::Api<k8s_openapi::api::events::v1::Event> = h.api();
+    events
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .filter(|e| e.reason.as_deref() == Some("NoMatchingDeployment"))
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(record))
+        .count()
+}
+
+#[tokio::test]
+async fn the_sweep_deletes_exactly_the_leftovers_once_the_same_deployment_is_back() {
+    let h = harness("aikey-sweep").await;
+    let token = setup(&h, true).await;
+    let deployment = h.server.deployment_id();
+    let orphan = uid_of(&create_key_object(&h, "orphan").await);
+    create_key_object(&h, "kept").await;
+    let orphan_key = wait_reason(&h, "orphan", "KeyReady").await.current_key.unwrap();
+    let kept_key = wait_reason(&h, "kept", "KeyReady").await.current_key.unwrap();
+    // A key of the user's own, and a hand-made record for an object that never existed (its prefix matches no
+    // key): the sweep must not touch the key, whatever records say.
+    let own = h.coder(&token).create_ai_gateway_key("my-own-key").await.unwrap();
+    let stranger = "00000000-0000-4000-8000-000000000001";
+    let forged = coder_k8s::controller::cleanup_records::record::Record {
+        kind: coder_k8s::controller::cleanup_records::record::RecordKind::AIGatewayKey,
+        namespace: h.ns.clone(),
+        name: "never-existed".to_owned(),
+        uid: stranger.to_owned(),
+        deployment_id: deployment.clone(),
+        created: coder_k8s::controller::cleanup_records::record::Created::KeyPrefix(
+            coder_k8s_api::ai_gateway_key::key_name_prefix(stranger),
+        ),
+    };
+    h.api::<ConfigMap>()
+        .create(&PostParams::default(), &forged.to_config_map(&h.ns))
+        .await
+        .unwrap();
+
+    // The control plane now reaches another Coder database; the object goes without its delete.
+    h.server.set_deployment_id("00000000-0000-4000-8000-00000000beef");
+    remove_without_cleanup(&h, "orphan").await;
+    wait_for(
+        || async { h.metrics.cleanup_counts("CoderAIGatewayKey").1 == 2 },
+        "two unmatched records",
+    )
+    .await;
+    let orphan_record = record_name(&orphan);
+    wait_for(
+        || async { no_matching_deployment_events(&h, &orphan_record).await >= 1 },
+        "the NoMatchingDeployment Event",
+    )
+    .await;
+    assert_eq!(
+        h.server.ai_gateway_keys().len(),
+        3,
+        "nothing is deleted in another deployment"
+    );
+
+    // The same Coder database is back: exactly the orphan's key goes, then the records.
+    h.server.clear_requests();
+    h.server.set_deployment_id(&deployment);
+    wait_for(
+        || async { h.metrics.cleanup_counts("CoderAIGatewayKey").0 == 2 },
+        "two swept records",
+    )
+    .await;
+    let mut left: Vec<String> = h.server.ai_gateway_keys().into_iter().map(|(id, _)| id).collect();
+    left.sort();
+    let mut expected = vec![kept_key.id.clone(), own.id.to_string()];
+    expected.sort();
+    assert_eq!(left, expected);
+    let deletes: Vec<String> = h
+        .server
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "DELETE")
+        .map(|r| r.path)
+        .collect();
+    assert_eq!(deletes, vec![format!("{KEYS}/{}", orphan_key.id)]);
+    let records = h.api::<ConfigMap>();
+    assert!(records.get_opt(&orphan_record).await.unwrap().is_none());
+    assert!(records.get_opt(&record_name(stranger)).await.unwrap().is_none());
+    wait_for(
+        || async { h.metrics.cleanup_counts("CoderAIGatewayKey").1 == 0 },
+        "no unmatched record",
+    )
+    .await;
+    assert_eq!(
+        wait_reason(&h, "kept", "KeyReady").await.current_key.unwrap().id,
+        kept_key.id
+    );
 }

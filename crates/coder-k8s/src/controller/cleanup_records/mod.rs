@@ -5,6 +5,7 @@
 //! leftovers in that same Coder deployment. Writing, reading and removing records is here, once for every kind.
 
 pub mod record;
+pub mod sweep;
 
 use coder_k8s_coder_client::{CoderClient, Error as CoderError};
 use k8s_openapi::api::core::v1::ConfigMap;
