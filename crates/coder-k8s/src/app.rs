@@ -368,6 +368,13 @@ async fn run_controllers(
             )),
         ),
         (
+            "CoderAIProvider controller",
+            tokio::spawn(controller::ai_provider::run(
+                ctx.clone(),
+                wait_for(shutdown.clone()),
+            )),
+        ),
+        (
             "cleanup-record sweep",
             tokio::spawn(controller::cleanup_records::sweep::run(
                 ctx,

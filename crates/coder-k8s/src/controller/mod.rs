@@ -7,6 +7,7 @@
 //! How each kind behaves is written down in docs/controllers/.
 
 pub mod ai_gateway_key;
+pub mod ai_provider;
 pub mod apply;
 pub mod cache;
 pub mod cleanup_records;
@@ -41,6 +42,7 @@ pub const BUILT: &[&str] = &[
     "CoderWorkspaceProxy",
     "CoderTemplateTest",
     "CoderAIGatewayKey",
+    "CoderAIProvider",
 ];
 /// Kinds whose reconciler is not built yet (their objects are accepted but not reconciled).
-pub const NOT_BUILT: &[&str] = &["CoderAIProvider", "CoderMCPServer"];
+pub const NOT_BUILT: &[&str] = &["CoderMCPServer"];

@@ -123,6 +123,35 @@ where
     Ok(true)
 }
 
+/// Records `outcome` in `status` (phase, conditions, observed generation), writes it when it changed (with an Event
+/// when the phase or reason changed) and says when to look again: the outcome's requeue, the retry interval while
+/// pending, else only a change. `before` is the status the object showed when the pass began.
+pub async fn write_outcome<K, S>(
+    ctx: &Context,
+    object: &K,
+    before: Option<&S>,
+    mut status: S,
+    outcome: &super::sync_status::Outcome,
+) -> Result<kube::runtime::controller::Action, kube::Error>
+where
+    K: Namespaced,
+    S: Serialize + DeserializeOwned + Clone + PartialEq + super::sync_status::SyncedStatus,
+{
+    use kube::runtime::controller::Action;
+    let events = outcome.transition(before.and_then(|s| s.shown()));
+    let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now());
+    status.record(outcome, object.meta().generation, &now);
+    // A write earlier in the pass (a create marker) is what the object shows now.
+    let uid = object.meta().uid.clone().unwrap_or_default();
+    let shown = ctx.statuses.effective(&uid, before);
+    write_status(ctx, object, shown.as_ref(), &status, events).await?;
+    Ok(match (outcome.requeue, outcome.phase) {
+        (Some(after), _) => Action::requeue(after),
+        (None, super::sync_status::SyncPhase::Pending) => Action::requeue(ctx.settings.retry_interval),
+        (None, _) => Action::await_change(),
+    })
+}
+
 async fn publish<K: Resource<DynamicType = ()>>(ctx: &Context, object: &K, transitions: Vec<Transition>) {
     for (type_, reason, note) in transitions {
         let event = Event {

@@ -100,6 +100,155 @@ impl Outcome {
     }
 }
 
+/// Each AI kind has its own phase type with the same three values.
+macro_rules! kind_phase {
+    ($($phase:ty),*) => {
+        $(impl From<SyncPhase> for $phase {
+            fn from(phase: SyncPhase) -> Self {
+                match phase {
+                    SyncPhase::Pending => Self::Pending,
+                    SyncPhase::Ready => Self::Ready,
+                    SyncPhase::Stalled => Self::Stalled,
+                }
+            }
+        }
+
+        impl From<$phase> for SyncPhase {
+            fn from(phase: $phase) -> Self {
+                match phase {
+                    <$phase>::Pending => Self::Pending,
+                    <$phase>::Ready => Self::Ready,
+                    <$phase>::Stalled => Self::Stalled,
+                }
+            }
+        })*
+    };
+}
+
+/// The status of an AI kind: phase, conditions and observed generation, set from an outcome.
+pub trait SyncedStatus {
+    fn shown(&self) -> Option<(SyncPhase, &str)>;
+    fn record(&mut self, outcome: &Outcome, generation: Option<i64>, now: &Time);
+}
+
+macro_rules! synced_status {
+    ($($status:ty),*) => {
+        $(impl SyncedStatus for $status {
+            fn shown(&self) -> Option<(SyncPhase, &str)> {
+                shown(self.phase, &self.conditions)
+            }
+
+            fn record(&mut self, outcome: &Outcome, generation: Option<i64>, now: &Time) {
+                self.phase = Some(outcome.phase.into());
+                self.observed_generation = generation;
+                outcome.set_conditions(&mut self.conditions, generation, now);
+            }
+        })*
+    };
+}
+
+synced_status!(
+    coder_k8s_api::ai_provider::CoderAIProviderStatus,
+    coder_k8s_api::ai_gateway_key::CoderAIGatewayKeyStatus,
+    coder_k8s_api::mcp_server::CoderMCPServerStatus
+);
+
+kind_phase!(
+    coder_k8s_api::ai_provider::AIProviderPhase,
+    coder_k8s_api::ai_gateway_key::AIGatewayKeyPhase,
+    coder_k8s_api::mcp_server::MCPServerPhase
+);
+
+/// The phase and `Ready` reason a status shows, to compare a new outcome with.
+pub fn shown<P: Copy + Into<SyncPhase>>(
+    phase: Option<P>,
+    conditions: &[Condition],
+) -> Option<(SyncPhase, &str)> {
+    Some((phase?.into(), ready_reason(conditions)?))
+}
+
+/// Outcomes every AI kind shares, with the shared reasons.
+pub mod outcomes {
+    use coder_k8s_api::shared::sync_status::reasons;
+    use coder_k8s_coder_client::Error as CoderError;
+
+    use super::Outcome;
+    use crate::controller::upstream::Refusal;
+
+    /// The control plane is missing or being deleted (`why`): nothing is sent to Coder.
+    pub fn control_plane_not_ready(cp_name: &str, why: &str) -> Outcome {
+        Outcome::pending(
+            reasons::CONTROL_PLANE_NOT_READY,
+            format!("CoderControlPlane {cp_name} {why}."),
+        )
+    }
+
+    /// The control plane's operator access refused the call.
+    pub fn refused(cp_name: &str, refusal: &Refusal) -> Outcome {
+        let reason = if refusal.is_control_plane_missing() {
+            reasons::CONTROL_PLANE_NOT_READY
+        } else {
+            reasons::OPERATOR_ACCESS_NOT_READY
+        };
+        Outcome::pending(reason, refusal.message(cp_name))
+    }
+
+    /// `GET /api/v2/buildinfo` failed before a create: the create waits.
+    pub fn buildinfo_failed(error: &CoderError) -> Outcome {
+        Outcome::pending(
+            reasons::CODER_UNAVAILABLE,
+            format!("read the Coder deployment ID (GET /api/v2/buildinfo): {error}"),
+        )
+    }
+
+    /// `CoderDeploymentChanged` when the object's things are in `recorded` and the control plane now reaches
+    /// `reached`.
+    pub fn deployment_changed(recorded: Option<&str>, reached: &str) -> Option<Outcome> {
+        let recorded = recorded.filter(|id| !id.is_empty())?;
+        (recorded != reached).then(|| {
+            Outcome::stalled(
+                reasons::CODER_DEPLOYMENT_CHANGED,
+                format!(
+                    "The control plane now reaches Coder deployment {reached}, not {recorded} where this object's resources are; nothing is created there. Delete them in the old deployment by hand, then delete this object."
+                ),
+            )
+        })
+    }
+
+    /// The cleanup record could not be written in `namespace`: no create is sent.
+    pub fn record_failed(namespace: &str, error: &kube::Error) -> Outcome {
+        let detail = match error {
+            kube::Error::Api(status) => format!("{} ({})", status.reason, status.code),
+            _ => "the Kubernetes API could not be reached".to_owned(),
+        };
+        Outcome::pending(
+            reasons::CLEANUP_RECORD_FAILED,
+            format!(
+                "The cleanup record could not be written in namespace {namespace}: {detail}; nothing is created in Coder until it can be."
+            ),
+        )
+    }
+
+    /// A failed Coder call during `action`: a retry, or a stall that needs a person. `needs` says what this
+    /// kind needs from Coder (licence, role, version) when Coder refuses or lacks the route.
+    pub fn coder_failed(action: &str, error: &CoderError, needs: &str) -> Outcome {
+        let message = format!("{action}: {error}");
+        match error {
+            CoderError::Forbidden { .. } => {
+                Outcome::stalled(reasons::NOT_SUPPORTED, format!("{message} ({needs})"))
+            }
+            e if e.is_route_not_found() => Outcome::stalled(
+                reasons::NOT_SUPPORTED,
+                format!("{message} (this Coder version does not have this API; {needs})"),
+            ),
+            CoderError::Rejected { .. } | CoderError::Conflict { .. } | CoderError::Invalid { .. } => {
+                Outcome::stalled(reasons::REJECTED, message)
+            }
+            _ => Outcome::pending(reasons::CODER_UNAVAILABLE, message),
+        }
+    }
+}
+
 /// The reason of the `Ready` condition in `conditions`, if any.
 pub fn ready_reason(conditions: &[Condition]) -> Option<&str> {
     conditions

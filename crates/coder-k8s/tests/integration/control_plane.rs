@@ -157,6 +157,10 @@ pub(crate) fn spawn_controllers(ctx: &Arc<Context>) -> watch::Sender<bool> {
         ctx.clone(),
         stopped_signal(),
     ));
+    tokio::spawn(coder_k8s::controller::ai_provider::run(
+        ctx.clone(),
+        stopped_signal(),
+    ));
     tokio::spawn(coder_k8s::controller::cleanup_records::sweep::run(
         ctx.clone(),
         stopped_signal(),

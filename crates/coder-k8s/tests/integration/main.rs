@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 mod aggregated;
 mod ai_gateway_key;
+mod ai_provider;
 mod cli;
 mod coder_errors;
 mod compat;

@@ -10,7 +10,6 @@ use std::time::Duration;
 use coder_k8s_api::ai_gateway_key::{CoderAIGatewayKey, key_name_prefix, key_serial, reasons};
 use coder_k8s_api::shared::SecretKeySelector;
 use coder_k8s_coder_client::{CoderClient, found};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
@@ -25,8 +24,8 @@ use crate::controller::error::{Error, Result};
 use crate::controller::owned_secret::{self, OwnedSecret, Written};
 use crate::controller::runner::Cleanup;
 use crate::controller::secrets;
-use crate::controller::status_writer::write_status;
-use crate::controller::sync_status::{Outcome, SyncPhase};
+use crate::controller::status_writer::{write_outcome, write_status};
+use crate::controller::sync_status::{Outcome, outcomes};
 use crate::controller::upstream::{Upstream, operator_client};
 
 /// One pass: the object, its settings and the time.
@@ -57,7 +56,7 @@ pub async fn apply_spec(object: Arc<CoderAIGatewayKey>, ctx: Arc<Context>) -> Re
         }
         Err(message) => Outcome::stalled(reasons::REJECTED, message),
     };
-    finish(key, ctx, before.as_ref(), status, outcome).await
+    Ok(write_outcome(ctx, key, before.as_ref(), status, &outcome).await?)
 }
 
 /// The steps of a pass; the outcome says where it stopped.
@@ -111,16 +110,10 @@ fn control_plane_refusal(pass: &Pass<'_>) -> Option<Outcome> {
     let cp_name = &pass.key.spec.control_plane_ref.name;
     let namespace = pass.key.namespace().unwrap_or_default();
     let Some(cp) = pass.ctx.caches.control_planes.get(&namespace, cp_name) else {
-        return Some(Outcome::pending(
-            reasons::CONTROL_PLANE_NOT_READY,
-            format!("CoderControlPlane {cp_name} does not exist."),
-        ));
+        return Some(outcomes::control_plane_not_ready(cp_name, "does not exist"));
     };
     if cp.metadata.deletion_timestamp.is_some() {
-        return Some(Outcome::pending(
-            reasons::CONTROL_PLANE_NOT_READY,
-            format!("CoderControlPlane {cp_name} is being deleted."),
-        ));
+        return Some(outcomes::control_plane_not_ready(cp_name, "is being deleted"));
     }
     let allowed = cp.spec.ai_gateway.as_ref().is_some_and(|g| g.allow_keys);
     (!allowed).then(|| {
@@ -146,14 +139,7 @@ async fn reach(pass: &Pass<'_>) -> Result<std::result::Result<Upstream, Outcome>
     let namespace = pass.key.namespace().unwrap_or_default();
     Ok(operator_client(pass.ctx, &namespace, cp_name)
         .await?
-        .map_err(|refusal| {
-            let reason = if refusal.is_control_plane_missing() {
-                reasons::CONTROL_PLANE_NOT_READY
-            } else {
-                reasons::OPERATOR_ACCESS_NOT_READY
-            };
-            Outcome::pending(reason, refusal.message(cp_name)).requeue(pass.ctx.settings.retry_interval)
-        }))
+        .map_err(|refusal| outcomes::refused(cp_name, &refusal).requeue(pass.ctx.settings.retry_interval)))
 }
 
 /// Deletes the key of a lost create answer and the replaced keys past their grace period. Keys are found in
@@ -194,12 +180,12 @@ async fn create_key(
     let deployment = match deployment_id(coder).await {
         Ok(id) => id,
         Err(e) => {
-            let outcome = decide::coder_failed("read the Coder deployment ID (GET /api/v2/buildinfo)", &e);
-            return Ok(Err(Outcome::pending(reasons::CODER_UNAVAILABLE, outcome.message)
-                .requeue(pass.ctx.settings.retry_interval)));
+            return Ok(Err(
+                outcomes::buildinfo_failed(&e).requeue(pass.ctx.settings.retry_interval)
+            ));
         }
     };
-    if let Some(changed) = deployment_changed(status, &deployment) {
+    if let Some(changed) = outcomes::deployment_changed(status.coder_deployment_id.as_deref(), &deployment) {
         return Ok(Err(changed));
     }
     let record = Record {
@@ -211,7 +197,10 @@ async fn create_key(
         created: Created::KeyPrefix(key_name_prefix(&pass.uid)),
     };
     if let Err(error) = cleanup_records::write(pass.ctx, &record).await {
-        return Ok(Err(record_failed(pass, &error)));
+        let namespace = &pass.ctx.settings.operator_namespace;
+        return Ok(Err(
+            outcomes::record_failed(namespace, &error).requeue(pass.ctx.settings.retry_interval)
+        ));
     }
     status.pending_key = Some(decide::pending(&pass.uid, serial, pass.now));
     status.coder_deployment_id = Some(deployment);
@@ -253,37 +242,6 @@ async fn create_key(
     Ok(Ok(()))
 }
 
-/// `CoderDeploymentChanged` when the control plane now reaches another Coder deployment than the object's keys.
-fn deployment_changed(status: &Status, deployment: &str) -> Option<Outcome> {
-    let recorded = status
-        .coder_deployment_id
-        .as_deref()
-        .filter(|id| !id.is_empty())?;
-    (recorded != deployment).then(|| {
-        Outcome::stalled(
-            reasons::CODER_DEPLOYMENT_CHANGED,
-            format!(
-                "The control plane now reaches Coder deployment {deployment}, not {recorded} where this object's keys are; nothing is created there. Delete the old keys in the old deployment by hand, then delete this object."
-            ),
-        )
-    })
-}
-
-fn record_failed(pass: &Pass<'_>, error: &kube::Error) -> Outcome {
-    let detail = match error {
-        kube::Error::Api(status) => format!("{} ({})", status.reason, status.code),
-        _ => "the Kubernetes API could not be reached".to_owned(),
-    };
-    Outcome::pending(
-        reasons::CLEANUP_RECORD_FAILED,
-        format!(
-            "The cleanup record could not be written in namespace {}: {detail}; no key is created until it can be.",
-            pass.ctx.settings.operator_namespace
-        ),
-    )
-    .requeue(pass.ctx.settings.retry_interval)
-}
-
 /// Ready, with the next pass at the rotation or the end of a grace period.
 fn at_rest(pass: &Pass<'_>, status: &Status) -> Outcome {
     let outcome = decide::ready(status, &pass.settings.secret_name);
@@ -291,36 +249,6 @@ fn at_rest(pass: &Pass<'_>, status: &Status) -> Outcome {
         Some(wait) => outcome.requeue(wait.max(Duration::from_secs(1))),
         None => outcome,
     }
-}
-
-/// Writes the status of the outcome (with an Event when the phase or reason changed) and requeues.
-async fn finish(
-    key: &CoderAIGatewayKey,
-    ctx: &Context,
-    before: Option<&Status>,
-    mut status: Status,
-    outcome: Outcome,
-) -> Result<Action> {
-    let previous = before.and_then(|s| {
-        let reason = crate::controller::sync_status::ready_reason(&s.conditions)?;
-        Some((decide::sync_phase(s.phase?), reason))
-    });
-    let events = outcome.transition(previous);
-    let now = Time(Timestamp::now());
-    status.phase = Some(decide::phase(outcome.phase));
-    status.observed_generation = key.metadata.generation;
-    outcome.set_conditions(&mut status.conditions, key.metadata.generation, &now);
-    // A pass that stopped early must not lose what an earlier step of it stored (the pending marker).
-    let shown = ctx
-        .statuses
-        .effective(&key.metadata.uid.clone().unwrap_or_default(), before);
-    write_status(ctx, key, shown.as_ref(), &status, events).await?;
-    // Waiting on something outside the operator is retried; a stall waits for a change.
-    Ok(match (outcome.requeue, outcome.phase) {
-        (Some(after), _) => Action::requeue(after),
-        (None, SyncPhase::Pending) => Action::requeue(ctx.settings.retry_interval),
-        (None, _) => Action::await_change(),
-    })
 }
 
 /// The finalizer: every key of the object is deleted in Coder, then its cleanup record; without a reachable
@@ -354,7 +282,7 @@ pub async fn cleanup(object: Arc<CoderAIGatewayKey>, ctx: Arc<Context>) -> Resul
     let Ok(deployment) = deployment_id(&upstream.coder).await else {
         return Ok(Cleanup::WaitFor(retry));
     };
-    if deployment_changed(&status, &deployment).is_some() {
+    if outcomes::deployment_changed(status.coder_deployment_id.as_deref(), &deployment).is_some() {
         let stays = format!(
             "the AI Gateway keys named {}* stay in Coder deployment {}; the control plane now reaches {deployment}",
             key_name_prefix(&uid),

@@ -5,14 +5,13 @@
 use std::time::Duration;
 
 use coder_k8s_api::ai_gateway_key::{
-    AIGatewayKeyPhase, AIGatewayKeyStatus, CoderAIGatewayKeyStatus, PendingAIGatewayKey,
-    PreviousAIGatewayKey, key_name, reasons,
+    AIGatewayKeyStatus, CoderAIGatewayKeyStatus, PendingAIGatewayKey, PreviousAIGatewayKey, key_name, reasons,
 };
 use coder_k8s_coder_client::Error as CoderError;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
-use crate::controller::sync_status::{Outcome, SyncPhase};
+use crate::controller::sync_status::{Outcome, outcomes};
 
 pub type Status = CoderAIGatewayKeyStatus;
 
@@ -121,48 +120,18 @@ pub fn ready(status: &Status, secret_name: &str) -> Outcome {
     }
 }
 
-/// The outcome of a failed Coder call during `action`: a retry, or a stall that needs a person.
+/// What the AI Gateway needs from Coder, said when Coder refuses a key call.
+pub const NEEDS: &str = "the AI Gateway needs a Premium licence with the AI Gateway enabled, and the operator user must be a site owner";
+
+/// The outcome of a failed Coder call during `action`.
 pub fn coder_failed(action: &str, error: &CoderError) -> Outcome {
-    let message = format!("{action}: {error}");
-    match error {
-        CoderError::Forbidden { .. } => Outcome::stalled(
-            reasons::NOT_SUPPORTED,
-            format!(
-                "{message} (the AI Gateway needs a Premium licence with the AI Gateway enabled, and the operator user must be a site owner)"
-            ),
-        ),
-        e if e.is_route_not_found() => Outcome::stalled(
-            reasons::NOT_SUPPORTED,
-            format!("{message} (this Coder version has no AI Gateway keys API)"),
-        ),
-        CoderError::Rejected { .. } | CoderError::Conflict { .. } | CoderError::Invalid { .. } => {
-            Outcome::stalled(reasons::REJECTED, message)
-        }
-        _ => Outcome::pending(reasons::CODER_UNAVAILABLE, message),
-    }
-}
-
-/// The kind's phase for a shared phase.
-pub fn phase(phase: SyncPhase) -> AIGatewayKeyPhase {
-    match phase {
-        SyncPhase::Pending => AIGatewayKeyPhase::Pending,
-        SyncPhase::Ready => AIGatewayKeyPhase::Ready,
-        SyncPhase::Stalled => AIGatewayKeyPhase::Stalled,
-    }
-}
-
-/// The shared phase of the kind's phase.
-pub fn sync_phase(phase: AIGatewayKeyPhase) -> SyncPhase {
-    match phase {
-        AIGatewayKeyPhase::Pending => SyncPhase::Pending,
-        AIGatewayKeyPhase::Ready => SyncPhase::Ready,
-        AIGatewayKeyPhase::Stalled => SyncPhase::Stalled,
-    }
+    outcomes::coder_failed(action, error, NEEDS)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::controller::sync_status::SyncPhase;
 
     const UID: &str = "0b6e7a52-3c1d-4f8e-9a7b-112233445566";
     const HOUR: Duration = Duration::from_secs(3600);

@@ -9,6 +9,7 @@ pub mod sweep;
 
 use coder_k8s_coder_client::{CoderClient, Error as CoderError};
 use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use self::record::{Record, record_name};
 use crate::controller::apply::{self, Applied};
@@ -24,11 +25,17 @@ pub async fn deployment_id(coder: &CoderClient) -> Result<String, CoderError> {
 
 /// The record of the object with this UID, as the watch cache holds it.
 pub fn cached(ctx: &Context, uid: &str) -> Option<Record> {
+    cached_with_time(ctx, uid).map(|(record, _)| record)
+}
+
+/// The record of the object with this UID and when the API server stored it first (a time no client can set).
+pub fn cached_with_time(ctx: &Context, uid: &str) -> Option<(Record, Option<Time>)> {
     let config_map = ctx
         .caches
         .cleanup_records
         .get(&ctx.settings.operator_namespace, &record_name(uid))?;
-    Record::from_config_map(&config_map).ok()
+    let record = Record::from_config_map(&config_map).ok()?;
+    Some((record, config_map.metadata.creation_timestamp.clone()))
 }
 
 /// Writes `record` (server-side apply; nothing is sent when the cached record is the same). A failure means no

@@ -239,14 +239,15 @@ async fn delete_leftovers(
     Ok(())
 }
 
-/// Whether Coder's `created_at` is not earlier than the record (with a minute for clock differences): a record
-/// written after something existed cannot have preceded its create, so it is not proof that the operator made it.
-fn created_since(created_at: &str, record_created: Option<&Time>) -> bool {
+/// Whether Coder's `created_at` is not earlier than `record_created` (with 5 seconds for clock differences between
+/// Coder and the Kubernetes API server): a record written after something existed did not precede its create, so
+/// it is no proof that the operator made it.
+pub fn created_since(created_at: &str, record_created: Option<&Time>) -> bool {
     let (Ok(created), Some(record)) = (created_at.parse::<k8s_openapi::jiff::Timestamp>(), record_created)
     else {
         return false;
     };
-    let slack = k8s_openapi::jiff::SignedDuration::from_secs(60);
+    let slack = k8s_openapi::jiff::SignedDuration::from_secs(5);
     record
         .0
         .checked_sub(slack)

@@ -1,0 +1,309 @@
+//! The CoderAIProvider controller on the real kube-apiserver, PostgreSQL and the Coder API test server: create with
+//! the keys from a Secret, a patch only for a change, nothing at rest, delete; a missing Secret; a name that belongs
+//! to another provider; a foreign provider ID written into the status; a changed deployment. Each test checks
+//! Coder's whole request log for the provider calls.
+
+use std::time::Duration;
+
+use coder_k8s::controller::cleanup_records::record::{LABEL, record_name};
+use coder_k8s_api::ai_provider::{CoderAIProvider, CoderAIProviderStatus};
+use coder_k8s_coder_client::CoderClient;
+use coder_k8s_coder_client::ai::CreateAiProviderRequest;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+use crate::control_plane::{Harness, harness, wait_for};
+use crate::provisioner::ready_control_plane;
+
+const CP: &str = "codercontrolplane-sample";
+const PROVIDERS: &str = "/api/v2/ai/providers";
+
+fn spec() -> serde_json::Value {
+    json!({
+        "controlPlaneRef": {"name": CP}, "type": "openai", "baseURL": "https://api.openai.com/v1/",
+        "apiKeySecretRefs": [{"name": "openai"}],
+    })
+}
+
+async fn create_object(h: &Harness, name: &str, spec: serde_json::Value) -> CoderAIProvider {
+    let object = CoderAIProvider::new(name, serde_json::from_value(spec).unwrap());
+    h.api::<CoderAIProvider>()
+        .create(&PostParams::default(), &object)
+        .await
+        .unwrap()
+}
+
+async fn status_of(h: &Harness, name: &str) -> CoderAIProviderStatus {
+    h.api::<CoderAIProvider>()
+        .get(name)
+        .await
+        .unwrap()
+        .status
+        .unwrap_or_default()
+}
+
+/// Waits until the Ready condition's reason is `reason` (up to 60 s).
+async fn wait_reason(h: &Harness, name: &str, reason: &str) -> CoderAIProviderStatus {
+    let mut last = CoderAIProviderStatus::default();
+    for _ in 0..300 {
+        last = status_of(h, name).await;
+        if last
+            .conditions
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.reason == reason)
+        {
+            return last;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    panic!("{name} never reached {reason}; last status {last:?}");
+}
+
+/// The provider calls and buildinfo reads Coder received: `(method, path)`.
+fn provider_calls(h: &Harness) -> Vec<(String, String)> {
+    h.server
+        .requests()
+        .into_iter()
+        .filter(|r| r.path.starts_with(PROVIDERS) || r.path == "/api/v2/buildinfo")
+        .map(|r| (r.method, r.path))
+        .collect()
+}
+
+fn writes(h: &Harness) -> Vec<(String, String)> {
+    provider_calls(h)
+        .into_iter()
+        .filter(|(method, _)| method != "GET")
+        .collect()
+}
+
+async fn delete_and_wait(h: &Harness, name: &str) {
+    let api = h.api::<CoderAIProvider>();
+    api.delete(name, &DeleteParams::default()).await.unwrap();
+    wait_for(
+        || async { api.get_opt(name).await.unwrap().is_none() },
+        "the object to go",
+    )
+    .await;
+}
+
+async fn edit_spec(h: &Harness, name: &str, patch: serde_json::Value) {
+    h.api::<CoderAIProvider>()
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": patch})),
+        )
+        .await
+        .unwrap();
+}
+
+/// A provider made in Coder by someone else.
+async fn foreign_provider(coder: &CoderClient, name: &str) -> String {
+    let request = CreateAiProviderRequest {
+        provider_type: "anthropic".to_owned(),
+        name: name.to_owned(),
+        enabled: true,
+        base_url: "https://api.anthropic.com/".to_owned(),
+        ..CreateAiProviderRequest::default()
+    };
+    coder.create_ai_provider(&request).await.unwrap().id.to_string()
+}
+
+#[tokio::test]
+async fn a_provider_is_created_patched_only_for_a_change_and_deleted() {
+    let h = harness("aiprov-life").await;
+    let coder = h.coder(&ready_control_plane(&h).await);
+    h.put_secret("openai", &[("api-key", " sk-test-0001\n")]).await;
+    let object = create_object(&h, "openai", spec()).await;
+    let uid = object.metadata.uid.clone().unwrap();
+    let status = wait_reason(&h, "openai", "Synced").await;
+    let id = status.provider_id.clone().unwrap();
+    let live = coder.ai_provider("openai").await.unwrap();
+    assert_eq!(live.id.to_string(), id);
+    assert_eq!(
+        (live.provider_type.as_str(), live.base_url.as_str()),
+        ("openai", "https://api.openai.com/v1/")
+    );
+    assert!(live.enabled);
+    let masked: Vec<&str> = live.api_keys.iter().map(|k| k.masked.as_str()).collect();
+    assert_eq!(masked, ["****0001"], "the trimmed key from the Secret");
+    assert_eq!(
+        status.coder_deployment_id.as_deref(),
+        Some(h.server.deployment_id().as_str())
+    );
+    let record = h.api::<ConfigMap>().get(&record_name(&uid)).await.unwrap();
+    assert_eq!(record.metadata.labels.unwrap()[LABEL], "CoderAIProvider");
+    let data = record.data.unwrap();
+    assert_eq!(
+        (data["providerName"].as_str(), data["providerID"].as_str()),
+        ("openai", id.as_str())
+    );
+    assert!(
+        data.values().all(|v| !v.contains("sk-test")),
+        "the record holds no secret"
+    );
+
+    // At rest: no Coder call over several requeue intervals.
+    h.server.clear_requests();
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(provider_calls(&h), Vec::<(String, String)>::new());
+
+    // A spec change: one PATCH.
+    edit_spec(&h, "openai", json!({"enabled": false})).await;
+    wait_for(
+        || async { !coder.ai_provider("openai").await.unwrap().enabled },
+        "the provider disabled",
+    )
+    .await;
+    wait_reason(&h, "openai", "Synced").await;
+    assert_eq!(
+        writes(&h),
+        vec![("PATCH".to_owned(), format!("{PROVIDERS}/{id}"))]
+    );
+
+    // A new key in the Secret: one more PATCH, with the new key.
+    h.server.clear_requests();
+    h.put_secret("openai", &[("api-key", "sk-test-0002")]).await;
+    wait_for(
+        || async {
+            coder
+                .ai_provider("openai")
+                .await
+                .unwrap()
+                .api_keys
+                .iter()
+                .any(|k| k.masked == "****0002")
+        },
+        "the new key in Coder",
+    )
+    .await;
+    assert_eq!(
+        writes(&h),
+        vec![("PATCH".to_owned(), format!("{PROVIDERS}/{id}"))]
+    );
+
+    // The delete deletes the provider in Coder, then the record.
+    h.server.clear_requests();
+    delete_and_wait(&h, "openai").await;
+    assert_eq!(
+        writes(&h),
+        vec![("DELETE".to_owned(), format!("{PROVIDERS}/{id}"))]
+    );
+    assert!(coder.ai_provider("openai").await.unwrap_err().is_not_found());
+    assert!(
+        h.api::<ConfigMap>()
+            .get_opt(&record_name(&uid))
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
+
+#[tokio::test]
+async fn a_missing_secret_waits_without_a_coder_call() {
+    let h = harness("aiprov-secret").await;
+    ready_control_plane(&h).await;
+    h.server.clear_requests();
+    create_object(&h, "openai", spec()).await;
+    let status = wait_reason(&h, "openai", "SecretNotReady").await;
+    let message = &status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .unwrap()
+        .message;
+    assert!(
+        message.contains("openai") && message.contains("api-key"),
+        "{message}"
+    );
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(provider_calls(&h), Vec::<(String, String)>::new());
+    h.put_secret("openai", &[("api-key", "sk-test-0001")]).await;
+    wait_reason(&h, "openai", "Synced").await;
+}
+
+#[tokio::test]
+async fn a_name_taken_by_another_provider_is_a_conflict_and_never_touched() {
+    let h = harness("aiprov-conflict").await;
+    let coder = h.coder(&ready_control_plane(&h).await);
+    h.put_secret("openai", &[("api-key", "sk-test-0001")]).await;
+    let theirs = foreign_provider(&coder, "openai").await;
+    h.server.clear_requests();
+    create_object(&h, "openai", spec()).await;
+    let status = wait_reason(&h, "openai", "NameConflict").await;
+    assert_eq!(status.provider_id, None);
+    delete_and_wait(&h, "openai").await;
+    assert_eq!(
+        writes(&h),
+        Vec::<(String, String)>::new(),
+        "no create, patch or delete"
+    );
+    assert_eq!(coder.ai_provider("openai").await.unwrap().id.to_string(), theirs);
+}
+
+#[tokio::test]
+async fn a_foreign_provider_id_written_into_the_status_is_never_patched_or_deleted() {
+    let h = harness("aiprov-foreign-id").await;
+    let coder = h.coder(&ready_control_plane(&h).await);
+    h.put_secret("openai", &[("api-key", "sk-test-0001")]).await;
+    create_object(&h, "openai", spec()).await;
+    let ours = wait_reason(&h, "openai", "Synced").await.provider_id.unwrap();
+    let theirs = foreign_provider(&coder, "someone-elses").await;
+    let before = coder.ai_provider(&theirs).await.unwrap();
+    // A subject with status write access points the object at another provider, then the spec changes.
+    h.api::<CoderAIProvider>()
+        .patch_status(
+            "openai",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"status": {"providerID": theirs}})),
+        )
+        .await
+        .unwrap();
+    h.server.clear_requests();
+    edit_spec(&h, "openai", json!({"displayName": "OpenAI"})).await;
+    wait_for(
+        || async { coder.ai_provider(&ours).await.unwrap().display_name == "OpenAI" },
+        "the object's own provider patched",
+    )
+    .await;
+    delete_and_wait(&h, "openai").await;
+    let touched: Vec<(String, String)> = writes(&h);
+    assert_eq!(
+        touched,
+        vec![
+            ("PATCH".to_owned(), format!("{PROVIDERS}/{ours}")),
+            ("DELETE".to_owned(), format!("{PROVIDERS}/{ours}"))
+        ]
+    );
+    assert_eq!(coder.ai_provider(&theirs).await.unwrap(), before, "unchanged");
+}
+
+#[tokio::test]
+async fn a_changed_deployment_stalls_and_the_delete_releases_without_a_coder_delete() {
+    let h = harness("aiprov-deployment").await;
+    let coder = h.coder(&ready_control_plane(&h).await);
+    h.put_secret("openai", &[("api-key", "sk-test-0001")]).await;
+    let uid = create_object(&h, "openai", spec()).await.metadata.uid.unwrap();
+    wait_reason(&h, "openai", "Synced").await;
+    h.server.set_deployment_id("00000000-0000-4000-8000-00000000beef");
+    h.server.clear_requests();
+    edit_spec(&h, "openai", json!({"enabled": false})).await;
+    wait_reason(&h, "openai", "CoderDeploymentChanged").await;
+    delete_and_wait(&h, "openai").await;
+    assert_eq!(
+        writes(&h),
+        Vec::<(String, String)>::new(),
+        "nothing written in the new deployment"
+    );
+    assert!(coder.ai_provider("openai").await.is_ok(), "the provider stays");
+    assert!(
+        h.api::<ConfigMap>()
+            .get_opt(&record_name(&uid))
+            .await
+            .unwrap()
+            .is_some(),
+        "the record stays"
+    );
+    assert_eq!(h.metrics.cleanup_counts("CoderAIProvider").2, 1);
+}
