@@ -320,6 +320,8 @@ pub struct Context {
     /// Per-object facts a kind keeps between reconciles (for example the token verified at a Secret version),
     /// keyed by object UID and the fact's name.
     facts: Mutex<HashMap<(String, &'static str), String>>,
+    /// The key that signs cleanup records, read (or created) once.
+    pub record_key: tokio::sync::OnceCell<Arc<super::cleanup_records::signing::SigningKey>>,
     /// Per-object backoff after Coder's 429 (in memory, like v0.1.5), keyed by object UID.
     rate_limits: Mutex<HashMap<String, RateLimit>>,
 }
@@ -350,6 +352,7 @@ impl Context {
             entitlements: EntitlementMemo::default(),
             statuses: StatusMemo::default(),
             facts: Mutex::default(),
+            record_key: tokio::sync::OnceCell::new(),
             rate_limits: Mutex::default(),
         }
     }

@@ -17,16 +17,16 @@ use crate::control_plane::{Harness, harness, wait_for};
 use crate::provisioner::ready_control_plane;
 
 const CP: &str = "codercontrolplane-sample";
-const PROVIDERS: &str = "/api/v2/ai/providers";
+pub(crate) const PROVIDERS: &str = "/api/v2/ai/providers";
 
-fn spec() -> serde_json::Value {
+pub(crate) fn spec() -> serde_json::Value {
     json!({
         "controlPlaneRef": {"name": CP}, "type": "openai", "baseURL": "https://api.openai.com/v1/",
         "apiKeySecretRefs": [{"name": "openai"}],
     })
 }
 
-async fn create_object(h: &Harness, name: &str, spec: serde_json::Value) -> CoderAIProvider {
+pub(crate) async fn create_object(h: &Harness, name: &str, spec: serde_json::Value) -> CoderAIProvider {
     let object = CoderAIProvider::new(name, serde_json::from_value(spec).unwrap());
     h.api::<CoderAIProvider>()
         .create(&PostParams::default(), &object)
@@ -44,7 +44,7 @@ async fn status_of(h: &Harness, name: &str) -> CoderAIProviderStatus {
 }
 
 /// Waits until the Ready condition's reason is `reason` (up to 60 s).
-async fn wait_reason(h: &Harness, name: &str, reason: &str) -> CoderAIProviderStatus {
+pub(crate) async fn wait_reason(h: &Harness, name: &str, reason: &str) -> CoderAIProviderStatus {
     let mut last = CoderAIProviderStatus::default();
     for _ in 0..300 {
         last = status_of(h, name).await;
@@ -99,7 +99,7 @@ async fn edit_spec(h: &Harness, name: &str, patch: serde_json::Value) {
 }
 
 /// A provider made in Coder by someone else.
-async fn foreign_provider(coder: &CoderClient, name: &str) -> String {
+pub(crate) async fn foreign_provider(coder: &CoderClient, name: &str) -> String {
     let request = CreateAiProviderRequest {
         provider_type: "anthropic".to_owned(),
         name: name.to_owned(),

@@ -5,6 +5,7 @@
 mod aggregated;
 mod ai_gateway_key;
 mod ai_provider;
+mod cleanup_records;
 mod cli;
 mod coder_errors;
 mod compat;

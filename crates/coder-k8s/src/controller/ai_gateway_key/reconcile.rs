@@ -260,7 +260,7 @@ pub async fn cleanup(object: Arc<CoderAIGatewayKey>, ctx: Arc<Context>) -> Resul
         .statuses
         .effective(&uid, key.status.as_ref())
         .unwrap_or_default();
-    if decide::never_created(&status) && cleanup_records::cached(ctx, &uid).is_none() {
+    if decide::never_created(&status) && cleanup_records::cached(ctx, &uid).await.is_none() {
         return Ok(Cleanup::Done);
     }
     let retry = ctx.settings.retry_interval;

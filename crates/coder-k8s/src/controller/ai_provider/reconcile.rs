@@ -8,6 +8,7 @@ use std::sync::Arc;
 use coder_k8s_api::ai_provider::{CoderAIProvider, CoderAIProviderStatus};
 use coder_k8s_coder_client::ai::AiProvider;
 use coder_k8s_coder_client::{CoderClient, Error as CoderError, found};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
 
@@ -29,12 +30,14 @@ type Status = CoderAIProviderStatus;
 /// Fact kept per object: `<generation> <digest of the Secret values>` last synced to Coder.
 const SYNCED: &str = "synced";
 
-/// One pass: the object, its UID and the provider it asks for.
+/// One pass: the object, its UID, the provider it asks for and its verified cleanup record (with the time the API
+/// server stored it).
 struct Pass<'a> {
     provider: &'a CoderAIProvider,
     ctx: &'a Context,
     uid: String,
     desired: Desired,
+    record: Option<(Record, Option<Time>)>,
 }
 
 impl Pass<'_> {
@@ -55,11 +58,11 @@ impl Pass<'_> {
             return false;
         }
         let id = live.id.to_string();
-        match cleanup_records::cached_with_time(self.ctx, &self.uid) {
-            Some((record, written)) => match record.created {
+        match &self.record {
+            Some((record, written)) => match &record.created {
                 Created::Provider {
                     id: Some(recorded), ..
-                } => recorded == id,
+                } => *recorded == id,
                 Created::Provider { id: None, .. } => created_since(&live.created_at, written.as_ref()),
                 _ => false,
             },
@@ -129,11 +132,13 @@ async fn prepare<'a>(
         }
     }
     let desired = desired::desired(&provider.spec, provider.coder_name(), values);
+    let record = cleanup_records::cached_with_time(ctx, &uid).await;
     Ok(Ok(Pass {
         provider,
         ctx,
         uid,
         desired,
+        record,
     }))
 }
 
@@ -194,8 +199,8 @@ async fn find(
     coder: &CoderClient,
     status: &Status,
 ) -> std::result::Result<Found, CoderError> {
-    let recorded = cleanup_records::cached(pass.ctx, &pass.uid).and_then(|r| match r.created {
-        Created::Provider { id, .. } => id,
+    let recorded = pass.record.as_ref().and_then(|(r, _)| match &r.created {
+        Created::Provider { id, .. } => id.clone(),
         _ => None,
     });
     for id in recorded.iter().chain(status.provider_id.iter()) {
@@ -278,7 +283,7 @@ pub async fn cleanup(object: Arc<CoderAIProvider>, ctx: Arc<Context>) -> Result<
         .statuses
         .effective(&uid, provider.status.as_ref())
         .unwrap_or_default();
-    let record = cleanup_records::cached(ctx, &uid);
+    let record = cleanup_records::cached_with_time(ctx, &uid).await;
     if status.provider_id.is_none() && status.coder_deployment_id.is_none() && record.is_none() {
         return Ok(Cleanup::Done);
     }
@@ -308,7 +313,7 @@ pub async fn cleanup(object: Arc<CoderAIProvider>, ctx: Arc<Context>) -> Result<
     let held = status
         .coder_deployment_id
         .clone()
-        .or(record.map(|r| r.deployment_id));
+        .or(record.as_ref().map(|(r, _)| r.deployment_id.clone()));
     if decide::deployment_changed(held.as_deref(), &deployment).is_some() {
         return stays(format!(
             "the control plane now reaches Coder deployment {deployment}"
@@ -320,6 +325,7 @@ pub async fn cleanup(object: Arc<CoderAIProvider>, ctx: Arc<Context>) -> Result<
         ctx,
         uid: uid.clone(),
         desired,
+        record,
     };
     let deleted = match find(&pass, &upstream.coder, &status).await {
         Ok(Found::Ours(live)) => {

@@ -5,6 +5,7 @@
 //! leftovers in that same Coder deployment. Writing, reading and removing records is here, once for every kind.
 
 pub mod record;
+pub mod signing;
 pub mod sweep;
 
 use coder_k8s_coder_client::{CoderClient, Error as CoderError};
@@ -23,26 +24,28 @@ pub async fn deployment_id(coder: &CoderClient) -> Result<String, CoderError> {
     Ok(coder.buildinfo().await?.deployment_id)
 }
 
-/// The record of the object with this UID, as the watch cache holds it.
-pub fn cached(ctx: &Context, uid: &str) -> Option<Record> {
-    cached_with_time(ctx, uid).map(|(record, _)| record)
+/// The record of the object with this UID, as the watch cache holds it, when its signature checks out.
+pub async fn cached(ctx: &Context, uid: &str) -> Option<Record> {
+    cached_with_time(ctx, uid).await.map(|(record, _)| record)
 }
 
-/// The record of the object with this UID and when the API server stored it first (a time no client can set).
-pub fn cached_with_time(ctx: &Context, uid: &str) -> Option<(Record, Option<Time>)> {
+/// The verified record of the object with this UID and when the API server stored it first (a time no client can
+/// set). A record that is missing, unreadable or not signed by this operator is `None`.
+pub async fn cached_with_time(ctx: &Context, uid: &str) -> Option<(Record, Option<Time>)> {
     let config_map = ctx
         .caches
         .cleanup_records
         .get(&ctx.settings.operator_namespace, &record_name(uid))?;
-    let record = Record::from_config_map(&config_map).ok()?;
+    let key = signing::key(ctx).await.ok()?;
+    let record = key.verified(&config_map)?;
     Some((record, config_map.metadata.creation_timestamp.clone()))
 }
 
-/// Writes `record` (server-side apply; nothing is sent when the cached record is the same). A failure means no
-/// create may follow.
+/// Writes `record`, signed (server-side apply; nothing is sent when the cached record is the same). A failure
+/// means no create may follow.
 pub async fn write(ctx: &Context, record: &Record) -> Result<(), kube::Error> {
     let namespace = &ctx.settings.operator_namespace;
-    let desired = record.to_config_map(namespace);
+    let desired = signing::key(ctx).await?.signed_config_map(record, namespace);
     let cached = ctx
         .caches
         .cleanup_records

@@ -133,6 +133,33 @@ impl Record {
         }
     }
 
+    /// Every field in a fixed order, one per line: what the signature covers.
+    pub fn canonical(&self) -> String {
+        let created = match &self.created {
+            Created::Provider { name, id } => {
+                format!("provider\n{name}\n{}", id.as_deref().unwrap_or_default())
+            }
+            Created::KeyPrefix(prefix) => format!("keys\n{prefix}"),
+            Created::McpServer {
+                organization_id,
+                slug,
+                id,
+            } => format!(
+                "mcp\n{organization_id}\n{slug}\n{}",
+                id.as_deref().unwrap_or_default()
+            ),
+        };
+        [
+            self.kind.as_str(),
+            &self.namespace,
+            &self.name,
+            &self.uid,
+            &self.deployment_id,
+            &created,
+        ]
+        .join("\n")
+    }
+
     /// Reads a record; the error names what is missing or wrong (never a value).
     pub fn from_config_map(config_map: &ConfigMap) -> Result<Self, String> {
         let data = config_map.data.clone().unwrap_or_default();

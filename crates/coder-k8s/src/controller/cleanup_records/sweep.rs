@@ -19,6 +19,7 @@ use kube::{Resource, ResourceExt};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::record::{Created, Record, RecordKind};
+use super::signing::SigningKey;
 use super::{deployment_id, remove};
 use crate::controller::cache::Change;
 use crate::controller::context::Context;
@@ -26,6 +27,13 @@ use crate::controller::upstream::{Upstream, operator_client};
 
 /// Reason of the Warning Event on a record that no ready control plane matches.
 pub const NO_MATCHING_DEPLOYMENT: &str = "NoMatchingDeployment";
+
+/// Log line of a record whose leftovers Coder does not show to be the operator's: the record stays, nothing is
+/// deleted.
+pub const NOT_PROVEN_LOG: &str = "cleanup sweep: Coder holds something under the record's name that was not created after the record; nothing is deleted and the record stays";
+
+/// Log line of a record that is not signed by this operator: it is never swept.
+pub const UNVERIFIED_LOG: &str = "cleanup sweep: the record is not signed by this operator (written or changed by someone else); it is left alone";
 
 /// What the sweep remembers between passes: when each unmatched record last got its Event.
 #[derive(Default)]
@@ -69,7 +77,14 @@ fn drain<K>(receiver: &mut UnboundedReceiver<Change<K>>) {
 
 /// One pass over every record in scope.
 async fn sweep_once(ctx: &Context, memory: &mut Memory) {
-    let orphans = orphaned_records(ctx);
+    let key = match super::signing::key(ctx).await {
+        Ok(key) => key,
+        Err(error) => {
+            tracing::warn!(%error, "cleanup sweep: the record-signing key cannot be read; no record is swept");
+            return;
+        }
+    };
+    let orphans = orphaned_records(ctx, &key);
     let mut unmatched: BTreeMap<RecordKind, i64> = RecordKind::ALL.into_iter().map(|k| (k, 0)).collect();
     let mut reached: HashMap<String, Vec<(Upstream, String)>> = HashMap::new();
     for (config_map, record) in &orphans {
@@ -97,15 +112,22 @@ async fn sweep_once(ctx: &Context, memory: &mut Memory) {
     }
 }
 
-/// Records in scope whose object the caches do not hold (by UID).
-fn orphaned_records(ctx: &Context) -> Vec<(Arc<ConfigMap>, Record)> {
+/// Records in scope, signed by this operator, whose object the caches do not hold (by UID). A record that is not
+/// signed by this operator is left alone, and logged.
+fn orphaned_records(ctx: &Context, key: &SigningKey) -> Vec<(Arc<ConfigMap>, Record)> {
     let watched = ctx.settings.watch_namespace.as_deref();
     ctx.caches
         .cleanup_records
         .store()
         .state()
         .into_iter()
-        .filter_map(|cm| Record::from_config_map(&cm).ok().map(|record| (cm, record)))
+        .filter_map(|cm| match key.verified(&cm) {
+            Some(record) => Some((cm, record)),
+            None => {
+                tracing::debug!(record = %cm.name_any(), "{UNVERIFIED_LOG}");
+                None
+            }
+        })
         .filter(|(_, record)| watched.is_none_or(|ns| ns == record.namespace))
         .filter(|(_, record)| !object_cached(ctx, record))
         .collect()
@@ -171,10 +193,17 @@ async fn sweep_record(ctx: &Context, coder: &CoderClient, config_map: &ConfigMap
             return;
         }
     }
-    let created_after = config_map.metadata.creation_timestamp.as_ref();
-    if let Err(error) = delete_leftovers(coder, record, created_after).await {
-        tracing::warn!(%error, record = %config_map.name_any(), "cleanup sweep: a delete in Coder failed; retried later");
-        return;
+    let written = config_map.metadata.creation_timestamp.as_ref();
+    match delete_leftovers(coder, record, written).await {
+        Ok(true) => {}
+        Ok(false) => {
+            tracing::warn!(record = %config_map.name_any(), "{NOT_PROVEN_LOG}");
+            return;
+        }
+        Err(error) => {
+            tracing::warn!(%error, record = %config_map.name_any(), "cleanup sweep: a delete in Coder failed; retried later");
+            return;
+        }
     }
     match remove(ctx, &record.uid).await {
         Ok(()) => {
@@ -201,42 +230,46 @@ async fn object_exists(ctx: &Context, record: &Record) -> Result<bool, kube::Err
 }
 
 /// Deletes in Coder only what this operator can have created for the record: keys named `ck8s-<uid>-<serial>`;
-/// a provider or MCP server config with the recorded ID and name, created after the record was written.
+/// a provider or MCP server config with the recorded name (and ID, when recorded) that Coder created after the
+/// record was written. `Ok(false)`: Coder holds something under the record's name that it does not prove to be
+/// the operator's; nothing was deleted.
 async fn delete_leftovers(
     coder: &CoderClient,
     record: &Record,
-    created_after: Option<&Time>,
-) -> Result<(), CoderError> {
+    written: Option<&Time>,
+) -> Result<bool, CoderError> {
     match &record.created {
         Created::KeyPrefix(_) => {
             crate::controller::ai_gateway_key::reconcile::delete_every_key(coder, &record.uid).await?;
+            Ok(true)
         }
         Created::Provider { name, id } => {
-            let Some(id) = id else { return Ok(()) };
-            if let Some(provider) = found(coder.ai_provider(id).await)?
-                && provider.name == *name
-                && created_since(&provider.created_at, created_after)
-            {
-                found(coder.delete_ai_provider(id).await)?;
+            let Some(live) = found(coder.ai_provider(id.as_deref().unwrap_or(name)).await)? else {
+                return Ok(true);
+            };
+            if live.name != *name || !created_since(&live.created_at, written) {
+                return Ok(false);
             }
+            found(coder.delete_ai_provider(&live.id.to_string()).await)?;
+            Ok(true)
         }
         Created::McpServer {
             organization_id,
             slug,
             id,
         } => {
-            let Some(id) = id else { return Ok(()) };
             let configs = found(coder.mcp_server_configs(organization_id).await)?.unwrap_or_default();
-            if let Some(config) = configs
+            let named = configs
                 .iter()
-                .find(|c| c.id.to_string() == *id && c.slug == *slug)
-                && created_since(&config.created_at, created_after)
-            {
-                found(coder.delete_mcp_server_config(organization_id, config.id).await)?;
+                .find(|c| c.slug == *slug && id.as_ref().is_none_or(|id| c.id.to_string() == *id));
+            let Some(config) = named else { return Ok(true) };
+            if !created_since(&config.created_at, written) {
+                return Ok(false);
             }
+            found(coder.delete_mcp_server_config(organization_id, config.id).await)?;
+            Ok(true)
         }
     }
-    Ok(())
 }
 
 /// Whether Coder's `created_at` is not earlier than `record_created` (with 5 seconds for clock differences between

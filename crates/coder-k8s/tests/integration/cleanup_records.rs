@@ -1,0 +1,201 @@
+//! Cleanup records and the sweep on the real kube-apiserver and the Coder API test server: objects that go without
+//! their delete in Coder (as in a namespace deletion) leave records; while the control plane reaches another
+//! deployment the records are unmatched (gauge, Warning Event); once the same deployment is back, the sweep deletes
+//! exactly their leftovers. Records the operator did not sign (forged by a ConfigMap writer) are never swept, and
+//! delete nothing.
+
+use coder_k8s::controller::cleanup_records::record::{Created, Record, RecordKind, record_name};
+use coder_k8s_api::ai_gateway_key::{CoderAIGatewayKey, key_name_prefix};
+use coder_k8s_api::ai_provider::CoderAIProvider;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Resource;
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use serde::de::DeserializeOwned;
+use serde_json::json;
+
+use crate::ai_gateway_key::{KEYS, create_key_object, setup, uid_of};
+use crate::ai_provider::{PROVIDERS, create_object, foreign_provider};
+use crate::control_plane::{Harness, harness, wait_for};
+
+/// Removes the object without its cleanup, as a namespace deletion does once Coder's pods are gone.
+async fn remove_without_cleanup<K>(h: &Harness, name: &str)
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope> + Clone + DeserializeOwned + std::fmt::Debug,
+    <K as Resource>::DynamicType: Default,
+{
+    let api = h.api::<K>();
+    let patch = json!({"metadata": {"finalizers": null}});
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    api.delete(name, &DeleteParams::default()).await.unwrap();
+    wait_for(
+        || async { api.get_opt(name).await.unwrap().is_none() },
+        "the object to go",
+    )
+    .await;
+}
+
+async fn no_matching_deployment_events(h: &Harness, record: &str) -> usize {
+    let events: kube::Api<k8s_openapi::api::events::v1::Event> = h.api();
+    events
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .filter(|e| e.reason.as_deref() == Some("NoMatchingDeployment"))
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(record))
+        .count()
+}
+
+fn record(h: &Harness, kind: RecordKind, uid: &str, deployment: &str, created: Created) -> ConfigMap {
+    Record {
+        kind,
+        namespace: h.ns.clone(),
+        name: "never-existed".to_owned(),
+        uid: uid.to_owned(),
+        deployment_id: deployment.to_owned(),
+        created,
+    }
+    .to_config_map(&h.ns)
+}
+
+fn counts(h: &Harness) -> ((u64, i64, u64), (u64, i64, u64)) {
+    (
+        h.metrics.cleanup_counts("CoderAIGatewayKey"),
+        h.metrics.cleanup_counts("CoderAIProvider"),
+    )
+}
+
+#[tokio::test]
+async fn the_sweep_deletes_exactly_the_leftovers_once_the_same_deployment_is_back() {
+    let h = harness("sweep").await;
+    let token = setup(&h, true).await;
+    let coder = h.coder(&token);
+    let deployment = h.server.deployment_id();
+    h.put_secret("openai", &[("api-key", "sk-test-0001")]).await;
+    let orphan_key = uid_of(&create_key_object(&h, "orphan").await);
+    create_key_object(&h, "kept").await;
+    let orphan_provider = create_object(&h, "orphan-provider", crate::ai_provider::spec())
+        .await
+        .metadata
+        .uid
+        .unwrap();
+    let orphan_key_id = crate::ai_gateway_key::wait_reason(&h, "orphan", "KeyReady")
+        .await
+        .current_key
+        .unwrap()
+        .id;
+    let kept_key_id = crate::ai_gateway_key::wait_reason(&h, "kept", "KeyReady")
+        .await
+        .current_key
+        .unwrap()
+        .id;
+    let provider_id = crate::ai_provider::wait_reason(&h, "orphan-provider", "Synced")
+        .await
+        .provider_id
+        .unwrap();
+
+    // What the operator did not create: the user's own key and provider, with forged records aimed at them.
+    let own_key = coder
+        .create_ai_gateway_key("my-own-key")
+        .await
+        .unwrap()
+        .id
+        .to_string();
+    let own_provider = foreign_provider(&coder, "their-provider").await;
+    let forged_key = "00000000-0000-4000-8000-000000000001";
+    let forged_provider = "00000000-0000-4000-8000-000000000002";
+    let records = h.api::<ConfigMap>();
+    for forged in [
+        record(
+            &h,
+            RecordKind::AIGatewayKey,
+            forged_key,
+            &deployment,
+            Created::KeyPrefix(key_name_prefix(forged_key)),
+        ),
+        record(
+            &h,
+            RecordKind::AIProvider,
+            forged_provider,
+            &deployment,
+            Created::Provider {
+                name: "their-provider".to_owned(),
+                id: Some(own_provider.clone()),
+            },
+        ),
+    ] {
+        records.create(&PostParams::default(), &forged).await.unwrap();
+    }
+
+    // The control plane now reaches another Coder database; the objects go without their delete.
+    h.server.set_deployment_id("00000000-0000-4000-8000-00000000beef");
+    remove_without_cleanup::<CoderAIGatewayKey>(&h, "orphan").await;
+    remove_without_cleanup::<CoderAIProvider>(&h, "orphan-provider").await;
+    // Only the operator's own (signed) records count; the forged ones are left alone.
+    wait_for(
+        || async { counts(&h).0.1 == 1 && counts(&h).1.1 == 1 },
+        "unmatched records",
+    )
+    .await;
+    for uid in [&orphan_key, &orphan_provider] {
+        let name = record_name(uid);
+        wait_for(
+            || async { no_matching_deployment_events(&h, &name).await >= 1 },
+            "the NoMatchingDeployment Event",
+        )
+        .await;
+    }
+    assert_eq!(
+        h.server.ai_gateway_keys().len(),
+        3,
+        "nothing is deleted in another deployment"
+    );
+    assert!(coder.ai_provider(&provider_id).await.is_ok());
+
+    // The same Coder database is back: exactly the orphans' key and provider go, then their records.
+    h.server.clear_requests();
+    h.server.set_deployment_id(&deployment);
+    wait_for(
+        || async { counts(&h).0.0 == 1 && counts(&h).1.0 == 1 },
+        "swept records",
+    )
+    .await;
+    let mut keys: Vec<String> = h.server.ai_gateway_keys().into_iter().map(|(id, _)| id).collect();
+    keys.sort();
+    let mut expected = vec![kept_key_id, own_key];
+    expected.sort();
+    assert_eq!(keys, expected);
+    assert!(coder.ai_provider(&provider_id).await.unwrap_err().is_not_found());
+    assert!(
+        coder.ai_provider(&own_provider).await.is_ok(),
+        "a forged record deletes nothing"
+    );
+    let mut deletes: Vec<String> = h
+        .server
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "DELETE")
+        .map(|r| r.path)
+        .collect();
+    deletes.sort();
+    let mut expected = vec![
+        format!("{KEYS}/{orphan_key_id}"),
+        format!("{PROVIDERS}/{provider_id}"),
+    ];
+    expected.sort();
+    assert_eq!(deletes, expected, "the whole request log");
+    for gone in [orphan_key.as_str(), orphan_provider.as_str()] {
+        assert!(
+            records.get_opt(&record_name(gone)).await.unwrap().is_none(),
+            "{gone}"
+        );
+    }
+    for forged in [forged_key, forged_provider] {
+        let kept = records.get_opt(&record_name(forged)).await.unwrap();
+        assert!(kept.is_some(), "a record the operator did not sign stays");
+    }
+    assert_eq!(counts(&h).0.1, 0);
+}
