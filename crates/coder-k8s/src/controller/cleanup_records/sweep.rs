@@ -330,9 +330,10 @@ mod tests {
         let record = time("2026-01-01T12:00:00Z");
         assert!(created_since("2026-01-01T12:00:05Z", Some(&record)));
         assert!(
-            created_since("2026-01-01T11:59:30Z", Some(&record)),
-            "a minute of clock difference"
+            created_since("2026-01-01T11:59:57Z", Some(&record)),
+            "seconds of clock difference"
         );
+        assert!(!created_since("2026-01-01T11:59:30Z", Some(&record)));
         assert!(!created_since("2026-01-01T11:00:00Z", Some(&record)));
         assert!(!created_since("not a time", Some(&record)));
         assert!(!created_since("2026-01-01T12:00:05Z", None));
