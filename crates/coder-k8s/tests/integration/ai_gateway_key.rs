@@ -421,3 +421,58 @@ async fn a_proxy_404_is_never_counted_as_a_deleted_key() {
     assert!(h.server.ai_gateway_keys().is_empty());
     assert_eq!(h.metrics.cleanup_counts("CoderAIGatewayKey").2, 0);
 }
+
+#[tokio::test]
+async fn a_deleted_control_plane_waits_for_its_keys_then_goes_after_the_bound() {
+    let h = harness("aikey-cp-wait").await;
+    setup(&h, true).await;
+    let uid = uid_of(&create_key_object(&h, "gateway").await);
+    wait_reason(&h, "gateway", "KeyReady").await;
+    // Every key delete fails: the key's cleanup keeps retrying while the control plane waits.
+    h.server.add_fault(FaultRule {
+        method: Some("DELETE".to_owned()),
+        path_prefix: KEYS.to_owned(),
+        fault: Fault::ServerError(500),
+        times: None,
+    });
+    delete_object(&h, "gateway").await;
+    h.api::<CoderControlPlane>()
+        .delete(CP, &DeleteParams::default())
+        .await
+        .unwrap();
+    let control_planes = h.api::<CoderControlPlane>();
+    wait_for(
+        || async {
+            h.server
+                .requests()
+                .iter()
+                .filter(|r| r.method == "DELETE" && r.path.starts_with(KEYS))
+                .count()
+                >= 2
+        },
+        "key delete attempts while the control plane waits",
+    )
+    .await;
+    assert!(
+        control_planes.get_opt(CP).await.unwrap().is_some(),
+        "the control plane waits for the key being deleted"
+    );
+    // After the wait and the last attempt (3 s + 2 s here), the control plane goes; the key's finalizer then goes
+    // without a delete in Coder.
+    wait_for(
+        || async { control_planes.get_opt(CP).await.unwrap().is_none() },
+        "the control plane to go",
+    )
+    .await;
+    wait_gone(&h, "gateway").await;
+    assert_eq!(h.server.ai_gateway_keys().len(), 1, "the key stays in Coder");
+    assert!(
+        h.api::<ConfigMap>()
+            .get_opt(&record_name(&uid))
+            .await
+            .unwrap()
+            .is_some(),
+        "its record stays for the sweep"
+    );
+    assert_eq!(h.metrics.cleanup_counts("CoderAIGatewayKey").2, 1);
+}
