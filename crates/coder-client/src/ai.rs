@@ -10,7 +10,7 @@
 //!   delete by UUID (204). Gated by the `aibridge` feature.
 //! * AI providers: [`AI_PROVIDERS`] — list, get, create (201), patch, delete (204, soft delete).
 //! * MCP server configs: [`ORGANIZATIONS`]`/{org}/`[`MCP_SERVERS`] — list, create (201), patch,
-//!   delete (204).
+//!   delete (204), and the access list [`MCP_SERVER_ACL`] — get, patch (204).
 
 use std::collections::BTreeMap;
 
@@ -29,6 +29,12 @@ pub const AI_PROVIDERS: &[&str] = &["ai", "providers"];
 pub const ORGANIZATIONS: &str = "organizations";
 /// Segment of the MCP server configs collection below an organization.
 pub const MCP_SERVERS: &str = "mcp-servers";
+/// Segment of a config's access list below `…/mcp-servers/{id}`.
+pub const MCP_SERVER_ACL: &str = "acl";
+/// Role of a user or group in an MCP server config's access list: may use the server.
+pub const MCP_SERVER_ROLE_READ: &str = "read";
+/// Role that removes a user or group from an MCP server config's access list (in a patch).
+pub const MCP_SERVER_ROLE_DELETED: &str = "";
 
 fn path<'a>(base: &[&'a str], rest: &[&'a str]) -> Vec<&'a str> {
     base.iter().chain(rest.iter()).copied().collect()
@@ -207,10 +213,54 @@ pub struct McpServerConfig {
     pub availability: String,
     /// Enabled.
     pub enabled: bool,
+    /// Tools offered in plan mode too.
+    pub allow_in_plan_mode: bool,
+    /// Coder identity headers are sent to the server.
+    pub forward_coder_headers: bool,
+    /// OAuth2 client ID.
+    pub oauth2_client_id: String,
+    /// OAuth2 auth URL.
+    pub oauth2_auth_url: String,
+    /// OAuth2 token URL.
+    pub oauth2_token_url: String,
+    /// OAuth2 scopes.
+    pub oauth2_scopes: String,
     /// Created.
     pub created_at: String,
     /// Updated.
     pub updated_at: String,
+}
+
+/// One entry of an MCP server config's access list (a user or a group) as Coder returns it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct McpServerAclEntry {
+    /// User or group ID.
+    pub id: Uuid,
+    /// Group name (users carry `username` instead, which is not read).
+    pub name: String,
+    /// Role ([`MCP_SERVER_ROLE_READ`]).
+    pub role: String,
+}
+
+/// `GET …/mcp-servers/{id}/acl`: who may use the config.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct McpServerAcl {
+    /// Users.
+    pub users: Vec<McpServerAclEntry>,
+    /// Groups.
+    pub groups: Vec<McpServerAclEntry>,
+}
+
+/// `PATCH …/mcp-servers/{id}/acl`: roles by user or group ID; the role [`MCP_SERVER_ROLE_DELETED`] removes the
+/// entry, unnamed entries stay as they are.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct UpdateMcpServerAclRequest {
+    /// Roles by user ID.
+    pub user_roles: BTreeMap<String, String>,
+    /// Roles by group ID.
+    pub group_roles: BTreeMap<String, String>,
 }
 
 /// Create/patch body of an MCP server config; absent fields are not sent. Secret values are
@@ -274,6 +324,12 @@ pub struct McpServerConfigRequest {
     /// Enabled.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub enabled: Option<bool>,
+    /// Tools offered in plan mode too.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allow_in_plan_mode: Option<bool>,
+    /// Send Coder identity headers to the server.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub forward_coder_headers: Option<bool>,
 }
 
 impl CoderClient {
@@ -362,6 +418,29 @@ impl CoderClient {
         let id = id.to_string();
         self.send_no_content::<()>(Method::DELETE, &mcp_path(organization, &[&id]), None)
             .await
+    }
+
+    /// `GET /api/v2/organizations/{org}/mcp-servers/{id}/acl`.
+    pub async fn mcp_server_acl(&self, organization: &str, id: Uuid) -> Result<McpServerAcl> {
+        let id = id.to_string();
+        self.get_json(&mcp_path(organization, &[&id, MCP_SERVER_ACL]), &[])
+            .await
+    }
+
+    /// `PATCH /api/v2/organizations/{org}/mcp-servers/{id}/acl` (204).
+    pub async fn patch_mcp_server_acl(
+        &self,
+        organization: &str,
+        id: Uuid,
+        request: &UpdateMcpServerAclRequest,
+    ) -> Result<()> {
+        let id = id.to_string();
+        self.send_no_content(
+            Method::PATCH,
+            &mcp_path(organization, &[&id, MCP_SERVER_ACL]),
+            Some(request),
+        )
+        .await
     }
 }
 
