@@ -353,7 +353,14 @@ async fn run_controllers(
         ),
         (
             "CoderTemplateTest controller",
-            tokio::spawn(controller::template_test::run(ctx, wait_for(shutdown.clone()))),
+            tokio::spawn(controller::template_test::run(
+                ctx.clone(),
+                wait_for(shutdown.clone()),
+            )),
+        ),
+        (
+            "CoderMCPServer controller",
+            tokio::spawn(controller::mcp_server::run(ctx, wait_for(shutdown.clone()))),
         ),
     ];
     // Also when this future is dropped (a lost Lease): a replica that is not the leader must not keep writing.

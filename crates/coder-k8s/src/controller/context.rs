@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use coder_k8s_api::control_plane::CoderControlPlane;
+use coder_k8s_api::mcp_server::CoderMCPServer;
 use coder_k8s_api::provisioner::CoderProvisioner;
 use coder_k8s_api::template_test::CoderTemplateTest;
 use coder_k8s_api::workspace_proxy::CoderWorkspaceProxy;
@@ -81,6 +82,7 @@ pub struct Caches {
     pub provisioners: Arc<Informer<CoderProvisioner>>,
     pub workspace_proxies: Arc<Informer<CoderWorkspaceProxy>>,
     pub template_tests: Arc<Informer<CoderTemplateTest>>,
+    pub mcp_servers: Arc<Informer<CoderMCPServer>>,
     pub deployments: Arc<Informer<Deployment>>,
     pub services: Arc<Informer<PartialObjectMeta<Service>>>,
     pub service_accounts: Arc<Informer<PartialObjectMeta<ServiceAccount>>>,
@@ -170,6 +172,7 @@ impl Caches {
             provisioners: Informer::start_decoding_each(client, namespace, all.clone(), strip_object),
             workspace_proxies: Informer::start_decoding_each(client, namespace, all.clone(), strip_object),
             template_tests: Informer::start_decoding_each(client, namespace, all.clone(), strip_object),
+            mcp_servers: Informer::start_decoding_each(client, namespace, all.clone(), strip_object),
             deployments: watch!(Deployment, managed.clone(), strip_deployment),
             services: owned!(Service, managed.clone()),
             service_accounts: owned!(ServiceAccount, managed.clone()),
@@ -198,6 +201,7 @@ impl Caches {
             self.provisioners.ready(),
             self.workspace_proxies.ready(),
             self.template_tests.ready(),
+            self.mcp_servers.ready(),
             self.deployments.ready(),
             self.services.ready(),
             self.service_accounts.ready(),

@@ -19,6 +19,7 @@ pub mod finalizer;
 pub mod http_route;
 pub mod kube_requests;
 pub mod labels;
+pub mod mcp_server;
 pub mod metrics;
 pub mod owned_secret;
 pub mod provisioner;
@@ -36,6 +37,7 @@ pub const BUILT: &[&str] = &[
     "CoderProvisioner",
     "CoderWorkspaceProxy",
     "CoderTemplateTest",
+    "CoderMCPServer",
 ];
 /// Kinds whose reconciler is not built yet (their objects are accepted but not reconciled).
-pub const NOT_BUILT: &[&str] = &["CoderAIProvider", "CoderAIGatewayKey", "CoderMCPServer"];
+pub const NOT_BUILT: &[&str] = &["CoderAIProvider", "CoderAIGatewayKey"];
