@@ -169,6 +169,8 @@ async fn run_components(
                 retry_interval: settings.requeue_interval,
                 entitlements_interval: settings.entitlements_interval,
                 watch_namespace: settings.watch_namespace.clone(),
+                operator_namespace: crate::leader::current_namespace()
+                    .unwrap_or_else(|| controller::context::DEFAULT_OPERATOR_NAMESPACE.to_owned()),
                 ..ControllerSettings::default()
             };
             let ctx = Arc::new(ControllerContext::new(
@@ -354,6 +356,13 @@ async fn run_controllers(
         (
             "CoderTemplateTest controller",
             tokio::spawn(controller::template_test::run(
+                ctx.clone(),
+                wait_for(shutdown.clone()),
+            )),
+        ),
+        (
+            "CoderAIGatewayKey controller",
+            tokio::spawn(controller::ai_gateway_key::run(
                 ctx.clone(),
                 wait_for(shutdown.clone()),
             )),

@@ -211,8 +211,25 @@ impl TestServer {
         mem.mcp_servers.iter().map(routes::render_mcp_with_acl).collect()
     }
 
-    pub fn deployment_id(&self) -> &str {
-        &self.app.deployment_id
+    pub fn deployment_id(&self) -> String {
+        self.app.deployment_id()
+    }
+
+    /// Every AI Gateway key as stored: `(id, name)`, in creation order.
+    pub fn ai_gateway_keys(&self) -> Vec<(String, String)> {
+        let mem = self.app.mem();
+        mem.ai_gateway_keys
+            .iter()
+            .map(|k| {
+                let text = |field: &str| k[field].as_str().unwrap_or_default().to_owned();
+                (text("id"), text("name"))
+            })
+            .collect()
+    }
+
+    /// Changes the deployment ID `buildinfo` reports, as a new Coder database behind the same URL would.
+    pub fn set_deployment_id(&self, id: &str) {
+        *crate::state::lock(&self.app.deployment_id) = id.to_owned();
     }
 
     // Uploaded files (aggregated API, codertemplates tests).

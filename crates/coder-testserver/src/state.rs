@@ -30,7 +30,8 @@ impl std::ops::Deref for App {
 }
 
 pub(crate) struct Inner {
-    pub deployment_id: String,
+    /// The deployment ID `buildinfo` reports; a test can change it (a new Coder database behind the same URL).
+    pub deployment_id: Mutex<String>,
     pub build_version: String,
     pub accepted_licenses: Vec<String>,
     pub build_duration: Duration,
@@ -51,7 +52,7 @@ impl App {
     pub(crate) fn new(config: &Config, db: Db) -> Self {
         let (changes, _) = watch::channel(0);
         Self(Arc::new(Inner {
-            deployment_id: config.deployment_id.clone(),
+            deployment_id: Mutex::new(config.deployment_id.clone()),
             build_version: config.build_version.clone(),
             accepted_licenses: config.accepted_licenses.clone(),
             build_duration: config.build_duration,
@@ -65,6 +66,10 @@ impl App {
             mem: Mutex::new(Mem::default()),
             changes,
         }))
+    }
+
+    pub(crate) fn deployment_id(&self) -> String {
+        lock(&self.deployment_id).clone()
     }
 
     pub(crate) fn mem(&self) -> MutexGuard<'_, Mem> {

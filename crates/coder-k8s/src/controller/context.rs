@@ -7,6 +7,8 @@ use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use coder_k8s_api::ai_gateway_key::CoderAIGatewayKey;
+use coder_k8s_api::ai_provider::CoderAIProvider;
 use coder_k8s_api::control_plane::CoderControlPlane;
 use coder_k8s_api::mcp_server::CoderMCPServer;
 use coder_k8s_api::provisioner::CoderProvisioner;
@@ -27,6 +29,9 @@ use super::metrics::ReconcileMetrics;
 use super::status_writer::StatusMemo;
 
 use super::labels::MANAGED_BY_SELECTOR;
+
+/// Where the operator runs when neither `POD_NAMESPACE` nor a ServiceAccount says otherwise.
+pub const DEFAULT_OPERATOR_NAMESPACE: &str = "coder-system";
 
 /// Timings, concurrency and the out-of-cluster address override. Durations are settings so tests can run fast.
 #[derive(Clone, Debug)]
@@ -56,6 +61,10 @@ pub struct ControllerSettings {
     /// `--restrict-workspace-rbac`: refuse workspace RBAC that grants Secrets, RBAC objects, escalating verbs or
     /// wildcards, or reaches namespaces that did not opt in (control_plane::workspace_rbac).
     pub restrict_workspace_rbac: bool,
+    /// The namespace the operator runs in: cleanup records are written there (default `coder-system`).
+    pub operator_namespace: String,
+    /// How often a cleanup record that no ready control plane matches gets a `NoMatchingDeployment` Event (10 min).
+    pub unmatched_record_event_interval: Duration,
 }
 
 impl Default for ControllerSettings {
@@ -72,6 +81,8 @@ impl Default for ControllerSettings {
             cleanup_retry_window: Duration::from_secs(120),
             max_concurrent_reconciles: 16,
             restrict_workspace_rbac: false,
+            operator_namespace: DEFAULT_OPERATOR_NAMESPACE.to_owned(),
+            unmatched_record_event_interval: Duration::from_secs(600),
         }
     }
 }
@@ -82,7 +93,12 @@ pub struct Caches {
     pub provisioners: Arc<Informer<CoderProvisioner>>,
     pub workspace_proxies: Arc<Informer<CoderWorkspaceProxy>>,
     pub template_tests: Arc<Informer<CoderTemplateTest>>,
+    pub ai_providers: Arc<Informer<CoderAIProvider>>,
+    pub ai_gateway_keys: Arc<Informer<CoderAIGatewayKey>>,
     pub mcp_servers: Arc<Informer<CoderMCPServer>>,
+    /// Cleanup records: ConfigMaps labelled `coder.com/cleanup-record` in the operator namespace (whole objects;
+    /// they are small and hold no secret).
+    pub cleanup_records: Arc<Informer<ConfigMap>>,
     pub deployments: Arc<Informer<Deployment>>,
     pub services: Arc<Informer<PartialObjectMeta<Service>>>,
     pub service_accounts: Arc<Informer<PartialObjectMeta<ServiceAccount>>>,
@@ -138,7 +154,7 @@ fn strip_deployment(deployment: &mut Deployment) {
 }
 
 impl Caches {
-    fn start(client: &kube::Client, namespace: Option<&str>) -> Self {
+    fn start(client: &kube::Client, namespace: Option<&str>, operator_namespace: &str) -> Self {
         let all = watcher::Config::default();
         let managed = watcher::Config::default().labels(MANAGED_BY_SELECTOR);
         macro_rules! watch {
@@ -172,7 +188,14 @@ impl Caches {
             provisioners: Informer::start_decoding_each(client, namespace, all.clone(), strip_object),
             workspace_proxies: Informer::start_decoding_each(client, namespace, all.clone(), strip_object),
             template_tests: Informer::start_decoding_each(client, namespace, all.clone(), strip_object),
+            ai_providers: Informer::start_decoding_each(client, namespace, all.clone(), strip_object),
+            ai_gateway_keys: Informer::start_decoding_each(client, namespace, all.clone(), strip_object),
             mcp_servers: Informer::start_decoding_each(client, namespace, all.clone(), strip_object),
+            cleanup_records: Informer::start(
+                kube::Api::namespaced(client.clone(), operator_namespace),
+                watcher::Config::default().labels(super::cleanup_records::record::LABEL),
+                strip_object,
+            ),
             deployments: watch!(Deployment, managed.clone(), strip_deployment),
             services: owned!(Service, managed.clone()),
             service_accounts: owned!(ServiceAccount, managed.clone()),
@@ -201,7 +224,10 @@ impl Caches {
             self.provisioners.ready(),
             self.workspace_proxies.ready(),
             self.template_tests.ready(),
+            self.ai_providers.ready(),
+            self.ai_gateway_keys.ready(),
             self.mcp_servers.ready(),
+            self.cleanup_records.ready(),
             self.deployments.ready(),
             self.services.ready(),
             self.service_accounts.ready(),
@@ -311,7 +337,11 @@ impl Context {
         }));
         Self {
             recorder: Recorder::new(client.clone(), reporter),
-            caches: Caches::start(&client, settings.watch_namespace.as_deref()),
+            caches: Caches::start(
+                &client,
+                settings.watch_namespace.as_deref(),
+                &settings.operator_namespace,
+            ),
             client,
             settings,
             metrics,

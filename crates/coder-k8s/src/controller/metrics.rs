@@ -6,6 +6,7 @@ use std::time::Instant;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
@@ -25,10 +26,26 @@ struct ReasonLabels {
     reason: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RecordKindLabels {
+    kind: String,
+}
+
+impl RecordKindLabels {
+    fn of(kind: &str) -> Self {
+        Self {
+            kind: kind.to_owned(),
+        }
+    }
+}
+
 /// The reconcile metrics, registered once per process.
 pub struct ReconcileMetrics {
     runs: Family<KindLabels, Counter>,
     template_tests: Family<ReasonLabels, Counter>,
+    records_swept: Family<RecordKindLabels, Counter>,
+    records_unmatched: Family<RecordKindLabels, Gauge>,
+    released_without_delete: Family<RecordKindLabels, Counter>,
     failures: Family<FailureLabels, Counter>,
     duration: Family<KindLabels, Histogram>,
 }
@@ -39,6 +56,9 @@ impl ReconcileMetrics {
         let metrics = Self {
             runs: Family::default(),
             template_tests: Family::default(),
+            records_swept: Family::default(),
+            records_unmatched: Family::default(),
+            released_without_delete: Family::default(),
             failures: Family::default(),
             duration: Family::new_with_constructor(|| {
                 Histogram::new([0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0])
@@ -64,7 +84,53 @@ impl ReconcileMetrics {
             "CoderTemplateTest runs that ended, by final reason",
             metrics.template_tests.clone(),
         );
+        registry.register(
+            "coder_k8s_cleanup_records_swept",
+            "Cleanup records whose leftovers the sweep deleted in Coder, by kind",
+            metrics.records_swept.clone(),
+        );
+        registry.register(
+            "coder_k8s_cleanup_records_unmatched",
+            "Cleanup records of deleted objects that no ready control plane in their namespace matches, by kind",
+            metrics.records_unmatched.clone(),
+        );
+        registry.register(
+            "coder_k8s_cleanup_released_without_delete",
+            "Finalizers released without a delete in Coder, by kind",
+            metrics.released_without_delete.clone(),
+        );
         Arc::new(metrics)
+    }
+
+    /// Counts a cleanup record the sweep finished.
+    pub fn cleanup_record_swept(&self, kind: &str) {
+        self.records_swept
+            .get_or_create(&RecordKindLabels::of(kind))
+            .inc();
+    }
+
+    /// Sets the number of unmatched cleanup records of `kind`.
+    pub fn set_cleanup_records_unmatched(&self, kind: &str, count: i64) {
+        self.records_unmatched
+            .get_or_create(&RecordKindLabels::of(kind))
+            .set(count);
+    }
+
+    /// Counts a finalizer released without a delete in Coder.
+    pub fn cleanup_released_without_delete(&self, kind: &str) {
+        self.released_without_delete
+            .get_or_create(&RecordKindLabels::of(kind))
+            .inc();
+    }
+
+    /// The cleanup metrics of `kind`: swept, unmatched, released without a delete.
+    pub fn cleanup_counts(&self, kind: &str) -> (u64, i64, u64) {
+        let labels = RecordKindLabels::of(kind);
+        (
+            self.records_swept.get_or_create(&labels).get(),
+            self.records_unmatched.get_or_create(&labels).get(),
+            self.released_without_delete.get_or_create(&labels).get(),
+        )
     }
 
     /// Counts a CoderTemplateTest run that ended with `reason`.

@@ -6,8 +6,10 @@
 //! `credentials` (the credential-Secret rule) and `metrics`.
 //! How each kind behaves is written down in docs/controllers/.
 
+pub mod ai_gateway_key;
 pub mod apply;
 pub mod cache;
+pub mod cleanup_records;
 pub mod conditions;
 pub mod context;
 pub mod control_plane;
@@ -26,9 +28,11 @@ pub mod provisioner;
 pub mod runner;
 pub mod secrets;
 pub mod status_writer;
+pub mod sync_status;
 pub mod takeover;
 pub mod template_test;
 pub mod triggers;
+pub mod upstream;
 pub mod workspace_proxy;
 
 /// Kinds whose reconciler runs.
@@ -37,7 +41,8 @@ pub const BUILT: &[&str] = &[
     "CoderProvisioner",
     "CoderWorkspaceProxy",
     "CoderTemplateTest",
+    "CoderAIGatewayKey",
     "CoderMCPServer",
 ];
 /// Kinds whose reconciler is not built yet (their objects are accepted but not reconciled).
-pub const NOT_BUILT: &[&str] = &["CoderAIProvider", "CoderAIGatewayKey"];
+pub const NOT_BUILT: &[&str] = &["CoderAIProvider"];

@@ -9,6 +9,7 @@ use kube::Resource;
 use kube::runtime::reflector::{ObjectRef, Store};
 use serde::de::DeserializeOwned;
 
+use coder_k8s_api::control_plane::CoderControlPlane;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Secret;
 use kube::core::PartialObjectMeta;
@@ -141,6 +142,15 @@ impl<O: Kind> TriggerSet<O> {
         )
     }
 
+    /// Control planes: a change `fingerprint` sees reconciles the objects that refer to the control plane.
+    pub fn control_planes(self, fingerprint: fn(&CoderControlPlane) -> Fingerprint) -> Self
+    where
+        O: RefersToControlPlane,
+    {
+        let control_planes = self.ctx.caches.control_planes.clone();
+        self.with(&control_planes, fingerprint, referrers::<O>)
+    }
+
     pub fn build(self) -> Vec<Triggers<O>> {
         self.list
     }
@@ -154,6 +164,46 @@ pub fn deployment_fingerprint(deployment: &Deployment) -> Fingerprint {
         ..hash_only(deployment)
     }
 }
+
+/// A kind whose objects name a control plane in their own namespace (`spec.controlPlaneRef.name`).
+pub trait RefersToControlPlane {
+    fn control_plane_name(&self) -> &str;
+}
+
+/// The objects of kind `O` in the control plane's namespace that refer to it.
+pub fn referrers<O: Kind + RefersToControlPlane>(
+    store: &Store<O>,
+    cp: &CoderControlPlane,
+) -> Vec<ObjectRef<O>> {
+    let (namespace, name) = (
+        cp.meta().namespace.clone(),
+        cp.meta().name.clone().unwrap_or_default(),
+    );
+    store
+        .state()
+        .into_iter()
+        .filter(|o| o.meta().namespace == namespace && o.control_plane_name() == name)
+        .map(|o| ObjectRef::from_obj(o.as_ref()))
+        .collect()
+}
+
+macro_rules! refers_to_control_plane {
+    ($($kind:ty),*) => {
+        $(impl RefersToControlPlane for $kind {
+            fn control_plane_name(&self) -> &str {
+                &self.spec.control_plane_ref.name
+            }
+        })*
+    };
+}
+
+refers_to_control_plane!(
+    coder_k8s_api::provisioner::CoderProvisioner,
+    coder_k8s_api::template_test::CoderTemplateTest,
+    coder_k8s_api::ai_provider::CoderAIProvider,
+    coder_k8s_api::ai_gateway_key::CoderAIGatewayKey,
+    coder_k8s_api::mcp_server::CoderMCPServer
+);
 
 /// The controller owner, when it is of kind `O`.
 pub fn owner<O: Kind, C: Resource>(_: &Store<O>, child: &C) -> Vec<ObjectRef<O>> {

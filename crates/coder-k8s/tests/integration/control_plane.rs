@@ -61,6 +61,9 @@ pub(crate) fn settings(ns: &str) -> ControllerSettings {
         cleanup_retry_window: Duration::from_secs(10),
         max_concurrent_reconciles: 4,
         restrict_workspace_rbac: false,
+        // Cleanup records go to the test's own namespace unless a test names another.
+        operator_namespace: ns.to_owned(),
+        unmatched_record_event_interval: Duration::from_secs(3),
     }
 }
 
@@ -147,6 +150,10 @@ pub(crate) fn spawn_controllers(ctx: &Arc<Context>) -> watch::Sender<bool> {
         stopped_signal(),
     ));
     tokio::spawn(coder_k8s::controller::template_test::run(
+        ctx.clone(),
+        stopped_signal(),
+    ));
+    tokio::spawn(coder_k8s::controller::ai_gateway_key::run(
         ctx.clone(),
         stopped_signal(),
     ));

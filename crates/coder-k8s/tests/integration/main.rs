@@ -3,6 +3,7 @@
 // Test helpers outside #[test] functions may panic too.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 mod aggregated;
+mod ai_gateway_key;
 mod cli;
 mod coder_errors;
 mod compat;

@@ -77,6 +77,7 @@ fn str_field<'a>(body: &'a Map<String, Value>, key: &str) -> &'a str {
 
 async fn list_keys(State(app): State<App>, auth: Auth) -> ApiResult {
     require_feature(&app, "aibridge")?;
+    auth.require_owner()?;
     let owner = json!(auth.user.id);
     let mem = app.mem();
     ok(mem
@@ -89,6 +90,7 @@ async fn list_keys(State(app): State<App>, auth: Auth) -> ApiResult {
 
 async fn create_key(State(app): State<App>, auth: Auth, body: JsonBody<Map<String, Value>>) -> ApiResult {
     require_feature(&app, "aibridge")?;
+    auth.require_owner()?;
     let body = body.parse()?;
     let name = str_field(&body, "name").to_owned();
     if name.is_empty() {
@@ -122,6 +124,7 @@ async fn create_key(State(app): State<App>, auth: Auth, body: JsonBody<Map<Strin
 
 async fn delete_key(State(app): State<App>, auth: Auth, Path(id): Path<String>) -> ApiResult {
     require_feature(&app, "aibridge")?;
+    auth.require_owner()?;
     let id = json!(parse_uuid(&id)?);
     let owner = json!(auth.user.id);
     let mut mem = app.mem();

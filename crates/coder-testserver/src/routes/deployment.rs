@@ -34,7 +34,7 @@ async fn buildinfo(State(app): State<App>) -> ApiResult {
         "agent_api_version": "2.0",
         "provisioner_api_version": "1.0",
         "upgrade_message": "",
-        "deployment_id": app.deployment_id,
+        "deployment_id": app.deployment_id(),
     }))
 }
 
@@ -131,12 +131,12 @@ async fn add_license(State(app): State<App>, auth: Auth, body: JsonBody<AddLicen
         && !ids.is_empty()
         && !ids
             .iter()
-            .any(|id| id.as_str() == Some(app.deployment_id.as_str()))
+            .any(|id| id.as_str() == Some(app.deployment_id().as_str()))
     {
         return Err(
             ApiError::bad_request("License cannot be used on this deployment!").detail(format!(
                 "The deployment ID {:?} is not in the license's deployment_ids.",
-                app.deployment_id
+                app.deployment_id()
             )),
         );
     }

@@ -41,7 +41,7 @@ fn render_primary(app: &App, mem: &Mem) -> Value {
         .clone()
         .unwrap_or_else(|| ("Default".to_owned(), "/emojis/1f3e1.png".to_owned()));
     json!({
-        "id": app.deployment_id,
+        "id": app.deployment_id(),
         "name": "primary",
         "display_name": display_name,
         "icon_url": icon,
@@ -83,7 +83,7 @@ enum Target {
 }
 
 fn find(app: &App, mem: &Mem, param: &str) -> Result<Target, ApiError> {
-    if param.eq_ignore_ascii_case("primary") || param == app.deployment_id {
+    if param.eq_ignore_ascii_case("primary") || param == app.deployment_id() {
         return Ok(Target::Primary);
     }
     let id = Uuid::parse_str(param).ok();

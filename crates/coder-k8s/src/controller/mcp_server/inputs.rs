@@ -1,32 +1,22 @@
 //! Dereference and validate for a CoderMCPServer pass (docs/controllers/mcp-server.md): the control plane and a
-//! Coder client with its operator token, and the credential Secrets with their consent.
+//! Coder client with its operator token (the shared `upstream::operator_client`), and the credential Secrets with
+//! their consent.
 
-use std::sync::Arc;
-
-use coder_k8s_api::control_plane::CoderControlPlane;
 use coder_k8s_api::mcp_server::{CoderMCPServer, reasons};
 use coder_k8s_api::shared::{CREDENTIAL_DESTINATIONS_ANNOTATION, CREDENTIAL_LABEL};
-use coder_k8s_coder_client::CoderClient;
-use coder_k8s_control_plane_access::{AccessError, resolve, token_source};
 use kube::ResourceExt;
 
 use super::names::{CredentialRef, credential_refs};
 use super::status::Step;
-use crate::controller::apply::controlled_by;
 use crate::controller::context::Context;
 use crate::controller::credentials;
 use crate::controller::error::Result;
 use crate::controller::secrets;
-
-/// The control plane and a Coder client with its operator token.
-pub(super) struct Upstream {
-    pub coder: CoderClient,
-    pub control_plane: Arc<CoderControlPlane>,
-}
+use crate::controller::upstream::{Upstream, operator_client};
 
 /// Whether Coder can be reached through the control plane.
 pub(super) enum Reach {
-    Ready(Upstream),
+    Ready(Box<Upstream>),
     /// The control plane does not exist: nothing can reach its Coder any more.
     Gone,
     /// The control plane exists but cannot be used yet; the step says why.
@@ -37,47 +27,19 @@ pub(super) enum Reach {
 pub(super) async fn upstream(ctx: &Context, server: &CoderMCPServer) -> Result<Reach> {
     let namespace = server.namespace().unwrap_or_default();
     let cp_name = server.spec.control_plane_ref.name.as_str();
-    let not_ready = |message: String| Reach::NotYet(Step::wait(reasons::CONTROL_PLANE_NOT_READY, message));
-    let no_access = |message: String| Reach::NotYet(Step::wait(reasons::OPERATOR_ACCESS_NOT_READY, message));
-    let Some(control_plane) = ctx.caches.control_planes.get(&namespace, cp_name) else {
+    if ctx.caches.control_planes.get(&namespace, cp_name).is_none() {
         return Ok(Reach::Gone);
-    };
-    let source = match token_source(cp_name, Some(&control_plane)) {
-        Ok(source) => source,
-        Err(AccessError::ControlPlaneUnavailable { .. }) => {
-            return Ok(not_ready(format!(
-                "CoderControlPlane {cp_name} has no status.url yet."
-            )));
+    }
+    Ok(match operator_client(ctx, &namespace, cp_name).await? {
+        Ok(upstream) => Reach::Ready(Box::new(upstream)),
+        Err(refusal) => {
+            let reason = if refusal.is_control_plane_missing() {
+                reasons::CONTROL_PLANE_NOT_READY
+            } else {
+                reasons::OPERATOR_ACCESS_NOT_READY
+            };
+            Reach::NotYet(Step::wait(reason, refusal.message(cp_name)))
         }
-        Err(_) => {
-            return Ok(no_access(format!(
-                "CoderControlPlane {cp_name} has no operator access yet."
-            )));
-        }
-    };
-    let secret = ctx
-        .caches
-        .secrets
-        .get(&ctx.client, &namespace, &source.secret)
-        .await?;
-    let cp_uid = control_plane.metadata.uid.clone().unwrap_or_default();
-    // Only a Secret the control plane controls holds its operator token; any other is not read.
-    let token = secret
-        .as_deref()
-        .filter(|s| controlled_by(&s.metadata, &cp_uid))
-        .and_then(|s| secrets::value(Some(s), &source.key))
-        .filter(|t| !t.is_empty());
-    let Some(token) = token else {
-        return Ok(no_access(format!(
-            "The operator token Secret of CoderControlPlane {cp_name} has no token yet."
-        )));
-    };
-    let client = resolve(&control_plane, &source, Some(&token))
-        .ok()
-        .and_then(|target| ctx.clients.client(&target.uid, &target.api_url, &token).ok());
-    Ok(match client {
-        Some(coder) => Reach::Ready(Upstream { coder, control_plane }),
-        None => not_ready(format!("CoderControlPlane {cp_name} has no usable Coder URL.")),
     })
 }
 

@@ -16,8 +16,6 @@ use std::sync::Arc;
 
 use coder_k8s_api::control_plane::CoderControlPlane;
 use coder_k8s_api::mcp_server::{CoderMCPServer, FINALIZER};
-use kube::ResourceExt;
-use kube::runtime::reflector::{ObjectRef, Store};
 
 use crate::controller::cache::Fingerprint;
 use crate::controller::context::Context;
@@ -49,16 +47,6 @@ fn control_plane_fingerprint(cp: &CoderControlPlane) -> Fingerprint {
     }
 }
 
-fn servers_of(store: &Store<CoderMCPServer>, cp: &CoderControlPlane) -> Vec<ObjectRef<CoderMCPServer>> {
-    let (namespace, name) = (cp.namespace(), cp.name_any());
-    store
-        .state()
-        .into_iter()
-        .filter(|s| s.namespace() == namespace && s.spec.control_plane_ref.name == name)
-        .map(|s| ObjectRef::from_obj(s.as_ref()))
-        .collect()
-}
-
 /// Whether the object reads Secret `name` (a credential of its auth type).
 fn reads_secret(server: &CoderMCPServer, name: &str) -> bool {
     names::credential_refs(&server.spec)
@@ -70,7 +58,7 @@ fn reads_secret(server: &CoderMCPServer, name: &str) -> bool {
 pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + Sync + 'static) {
     let caches = &ctx.caches;
     let triggers = TriggerSet::new(&ctx, caches.mcp_servers.store())
-        .with(&caches.control_planes, control_plane_fingerprint, servers_of)
+        .control_planes(control_plane_fingerprint)
         .secrets(reads_secret)
         .build();
     let steps = Steps {

@@ -16,7 +16,7 @@ use kube::runtime::controller::Action;
 use super::config::{self, Deleted, Found, Pass};
 use super::inputs::{Reach, credential_values, upstream};
 use super::names;
-use super::status::{self as decide, Outcome, Step};
+use super::status::{self as decide, Step, Verdict};
 use crate::controller::context::Context;
 use crate::controller::error::{Error, Result};
 use crate::controller::runner::Cleanup;
@@ -44,7 +44,7 @@ pub async fn apply_spec(server: Arc<CoderMCPServer>, ctx: Arc<Context>) -> Resul
 async fn run(pass: &mut Pass<'_>, status: &mut Status) -> Result<Step> {
     let (server, ctx) = (pass.server, pass.ctx);
     let up = match upstream(ctx, server).await? {
-        Reach::Ready(up) => up,
+        Reach::Ready(up) => *up,
         Reach::Gone => {
             let name = &server.spec.control_plane_ref.name;
             return Ok(Step::wait(
@@ -156,11 +156,11 @@ async fn finish(pass: &Pass<'_>, mut status: Status, step: Step) -> Result<Actio
         pass.server.metadata.generation,
     );
     let shown = pass.shown.as_ref();
-    let events = decide::events(shown, &status);
+    let events = decide::events(shown, &step);
     write_status(ctx, pass.server, shown, &status, events).await?;
-    let requeue = match (step.rate_limited, step.outcome) {
+    let requeue = match (step.rate_limited, step.verdict) {
         (Some(retry_after), _) => ctx.rate_limited(&pass.uid, retry_after),
-        (None, Outcome::Wait) => ctx.settings.retry_interval,
+        (None, Verdict::Wait) => ctx.settings.retry_interval,
         (None, _) => {
             ctx.rate_limit_passed(&pass.uid);
             ctx.settings.entitlements_interval
@@ -182,7 +182,7 @@ pub async fn cleanup(server: Arc<CoderMCPServer>, ctx: Arc<Context>) -> Result<C
         return Ok(Cleanup::Done);
     }
     let up = match upstream(ctx, server).await? {
-        Reach::Ready(up) => up,
+        Reach::Ready(up) => *up,
         Reach::Gone => {
             tracing::warn!(name = %server.name_any(), namespace = ?server.namespace(), "the control plane is gone; the MCP server config cannot be deleted in Coder");
             return Ok(Cleanup::Done);

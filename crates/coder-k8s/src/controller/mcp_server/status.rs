@@ -5,20 +5,19 @@
 
 use std::time::Duration;
 
-use coder_k8s_api::mcp_server::{CoderMCPServerStatus, MCPServerPhase, conditions, reasons};
+use coder_k8s_api::mcp_server::{CoderMCPServerStatus, MCPServerPhase, reasons};
 use coder_k8s_coder_client::Error as CoderError;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::runtime::events::EventType;
 
-use crate::controller::conditions::{ConditionStatus, Decided, set_condition};
 use crate::controller::status_writer::Transition;
+use crate::controller::sync_status::{self, Outcome, SyncPhase};
 
 /// Longest condition message, in bytes.
 pub const MAX_MESSAGE_BYTES: usize = 256;
 
 /// What a pass decided.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Outcome {
+pub enum Verdict {
     Ready,
     Wait,
     Stall,
@@ -27,7 +26,7 @@ pub enum Outcome {
 /// The outcome of one pass.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Step {
-    pub outcome: Outcome,
+    pub verdict: Verdict,
     pub reason: &'static str,
     pub message: String,
     /// Coder answered 429 (with its `Retry-After`).
@@ -35,9 +34,9 @@ pub struct Step {
 }
 
 impl Step {
-    fn new(outcome: Outcome, reason: &'static str, message: impl Into<String>) -> Self {
+    fn new(verdict: Verdict, reason: &'static str, message: impl Into<String>) -> Self {
         Self {
-            outcome,
+            verdict,
             reason,
             message: message.into(),
             rate_limited: None,
@@ -45,15 +44,15 @@ impl Step {
     }
 
     pub fn ready(message: impl Into<String>) -> Self {
-        Self::new(Outcome::Ready, reasons::SYNCED, message)
+        Self::new(Verdict::Ready, reasons::SYNCED, message)
     }
 
     pub fn wait(reason: &'static str, message: impl Into<String>) -> Self {
-        Self::new(Outcome::Wait, reason, message)
+        Self::new(Verdict::Wait, reason, message)
     }
 
     pub fn stall(reason: &'static str, message: impl Into<String>) -> Self {
-        Self::new(Outcome::Stall, reason, message)
+        Self::new(Verdict::Stall, reason, message)
     }
 }
 
@@ -100,11 +99,7 @@ pub fn bounded(message: &str) -> String {
 
 /// The reason of the `Ready` condition, if set.
 pub fn ready_reason(status: &CoderMCPServerStatus) -> Option<&str> {
-    status
-        .conditions
-        .iter()
-        .find(|c| c.type_ == conditions::READY)
-        .map(|c| c.reason.as_str())
+    sync_status::ready_reason(&status.conditions)
 }
 
 /// Whether the last pass left Coder's config enabled and in line with the spec (a disable seen now came from
@@ -117,47 +112,44 @@ pub fn was_in_sync(status: &CoderMCPServerStatus) -> bool {
         )
 }
 
-/// Applies `step`: phase and the three conditions, all with the step's reason and message.
-pub fn apply(status: &mut CoderMCPServerStatus, step: &Step, now: Time, generation: Option<i64>) {
+/// The step as the outcome the AI kinds share (its message cut to 256 bytes).
+fn shared(step: &Step) -> Outcome {
     let message = bounded(&step.message);
-    let (phase, ready, reconciling, stalled) = match step.outcome {
-        Outcome::Ready => (MCPServerPhase::Ready, true, false, false),
-        Outcome::Wait => (MCPServerPhase::Pending, false, true, false),
-        Outcome::Stall => (MCPServerPhase::Stalled, false, false, true),
-    };
-    status.phase = Some(phase);
-    let flag = |on: bool| {
-        if on {
-            ConditionStatus::True
-        } else {
-            ConditionStatus::False
-        }
-    };
-    for (type_, on) in [
-        (conditions::READY, ready),
-        (conditions::RECONCILING, reconciling),
-        (conditions::STALLED, stalled),
-    ] {
-        let decided = Decided::new(type_, flag(on), step.reason, message.clone());
-        set_condition(&mut status.conditions, decided, generation, now.clone());
+    match step.verdict {
+        Verdict::Ready => Outcome::ready(step.reason, message),
+        Verdict::Wait => Outcome::pending(step.reason, message),
+        Verdict::Stall => Outcome::stalled(step.reason, message),
     }
+}
+
+fn phase(phase: SyncPhase) -> MCPServerPhase {
+    match phase {
+        SyncPhase::Pending => MCPServerPhase::Pending,
+        SyncPhase::Ready => MCPServerPhase::Ready,
+        SyncPhase::Stalled => MCPServerPhase::Stalled,
+    }
+}
+
+fn sync_phase(phase: MCPServerPhase) -> SyncPhase {
+    match phase {
+        MCPServerPhase::Pending => SyncPhase::Pending,
+        MCPServerPhase::Ready => SyncPhase::Ready,
+        MCPServerPhase::Stalled => SyncPhase::Stalled,
+    }
+}
+
+/// Applies `step`: phase, the three conditions (with the step's reason and message) and the generation seen.
+pub fn apply(status: &mut CoderMCPServerStatus, step: &Step, now: Time, generation: Option<i64>) {
+    let outcome = shared(step);
+    status.phase = Some(phase(outcome.phase));
+    outcome.set_conditions(&mut status.conditions, generation, &now);
     status.observed_generation = generation;
 }
 
-/// An Event for a phase change: Warning when the object stalls, else Normal.
-pub fn events(before: Option<&CoderMCPServerStatus>, after: &CoderMCPServerStatus) -> Vec<Transition> {
-    let (old, new) = (before.and_then(|s| s.phase), after.phase);
-    let Some(new) = new.filter(|new| old != Some(*new)) else {
-        return Vec::new();
-    };
-    let type_ = if new == MCPServerPhase::Stalled {
-        EventType::Warning
-    } else {
-        EventType::Normal
-    };
-    let condition = after.conditions.iter().find(|c| c.type_ == conditions::READY);
-    let (reason, note) = condition.map_or_else(Default::default, |c| (c.reason.clone(), c.message.clone()));
-    vec![(type_, reason, note)]
+/// An Event when the phase or the reason changed: Warning when the object stalls, else Normal.
+pub fn events(before: Option<&CoderMCPServerStatus>, step: &Step) -> Vec<Transition> {
+    let before = before.and_then(|s| Some((sync_phase(s.phase?), ready_reason(s)?)));
+    shared(step).transition(before)
 }
 
 #[cfg(test)]
@@ -206,20 +198,17 @@ mod tests {
 
     #[test]
     fn a_phase_change_is_an_event_and_a_stall_a_warning() {
+        let ready = Step::ready("ok");
         let mut before = CoderMCPServerStatus::default();
-        apply(&mut before, &Step::ready("ok"), now(), None);
-        assert!(events(Some(&before), &before).is_empty());
-        let mut after = before.clone();
-        apply(
-            &mut after,
-            &Step::stall(reasons::MCP_SERVERS_NOT_ALLOWED, "not listed"),
-            now(),
-            None,
-        );
-        let events = events(Some(&before), &after);
+        apply(&mut before, &ready, now(), None);
+        assert!(events(Some(&before), &ready).is_empty());
+        let stall = Step::stall(reasons::MCP_SERVERS_NOT_ALLOWED, "not listed");
+        let events = events(Some(&before), &stall);
         assert_eq!(events.len(), 1);
-        assert_eq!(events[0].0, EventType::Warning);
+        assert_eq!(events[0].0, kube::runtime::events::EventType::Warning);
         assert_eq!(events[0].1, "MCPServersNotAllowed");
+        let mut after = before.clone();
+        apply(&mut after, &stall, now(), None);
         assert!(!was_in_sync(&before), "no config yet");
         before.server_id = Some("id".into());
         assert!(was_in_sync(&before));

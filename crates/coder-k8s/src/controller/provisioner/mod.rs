@@ -13,8 +13,6 @@ use std::sync::Arc;
 
 use coder_k8s_api::control_plane::CoderControlPlane;
 use coder_k8s_api::provisioner::{CoderProvisioner, FINALIZER};
-use kube::ResourceExt;
-use kube::runtime::reflector::{ObjectRef, Store};
 
 use crate::controller::cache::Fingerprint;
 use crate::controller::context::Context;
@@ -46,19 +44,6 @@ fn control_plane_fingerprint(cp: &CoderControlPlane) -> Fingerprint {
     }
 }
 
-fn provisioners_of(
-    store: &Store<CoderProvisioner>,
-    cp: &CoderControlPlane,
-) -> Vec<ObjectRef<CoderProvisioner>> {
-    let (namespace, name) = (cp.namespace(), cp.name_any());
-    store
-        .state()
-        .into_iter()
-        .filter(|p| p.namespace() == namespace && p.spec.control_plane_ref.name == name)
-        .map(|p| ObjectRef::from_obj(p.as_ref()))
-        .collect()
-}
-
 /// Whether the provisioner reads the Secret `name`: its extraEnv credentials, or the control plane's operator token
 /// (every provisioner of the namespace is offered the change; the ones that do not use it find nothing to do).
 fn reads_secret(p: &CoderProvisioner, name: &str) -> bool {
@@ -77,7 +62,7 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
         .owned(&caches.roles)
         .owned(&caches.role_bindings)
         .secrets(reads_secret)
-        .with(&caches.control_planes, control_plane_fingerprint, provisioners_of)
+        .control_planes(control_plane_fingerprint)
         .build();
     let steps = Steps {
         apply: |p, ctx| Box::pin(reconcile::apply_spec(p, ctx)),

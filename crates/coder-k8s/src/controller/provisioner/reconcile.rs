@@ -6,11 +6,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use coder_k8s_api::control_plane::{CoderControlPlane, Entitlement};
+use coder_k8s_api::control_plane::Entitlement;
 use coder_k8s_api::provisioner::{CoderProvisioner, CoderProvisionerStatus, reasons};
 use coder_k8s_api::shared::{SecretKeySelector, WorkloadPhase};
 use coder_k8s_coder_client::{CoderClient, Error as CoderError};
-use coder_k8s_control_plane_access::{AccessError, Target, resolve, token_source};
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
@@ -29,6 +28,7 @@ use crate::controller::owned_secret::{self, OwnedSecret, Written};
 use crate::controller::runner::Cleanup;
 use crate::controller::secrets;
 use crate::controller::status_writer::write_status;
+use crate::controller::upstream::{Refusal, Upstream, operator_client};
 
 /// Log line when the key's inputs changed (v0.1.5 text).
 pub const DRIFT_LOG: &str = "spec drift detected, rotating provisioner key";
@@ -44,13 +44,6 @@ mod facts {
     pub const RESOLVED_ORGANIZATION: &str = "resolved-organization";
     /// `<organization ID> <key name>` of a key this operator created whose ID it could not learn yet.
     pub const CREATED_KEY: &str = "created-key";
-}
-
-/// The control plane, where it is reached, and the Coder client with the operator token.
-struct Upstream {
-    control_plane: Arc<CoderControlPlane>,
-    target: Target,
-    coder: CoderClient,
 }
 
 /// One reconcile of a live provisioner.
@@ -106,56 +99,20 @@ pub async fn apply_spec(provisioner: Arc<CoderProvisioner>, ctx: Arc<Context>) -
 async fn upstream(p: &CoderProvisioner, ctx: &Context, run: &mut Run) -> Result<Option<Upstream>> {
     let namespace = p.namespace().unwrap_or_default();
     let cp_name = p.spec.control_plane_ref.name.as_str();
-    let control_plane = ctx.caches.control_planes.get(&namespace, cp_name);
-    let resolved = match token_source(cp_name, control_plane.as_deref()) {
-        Ok(source) => {
-            let secret = ctx
-                .caches
-                .secrets
-                .get(&ctx.client, &namespace, &source.secret)
-                .await?;
-            if let (Some(secret), Some(cp)) = (secret.as_deref(), control_plane.as_deref())
-                && !controlled_by(&secret.metadata, cp.metadata.uid.as_deref().unwrap_or_default())
-            {
-                // Only a Secret the control plane controls holds its operator token; any other is not read.
-                run.set_all(decide::token_secret_not_owned(cp_name, &source.secret));
-                return Ok(None);
-            }
-            let token = secrets::value(secret.as_deref(), &source.key);
-            resolve_client(ctx, control_plane.as_deref(), &source, token)
-        }
-        Err(error) => Err(error),
-    };
-    match (resolved, control_plane) {
-        (Ok((target, coder)), Some(control_plane)) => {
+    match operator_client(ctx, &namespace, cp_name).await? {
+        Ok(upstream) => {
             run.set_all(decide::access_ready(cp_name));
-            Ok(Some(Upstream {
-                control_plane,
-                target,
-                coder,
-            }))
+            Ok(Some(upstream))
         }
-        (Err(error), _) => {
+        Err(Refusal::TokenSecretNotOwned { secret }) => {
+            run.set_all(decide::token_secret_not_owned(cp_name, &secret));
+            Ok(None)
+        }
+        Err(Refusal::Access(error)) => {
             run.set_all(decide::access_refused(cp_name, &error));
             Ok(None)
         }
-        (Ok(_), None) => Ok(None),
     }
-}
-
-fn resolve_client(
-    ctx: &Context,
-    control_plane: Option<&CoderControlPlane>,
-    source: &coder_k8s_control_plane_access::TokenSource,
-    token: Option<String>,
-) -> std::result::Result<(Target, CoderClient), AccessError> {
-    let control_plane = control_plane.ok_or(AccessError::ClientUnusable)?;
-    let target = resolve(control_plane, source, token.as_deref())?;
-    let coder = ctx
-        .clients
-        .client(&target.uid, &target.api_url, token.as_deref().unwrap_or_default())
-        .map_err(|_| AccessError::ClientUnusable)?;
-    Ok((target, coder))
 }
 
 /// The entitlement gate: the control plane's recorded value when fresh, else the last read shared by every user of

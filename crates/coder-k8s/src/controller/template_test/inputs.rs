@@ -8,7 +8,7 @@ use coder_k8s_api::control_plane::CoderControlPlane;
 use coder_k8s_api::template_test::reasons;
 use coder_k8s_coder_client::CoderClient;
 use coder_k8s_coder_client::types::templates::Template;
-use coder_k8s_control_plane_access::{AccessError, resolve, token_source};
+use coder_k8s_control_plane_access::AccessError;
 use kube::ResourceExt;
 use uuid::Uuid;
 
@@ -16,10 +16,9 @@ use super::names;
 use super::phase;
 use super::reconcile::{Pass, Status, unavailable};
 use super::status::{self as decide, Step};
-use crate::controller::apply::controlled_by;
 use crate::controller::conditions::ConditionStatus;
 use crate::controller::error::Result;
-use crate::controller::secrets;
+use crate::controller::upstream::{Refusal, operator_client};
 
 /// The control plane and a Coder client with its operator token, or the wait (or `ControlPlaneGone`) that says
 /// why not.
@@ -49,45 +48,23 @@ pub(super) async fn upstream(
             "CoderControlPlane {cp_name} is being deleted."
         ))));
     }
-    let source = match token_source(cp_name, Some(&control_plane)) {
-        Ok(source) => source,
-        Err(AccessError::ControlPlaneUnavailable { .. }) => {
-            return Ok(Err(not_ready(format!(
-                "CoderControlPlane {cp_name} has no status.url yet."
-            ))));
-        }
-        Err(_) => {
-            return Ok(Err(no_access(format!(
-                "CoderControlPlane {cp_name} has no operator access yet."
-            ))));
-        }
-    };
-    let secret = ctx
-        .caches
-        .secrets
-        .get(&ctx.client, &namespace, &source.secret)
-        .await?;
-    let cp_uid = control_plane.metadata.uid.clone().unwrap_or_default();
-    // Only a Secret the control plane controls holds its operator token; any other is not read.
-    let token = secret
-        .as_deref()
-        .filter(|s| controlled_by(&s.metadata, &cp_uid))
-        .and_then(|s| secrets::value(Some(s), &source.key))
-        .filter(|t| !t.is_empty());
-    let Some(token) = token else {
-        return Ok(Err(no_access(format!(
-            "The operator token Secret of CoderControlPlane {cp_name} has no token yet."
-        ))));
-    };
-    let client = resolve(&control_plane, &source, Some(&token))
-        .ok()
-        .and_then(|target| ctx.clients.client(&target.uid, &target.api_url, &token).ok());
-    Ok(match client {
-        Some(client) => Ok((client, control_plane)),
-        None => Err(not_ready(format!(
+    match operator_client(ctx, &namespace, cp_name).await? {
+        Ok(upstream) => Ok(Ok((upstream.coder, upstream.control_plane))),
+        Err(refusal) if refusal.is_control_plane_missing() => Ok(Err(not_ready(format!(
+            "CoderControlPlane {cp_name} has no status.url yet."
+        )))),
+        Err(Refusal::Access(AccessError::ClientUnusable)) => Ok(Err(not_ready(format!(
             "CoderControlPlane {cp_name} has no usable Coder URL."
-        ))),
-    })
+        )))),
+        Err(
+            Refusal::Access(AccessError::TokenSecretUnavailable { .. }) | Refusal::TokenSecretNotOwned { .. },
+        ) => Ok(Err(no_access(format!(
+            "The operator token Secret of CoderControlPlane {cp_name} has no token yet."
+        )))),
+        Err(Refusal::Access(_)) => Ok(Err(no_access(format!(
+            "CoderControlPlane {cp_name} has no operator access yet."
+        )))),
+    }
 }
 
 /// Resolves and pins the owner, organization, template and version; `None` when every input is ready and the

@@ -29,8 +29,6 @@ use std::sync::Arc;
 
 use coder_k8s_api::control_plane::CoderControlPlane;
 use coder_k8s_api::template_test::{CoderTemplateTest, FINALIZER};
-use kube::ResourceExt;
-use kube::runtime::reflector::{ObjectRef, Store};
 
 use crate::controller::cache::Fingerprint;
 use crate::controller::context::Context;
@@ -62,21 +60,11 @@ fn control_plane_fingerprint(cp: &CoderControlPlane) -> Fingerprint {
     }
 }
 
-fn tests_of(store: &Store<CoderTemplateTest>, cp: &CoderControlPlane) -> Vec<ObjectRef<CoderTemplateTest>> {
-    let (namespace, name) = (cp.namespace(), cp.name_any());
-    store
-        .state()
-        .into_iter()
-        .filter(|t| t.namespace() == namespace && t.spec.control_plane_ref.name == name)
-        .map(|t| ObjectRef::from_obj(t.as_ref()))
-        .collect()
-}
-
 /// Runs the CoderTemplateTest controller until `shutdown` completes.
 pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + Sync + 'static) {
     let caches = &ctx.caches;
     let triggers = TriggerSet::new(&ctx, caches.template_tests.store())
-        .with(&caches.control_planes, control_plane_fingerprint, tests_of)
+        .control_planes(control_plane_fingerprint)
         .build();
     let steps = Steps {
         apply: |test, ctx| Box::pin(reconcile::apply_spec(test, ctx)),

@@ -1,0 +1,73 @@
+//! CoderAIGatewayKey (docs/controllers/ai-gateway-key.md): the pure core — the spec's settings (`names`) and the
+//! key decisions (`status`: serials, rotation, grace periods, outcomes) — and the I/O shell (`reconcile`). `run`
+//! wires the controller: a change of the control plane (its opt-in, its operator access) or of the output Secret
+//! reconciles the object.
+
+pub mod names;
+pub mod reconcile;
+pub mod status;
+
+use std::future::Future;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+use coder_k8s_api::ai_gateway_key::{CoderAIGatewayKey, FINALIZER};
+use coder_k8s_api::control_plane::CoderControlPlane;
+
+use crate::controller::cache::Fingerprint;
+use crate::controller::context::Context;
+use crate::controller::runner::{self, Kind, Steps};
+use crate::controller::triggers::TriggerSet;
+
+impl Kind for CoderAIGatewayKey {
+    const KIND: &'static str = "CoderAIGatewayKey";
+    const FINALIZER: Option<&'static str> = Some(FINALIZER);
+}
+
+/// What of a control plane its keys read: the opt-in, where it is, its operator access, whether it is deleted.
+fn control_plane_fingerprint(cp: &CoderControlPlane) -> Fingerprint {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    let status = cp.status.clone().unwrap_or_default();
+    cp.spec
+        .ai_gateway
+        .as_ref()
+        .is_some_and(|g| g.allow_keys)
+        .hash(&mut hasher);
+    status.url.hash(&mut hasher);
+    status.operator_access_ready.hash(&mut hasher);
+    serde_json::to_string(&status.operator_token_secret_ref)
+        .unwrap_or_default()
+        .hash(&mut hasher);
+    cp.metadata.deletion_timestamp.is_some().hash(&mut hasher);
+    Fingerprint {
+        desired_hash: None,
+        other: hasher.finish(),
+    }
+}
+
+/// Whether the object reads the Secret `name`: the control plane's operator token (every key of the namespace is
+/// offered the change; the ones that do not use it find nothing to do). Its own output Secret reaches it as owner.
+fn reads_secret(_: &CoderAIGatewayKey, name: &str) -> bool {
+    name.ends_with("-operator-token")
+}
+
+/// Runs the CoderAIGatewayKey controller until `shutdown` completes.
+pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + Sync + 'static) {
+    let caches = &ctx.caches;
+    let triggers = TriggerSet::new(&ctx, caches.ai_gateway_keys.store())
+        .secrets(reads_secret)
+        .control_planes(control_plane_fingerprint)
+        .build();
+    let steps = Steps {
+        apply: |key, ctx| Box::pin(reconcile::apply_spec(key, ctx)),
+        cleanup: |key, ctx| Box::pin(reconcile::cleanup(key, ctx)),
+    };
+    runner::run(
+        ctx.clone(),
+        caches.ai_gateway_keys.clone(),
+        triggers,
+        steps,
+        shutdown,
+    )
+    .await;
+}

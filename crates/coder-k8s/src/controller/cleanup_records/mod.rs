@@ -1,0 +1,68 @@
+//! Cleanup records (docs/operations/cleanup-records.md): before an AI provider, AI Gateway key or MCP server config
+//! is created in Coder, the operator writes a ConfigMap in its own namespace that names the object, the Coder
+//! deployment and what is being created (`record`). When the object goes with its delete in Coder, the record goes
+//! too; when it goes without one (a namespace deletion), the record stays until the sweep (`sweep`) deletes the
+//! leftovers in that same Coder deployment. Writing, reading and removing records is here, once for every kind.
+
+pub mod record;
+
+use coder_k8s_coder_client::{CoderClient, Error as CoderError};
+use k8s_openapi::api::core::v1::ConfigMap;
+
+use self::record::{Record, record_name};
+use crate::controller::apply::{self, Applied};
+use crate::controller::context::Context;
+
+/// The log line of a finalizer released without a delete in Coder (v0.1.5 text, followed by what stays).
+pub const RELEASED_WITHOUT_DELETE_LOG: &str = "Releasing the finalizer without a delete in Coder";
+
+/// The deployment ID of the Coder a client reaches (`GET /api/v2/buildinfo`): what a record is matched by.
+pub async fn deployment_id(coder: &CoderClient) -> Result<String, CoderError> {
+    Ok(coder.buildinfo().await?.deployment_id)
+}
+
+/// The record of the object with this UID, as the watch cache holds it.
+pub fn cached(ctx: &Context, uid: &str) -> Option<Record> {
+    let config_map = ctx
+        .caches
+        .cleanup_records
+        .get(&ctx.settings.operator_namespace, &record_name(uid))?;
+    Record::from_config_map(&config_map).ok()
+}
+
+/// Writes `record` (server-side apply; nothing is sent when the cached record is the same). A failure means no
+/// create may follow.
+pub async fn write(ctx: &Context, record: &Record) -> Result<(), kube::Error> {
+    let namespace = &ctx.settings.operator_namespace;
+    let desired = record.to_config_map(namespace);
+    let cached = ctx
+        .caches
+        .cleanup_records
+        .get(namespace, &record_name(&record.uid))
+        .map(|c| c.metadata.clone());
+    match apply::apply::<ConfigMap>(ctx, desired, cached.as_ref()).await? {
+        Applied::Changed(_) | Applied::Unchanged => Ok(()),
+    }
+}
+
+/// Removes the record of the object with this UID, once everything it names is deleted in Coder.
+pub async fn remove(ctx: &Context, uid: &str) -> Result<(), kube::Error> {
+    let namespace = &ctx.settings.operator_namespace;
+    let name = record_name(uid);
+    if ctx.caches.cleanup_records.get(namespace, &name).is_none() {
+        return Ok(());
+    }
+    apply::delete::<ConfigMap>(ctx, namespace, &name)
+        .await
+        .map(|_| ())
+}
+
+/// Counts a finalizer released without a delete in Coder, and logs what stays there.
+pub fn released_without_delete(ctx: &Context, kind: record::RecordKind, object: &str, what_stays: &str) {
+    ctx.metrics.cleanup_released_without_delete(kind.as_str());
+    tracing::warn!(
+        kind = kind.as_str(),
+        object,
+        "{RELEASED_WITHOUT_DELETE_LOG}: {what_stays}"
+    );
+}
