@@ -803,3 +803,22 @@ async fn the_gitops_health_rules_read_the_controllers_objects_in_every_phase() {
     h.server.clear_faults();
     wait_gone(&h, "pending").await;
 }
+
+#[tokio::test]
+async fn an_operator_user_coder_refuses_stalls_without_a_create() {
+    let h = harness("mcp-notowner").await;
+    let s = setup(&h, true).await;
+    // Coder answers 403 `Forbidden.` to a user that is not a site owner (see the test server's own tests).
+    h.server.add_fault(FaultRule {
+        method: None,
+        path_prefix: format!("/api/v2/organizations/{}/mcp-servers", s.organization_id),
+        fault: Fault::Forbidden,
+        times: None,
+    });
+    create_server(&h, "tools", spec(&s.organization)).await;
+    let status = wait_reason(&h, "tools", "OperatorAccessNotReady").await;
+    assert_eq!(status.phase, Some(MCPServerPhase::Stalled));
+    let ready = status.conditions.iter().find(|c| c.type_ == "Ready").unwrap();
+    assert!(ready.message.contains("site owner"), "{}", ready.message);
+    assert!(status.create_marker.is_none(), "no create was tried");
+}
