@@ -684,6 +684,11 @@ fn scoped_policy(namespace: &str) -> String {
 
 #[tokio::test]
 async fn the_status_admission_policy_lets_only_the_operator_write_status() {
+    let bundle = std::fs::read_to_string(path("dist/install.yaml")).unwrap();
+    assert!(
+        !bundle.contains("ValidatingAdmissionPolicy"),
+        "the policy is opt-in, not in the install bundle"
+    );
     let h = harness("mcp-admission").await;
     let object = create_server(&h, "tools", spec("coder")).await;
     // The shipped RBAC gives the operator ServiceAccount its access.

@@ -45,6 +45,14 @@ impl Pass<'_> {
         }
     }
 
+    /// Whether a config of the object may exist in Coder: a create was recorded in status or seen by this process
+    /// (a status wiped by someone else does not hide the latter).
+    pub fn may_have_config(&self, status: &CoderMCPServerStatus) -> bool {
+        status.server_id.is_some()
+            || status.create_marker.is_some()
+            || self.ctx.fact(&self.uid, CREATED_ID).is_some()
+    }
+
     fn record(&self, config: &McpServerConfig) {
         self.ctx
             .set_fact(&self.uid, CREATED_ID, Some(config.id.to_string()));

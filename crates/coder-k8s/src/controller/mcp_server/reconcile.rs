@@ -62,7 +62,7 @@ async fn run(pass: &mut Pass<'_>, status: &mut Status) -> Result<Step> {
         ));
     }
     let organization = organization_ref(server, status);
-    let may_exist = status.server_id.is_some() || status.create_marker.is_some();
+    let may_exist = pass.may_have_config(status);
     if !names::organization_allowed(&up.control_plane, &server.spec.organization) {
         let stall = Step::stall(
             reasons::MCP_SERVERS_NOT_ALLOWED,
@@ -178,7 +178,13 @@ pub async fn cleanup(server: Arc<CoderMCPServer>, ctx: Arc<Context>) -> Result<C
         .statuses
         .effective(&uid, server.status.as_ref())
         .unwrap_or_default();
-    if status.server_id.is_none() && status.create_marker.is_none() {
+    let pass = Pass {
+        server,
+        ctx,
+        uid,
+        shown: Some(status.clone()),
+    };
+    if !pass.may_have_config(&status) {
         return Ok(Cleanup::Done);
     }
     let up = match upstream(ctx, server).await? {
@@ -188,12 +194,6 @@ pub async fn cleanup(server: Arc<CoderMCPServer>, ctx: Arc<Context>) -> Result<C
             return Ok(Cleanup::Done);
         }
         Reach::NotYet(_) => return Ok(Cleanup::WaitFor(ctx.settings.retry_interval)),
-    };
-    let pass = Pass {
-        server,
-        ctx,
-        uid,
-        shown: Some(status.clone()),
     };
     let organization = organization_ref(server, &status);
     Ok(
