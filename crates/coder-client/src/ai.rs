@@ -44,6 +44,15 @@ fn mcp_path<'a>(organization: &'a str, rest: &[&'a str]) -> Vec<&'a str> {
     path(&[ORGANIZATIONS, organization, MCP_SERVERS], rest)
 }
 
+/// A field Coder may send as `null` (a Go nil slice or pointer) read as its default.
+fn null_is_default<'de, D, T>(deserializer: D) -> std::result::Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Default + Deserialize<'de>,
+{
+    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
+}
+
 // -------------------------------------------------------------------- AI Gateway keys
 
 /// An AI Gateway key as listed (no secret).
@@ -190,26 +199,37 @@ pub struct McpServerConfig {
     /// Organization.
     pub organization_id: Option<Uuid>,
     /// Display name.
+    #[serde(deserialize_with = "null_is_default")]
     pub display_name: String,
     /// Unique slug.
+    #[serde(deserialize_with = "null_is_default")]
     pub slug: String,
     /// Description.
+    #[serde(deserialize_with = "null_is_default")]
     pub description: String,
     /// Icon URL.
+    #[serde(deserialize_with = "null_is_default")]
     pub icon_url: String,
     /// `streamable_http` or `sse`.
+    #[serde(deserialize_with = "null_is_default")]
     pub transport: String,
     /// Server URL.
+    #[serde(deserialize_with = "null_is_default")]
     pub url: String,
     /// `none`, `oauth2`, `api_key`, `custom_headers`, `user_oidc`.
+    #[serde(deserialize_with = "null_is_default")]
     pub auth_type: String,
     /// Header name for `api_key` auth.
+    #[serde(deserialize_with = "null_is_default")]
     pub api_key_header: String,
     /// Allowed tools.
+    #[serde(deserialize_with = "null_is_default")]
     pub tool_allow_list: Vec<String>,
     /// Denied tools.
+    #[serde(deserialize_with = "null_is_default")]
     pub tool_deny_list: Vec<String>,
     /// `force_on`, `default_on`, `default_off`.
+    #[serde(deserialize_with = "null_is_default")]
     pub availability: String,
     /// Enabled.
     pub enabled: bool,
@@ -218,16 +238,22 @@ pub struct McpServerConfig {
     /// Coder identity headers are sent to the server.
     pub forward_coder_headers: bool,
     /// OAuth2 client ID.
+    #[serde(deserialize_with = "null_is_default")]
     pub oauth2_client_id: String,
     /// OAuth2 auth URL.
+    #[serde(deserialize_with = "null_is_default")]
     pub oauth2_auth_url: String,
     /// OAuth2 token URL.
+    #[serde(deserialize_with = "null_is_default")]
     pub oauth2_token_url: String,
     /// OAuth2 scopes.
+    #[serde(deserialize_with = "null_is_default")]
     pub oauth2_scopes: String,
     /// Created.
+    #[serde(deserialize_with = "null_is_default")]
     pub created_at: String,
     /// Updated.
+    #[serde(deserialize_with = "null_is_default")]
     pub updated_at: String,
 }
 
@@ -248,8 +274,10 @@ pub struct McpServerAclEntry {
 #[serde(default)]
 pub struct McpServerAcl {
     /// Users.
+    #[serde(deserialize_with = "null_is_default")]
     pub users: Vec<McpServerAclEntry>,
     /// Groups.
+    #[serde(deserialize_with = "null_is_default")]
     pub groups: Vec<McpServerAclEntry>,
 }
 
@@ -469,6 +497,19 @@ mod tests {
         let json = serde_json::to_value(&r).unwrap();
         assert_eq!(json["api_keys"][0], "sk-upstream");
         assert_eq!(json["type"], "openai");
+    }
+
+    #[test]
+    fn null_lists_and_texts_of_an_mcp_config_read_as_empty() {
+        let config: McpServerConfig = serde_json::from_str(
+            r#"{"id":"00000000-0000-0000-0000-000000000001","slug":"x","tool_allow_list":null,"description":null,"enabled":true}"#,
+        )
+        .unwrap();
+        assert!(config.tool_allow_list.is_empty());
+        assert_eq!(config.description, "");
+        assert!(config.enabled);
+        let acl: McpServerAcl = serde_json::from_str(r#"{"users":null,"groups":[]}"#).unwrap();
+        assert!(acl.users.is_empty());
     }
 
     #[test]
