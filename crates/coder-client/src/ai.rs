@@ -10,7 +10,7 @@
 //!   delete by UUID (204). Gated by the `aibridge` feature.
 //! * AI providers: [`AI_PROVIDERS`] — list, get, create (201), patch, delete (204, soft delete).
 //! * MCP server configs: [`ORGANIZATIONS`]`/{org}/`[`MCP_SERVERS`] — list, create (201), patch,
-//!   delete (204).
+//!   delete (204), and the access list [`MCP_SERVER_ACL`] — get, patch (204).
 
 use std::collections::BTreeMap;
 
@@ -29,6 +29,12 @@ pub const AI_PROVIDERS: &[&str] = &["ai", "providers"];
 pub const ORGANIZATIONS: &str = "organizations";
 /// Segment of the MCP server configs collection below an organization.
 pub const MCP_SERVERS: &str = "mcp-servers";
+/// Segment of a config's access list below `…/mcp-servers/{id}`.
+pub const MCP_SERVER_ACL: &str = "acl";
+/// Role of a user or group in an MCP server config's access list: may use the server.
+pub const MCP_SERVER_ROLE_READ: &str = "read";
+/// Role that removes a user or group from an MCP server config's access list (in a patch).
+pub const MCP_SERVER_ROLE_DELETED: &str = "";
 
 fn path<'a>(base: &[&'a str], rest: &[&'a str]) -> Vec<&'a str> {
     base.iter().chain(rest.iter()).copied().collect()
@@ -36,6 +42,15 @@ fn path<'a>(base: &[&'a str], rest: &[&'a str]) -> Vec<&'a str> {
 
 fn mcp_path<'a>(organization: &'a str, rest: &[&'a str]) -> Vec<&'a str> {
     path(&[ORGANIZATIONS, organization, MCP_SERVERS], rest)
+}
+
+/// A field Coder may send as `null` (a Go nil slice or pointer) read as its default.
+fn null_is_default<'de, D, T>(deserializer: D) -> std::result::Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Default + Deserialize<'de>,
+{
+    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
 }
 
 // -------------------------------------------------------------------- AI Gateway keys
@@ -184,33 +199,96 @@ pub struct McpServerConfig {
     /// Organization.
     pub organization_id: Option<Uuid>,
     /// Display name.
+    #[serde(deserialize_with = "null_is_default")]
     pub display_name: String,
     /// Unique slug.
+    #[serde(deserialize_with = "null_is_default")]
     pub slug: String,
     /// Description.
+    #[serde(deserialize_with = "null_is_default")]
     pub description: String,
     /// Icon URL.
+    #[serde(deserialize_with = "null_is_default")]
     pub icon_url: String,
     /// `streamable_http` or `sse`.
+    #[serde(deserialize_with = "null_is_default")]
     pub transport: String,
     /// Server URL.
+    #[serde(deserialize_with = "null_is_default")]
     pub url: String,
     /// `none`, `oauth2`, `api_key`, `custom_headers`, `user_oidc`.
+    #[serde(deserialize_with = "null_is_default")]
     pub auth_type: String,
     /// Header name for `api_key` auth.
+    #[serde(deserialize_with = "null_is_default")]
     pub api_key_header: String,
     /// Allowed tools.
+    #[serde(deserialize_with = "null_is_default")]
     pub tool_allow_list: Vec<String>,
     /// Denied tools.
+    #[serde(deserialize_with = "null_is_default")]
     pub tool_deny_list: Vec<String>,
     /// `force_on`, `default_on`, `default_off`.
+    #[serde(deserialize_with = "null_is_default")]
     pub availability: String,
     /// Enabled.
     pub enabled: bool,
+    /// Tools offered in plan mode too.
+    pub allow_in_plan_mode: bool,
+    /// Coder identity headers are sent to the server.
+    pub forward_coder_headers: bool,
+    /// OAuth2 client ID.
+    #[serde(deserialize_with = "null_is_default")]
+    pub oauth2_client_id: String,
+    /// OAuth2 auth URL.
+    #[serde(deserialize_with = "null_is_default")]
+    pub oauth2_auth_url: String,
+    /// OAuth2 token URL.
+    #[serde(deserialize_with = "null_is_default")]
+    pub oauth2_token_url: String,
+    /// OAuth2 scopes.
+    #[serde(deserialize_with = "null_is_default")]
+    pub oauth2_scopes: String,
     /// Created.
+    #[serde(deserialize_with = "null_is_default")]
     pub created_at: String,
     /// Updated.
+    #[serde(deserialize_with = "null_is_default")]
     pub updated_at: String,
+}
+
+/// One entry of an MCP server config's access list (a user or a group) as Coder returns it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct McpServerAclEntry {
+    /// User or group ID.
+    pub id: Uuid,
+    /// Group name (users carry `username` instead, which is not read).
+    pub name: String,
+    /// Role ([`MCP_SERVER_ROLE_READ`]).
+    pub role: String,
+}
+
+/// `GET …/mcp-servers/{id}/acl`: who may use the config.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct McpServerAcl {
+    /// Users.
+    #[serde(deserialize_with = "null_is_default")]
+    pub users: Vec<McpServerAclEntry>,
+    /// Groups.
+    #[serde(deserialize_with = "null_is_default")]
+    pub groups: Vec<McpServerAclEntry>,
+}
+
+/// `PATCH …/mcp-servers/{id}/acl`: roles by user or group ID; the role [`MCP_SERVER_ROLE_DELETED`] removes the
+/// entry, unnamed entries stay as they are.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct UpdateMcpServerAclRequest {
+    /// Roles by user ID.
+    pub user_roles: BTreeMap<String, String>,
+    /// Roles by group ID.
+    pub group_roles: BTreeMap<String, String>,
 }
 
 /// Create/patch body of an MCP server config; absent fields are not sent. Secret values are
@@ -274,6 +352,12 @@ pub struct McpServerConfigRequest {
     /// Enabled.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub enabled: Option<bool>,
+    /// Tools offered in plan mode too.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allow_in_plan_mode: Option<bool>,
+    /// Send Coder identity headers to the server.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub forward_coder_headers: Option<bool>,
 }
 
 impl CoderClient {
@@ -363,6 +447,29 @@ impl CoderClient {
         self.send_no_content::<()>(Method::DELETE, &mcp_path(organization, &[&id]), None)
             .await
     }
+
+    /// `GET /api/v2/organizations/{org}/mcp-servers/{id}/acl`.
+    pub async fn mcp_server_acl(&self, organization: &str, id: Uuid) -> Result<McpServerAcl> {
+        let id = id.to_string();
+        self.get_json(&mcp_path(organization, &[&id, MCP_SERVER_ACL]), &[])
+            .await
+    }
+
+    /// `PATCH /api/v2/organizations/{org}/mcp-servers/{id}/acl` (204).
+    pub async fn patch_mcp_server_acl(
+        &self,
+        organization: &str,
+        id: Uuid,
+        request: &UpdateMcpServerAclRequest,
+    ) -> Result<()> {
+        let id = id.to_string();
+        self.send_no_content(
+            Method::PATCH,
+            &mcp_path(organization, &[&id, MCP_SERVER_ACL]),
+            Some(request),
+        )
+        .await
+    }
 }
 
 #[cfg(test)]
@@ -390,6 +497,19 @@ mod tests {
         let json = serde_json::to_value(&r).unwrap();
         assert_eq!(json["api_keys"][0], "sk-upstream");
         assert_eq!(json["type"], "openai");
+    }
+
+    #[test]
+    fn null_lists_and_texts_of_an_mcp_config_read_as_empty() {
+        let config: McpServerConfig = serde_json::from_str(
+            r#"{"id":"00000000-0000-0000-0000-000000000001","slug":"x","tool_allow_list":null,"description":null,"enabled":true}"#,
+        )
+        .unwrap();
+        assert!(config.tool_allow_list.is_empty());
+        assert_eq!(config.description, "");
+        assert!(config.enabled);
+        let acl: McpServerAcl = serde_json::from_str(r#"{"users":null,"groups":[]}"#).unwrap();
+        assert!(acl.users.is_empty());
     }
 
     #[test]

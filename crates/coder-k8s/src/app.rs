@@ -243,7 +243,7 @@ async fn run_controller(
         admin_state.clone(),
         shutdown.clone(),
     ));
-    tracing::info!(built = ?controller::BUILT, not_built = ?controller::NOT_BUILT, "controllers");
+    tracing::info!(built = ?controller::BUILT, "controllers");
     if !leader_elect {
         leader_gauge.set(1);
         run_controllers(ctx, admin_state, shutdown).await;
@@ -370,6 +370,13 @@ async fn run_controllers(
         (
             "CoderAIProvider controller",
             tokio::spawn(controller::ai_provider::run(
+                ctx.clone(),
+                wait_for(shutdown.clone()),
+            )),
+        ),
+        (
+            "CoderMCPServer controller",
+            tokio::spawn(controller::mcp_server::run(
                 ctx.clone(),
                 wait_for(shutdown.clone()),
             )),

@@ -284,6 +284,17 @@ impl Db {
         Ok(id)
     }
 
+    /// Soft-deletes an organization, as Coder does (`deleted = true`).
+    pub(crate) async fn delete_organization(&self, id: Uuid) -> Result<u64, tokio_postgres::Error> {
+        let client = self.client().await?;
+        client
+            .execute(
+                "UPDATE organizations SET deleted = true, updated_at = now() WHERE id = $1",
+                &[&id],
+            )
+            .await
+    }
+
     pub(crate) async fn add_member(
         &self,
         org: Uuid,

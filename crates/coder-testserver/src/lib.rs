@@ -182,6 +182,35 @@ impl TestServer {
         true
     }
 
+    /// Adds a group `name` to organization `organization` (listed by `GET /organizations/{org}/groups`, usable in
+    /// MCP server access lists); returns its ID.
+    pub fn add_group(&self, organization: uuid::Uuid, name: &str) -> uuid::Uuid {
+        let id = uuid::Uuid::new_v4();
+        self.app
+            .mem()
+            .groups
+            .push(serde_json::json!({"id": id, "name": name, "organization_id": organization}));
+        id
+    }
+
+    /// Inserts organization `name` (no members; site owners reach it); returns its ID.
+    pub async fn add_organization(&self, name: &str) -> anyhow::Result<uuid::Uuid> {
+        Ok(self.app.db.insert_organization(name, name, "", "").await?)
+    }
+
+    /// Deletes organization `id` as Coder does (soft delete): it answers 404 from then on.
+    pub async fn delete_organization(&self, id: uuid::Uuid) -> anyhow::Result<()> {
+        self.app.db.delete_organization(id).await?;
+        Ok(())
+    }
+
+    /// Every MCP server config in memory (all organizations), as the API renders it, plus its access list as
+    /// `acl: {users: {id: role}, groups: {id: role}}`.
+    pub fn mcp_servers(&self) -> Vec<serde_json::Value> {
+        let mem = self.app.mem();
+        mem.mcp_servers.iter().map(routes::render_mcp_with_acl).collect()
+    }
+
     pub fn deployment_id(&self) -> String {
         self.app.deployment_id()
     }

@@ -290,6 +290,9 @@ pub(crate) struct Mem {
     pub ai_gateway_keys: Vec<Value>,
     pub ai_providers: Vec<Value>,
     pub mcp_servers: Vec<Value>,
+    /// Groups added with `TestServer::add_group` (besides each organization's built-in `Everyone`):
+    /// `{id, name, organization_id}`.
+    pub groups: Vec<Value>,
     /// The agents every successful start build reports; `None` = one connected, ready agent.
     pub agents: Option<Vec<AgentSpec>>,
 }

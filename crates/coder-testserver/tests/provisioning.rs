@@ -592,3 +592,79 @@ async fn ai_gateway_keys_are_gated() {
     );
     assert_eq!(env.delete(&path).send().await.unwrap().status(), 204);
 }
+
+#[tokio::test]
+async fn mcp_server_routes_need_a_site_owner_answer_404s_and_keep_an_access_list() {
+    let env = Env::start("mcpacl", |_| {}).await;
+    let base = "/api/v2/organizations/default/mcp-servers";
+    let body = json!({ "display_name": "Docs", "slug": "docs", "transport": "streamable_http", "url": "https://mcp.example" });
+    // A plain member is refused; an unknown organization or config is Coder's 404 (JSON, not `Route not found.`).
+    let member = env.server.mint_token("member", &[]).await.unwrap();
+    let refused = env
+        .http
+        .post(env.url(base))
+        .header("Coder-Session-Token", &member)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 403);
+    let unknown_org = env
+        .get("/api/v2/organizations/nope/mcp-servers")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unknown_org.status(), 404);
+    let message: Value = unknown_org.json().await.unwrap();
+    assert_ne!(message["message"], "Route not found.");
+    let unknown_id = env
+        .get(&format!("{base}/{}/acl", uuid::Uuid::new_v4()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unknown_id.status(), 404);
+
+    let created: Value = env.post(base, body).send().await.unwrap().json().await.unwrap();
+    let acl = format!("{base}/{}/acl", created["id"].as_str().unwrap());
+    let org = created["organization_id"].as_str().unwrap().to_owned();
+    let group = env
+        .server
+        .add_group(uuid::Uuid::parse_str(&org).unwrap(), "engineers");
+    let groups: Value = env
+        .get("/api/v2/organizations/default/groups")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(groups[1]["name"], "engineers");
+    let user = uuid::Uuid::new_v4().to_string();
+    let patch = json!({"group_roles": {group.to_string(): "read"}, "user_roles": {user.clone(): "read"}});
+    assert_eq!(env.patch(&acl, patch).send().await.unwrap().status(), 204);
+    let read: Value = env.get(&acl).send().await.unwrap().json().await.unwrap();
+    assert_eq!(read["groups"][0]["name"], "engineers");
+    assert_eq!(read["groups"][0]["role"], "read");
+    assert_eq!(read["users"][0]["id"], user.as_str());
+    // `""` removes an entry; a group of no organization is a 400 and changes nothing.
+    let foreign = uuid::Uuid::new_v4().to_string();
+    let rejected = env
+        .patch(
+            &acl,
+            json!({"group_roles": {foreign: "read"}, "user_roles": {user.clone(): ""}}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(rejected.status(), 400);
+    assert_eq!(env.server.mcp_servers()[0]["acl"]["users"][&user], "read");
+    let removed = env
+        .patch(&acl, json!({"user_roles": {user.clone(): ""}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(removed.status(), 204);
+    let after = &env.server.mcp_servers()[0]["acl"];
+    assert_eq!(after["users"], json!({}));
+    assert_eq!(after["groups"][group.to_string()], "read");
+}

@@ -22,6 +22,7 @@ pub mod finalizer;
 pub mod http_route;
 pub mod kube_requests;
 pub mod labels;
+pub mod mcp_server;
 pub mod metrics;
 pub mod owned_secret;
 pub mod provisioner;
@@ -35,7 +36,7 @@ pub mod triggers;
 pub mod upstream;
 pub mod workspace_proxy;
 
-/// Kinds whose reconciler runs.
+/// Kinds whose reconciler runs: every kind of `coder.com/v1alpha1`.
 pub const BUILT: &[&str] = &[
     "CoderControlPlane",
     "CoderProvisioner",
@@ -43,6 +44,5 @@ pub const BUILT: &[&str] = &[
     "CoderTemplateTest",
     "CoderAIGatewayKey",
     "CoderAIProvider",
+    "CoderMCPServer",
 ];
-/// Kinds whose reconciler is not built yet (their objects are accepted but not reconciled).
-pub const NOT_BUILT: &[&str] = &["CoderMCPServer"];

@@ -7,6 +7,7 @@
 use coder_k8s::controller::cleanup_records::record::{Created, Record, RecordKind, record_name};
 use coder_k8s_api::ai_gateway_key::{CoderAIGatewayKey, key_name_prefix};
 use coder_k8s_api::ai_provider::CoderAIProvider;
+use coder_k8s_api::mcp_server::CoderMCPServer;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Resource;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
@@ -61,6 +62,10 @@ fn record(h: &Harness, kind: RecordKind, uid: &str, deployment: &str, created: C
     .to_config_map(&h.ns)
 }
 
+fn records_api(h: &Harness) -> kube::Api<ConfigMap> {
+    h.api::<ConfigMap>()
+}
+
 fn counts(h: &Harness) -> ((u64, i64, u64), (u64, i64, u64)) {
     (
         h.metrics.cleanup_counts("CoderAIGatewayKey"),
@@ -96,6 +101,29 @@ async fn the_sweep_deletes_exactly_the_leftovers_once_the_same_deployment_is_bac
         .await
         .provider_id
         .unwrap();
+    let organization = coder.default_organization().await.unwrap();
+    crate::mcp_server::allow_organizations(&h, json!([organization.name])).await;
+    let orphan_mcp =
+        crate::mcp_server::create_server(&h, "orphan-mcp", crate::mcp_server::spec(&organization.name))
+            .await
+            .metadata
+            .uid
+            .unwrap();
+    let server_id = crate::mcp_server::wait_reason(&h, "orphan-mcp", "Synced")
+        .await
+        .server_id
+        .unwrap();
+    let mcp_record = records_api(&h)
+        .get(&record_name(&orphan_mcp))
+        .await
+        .unwrap()
+        .data
+        .unwrap();
+    assert_eq!(
+        mcp_record["serverID"], server_id,
+        "MCP server configs get cleanup records too"
+    );
+    assert_eq!(mcp_record["organizationID"], organization.id.to_string());
 
     // What the operator did not create: the user's own key and provider, with forged records aimed at them.
     let own_key = coder
@@ -134,9 +162,12 @@ async fn the_sweep_deletes_exactly_the_leftovers_once_the_same_deployment_is_bac
     h.server.set_deployment_id("00000000-0000-4000-8000-00000000beef");
     remove_without_cleanup::<CoderAIGatewayKey>(&h, "orphan").await;
     remove_without_cleanup::<CoderAIProvider>(&h, "orphan-provider").await;
+    remove_without_cleanup::<CoderMCPServer>(&h, "orphan-mcp").await;
     // Only the operator's own (signed) records count; the forged ones are left alone.
     wait_for(
-        || async { counts(&h).0.1 == 1 && counts(&h).1.1 == 1 },
+        || async {
+            counts(&h).0.1 == 1 && counts(&h).1.1 == 1 && h.metrics.cleanup_counts("CoderMCPServer").1 == 1
+        },
         "unmatched records",
     )
     .await;
@@ -159,7 +190,9 @@ async fn the_sweep_deletes_exactly_the_leftovers_once_the_same_deployment_is_bac
     h.server.clear_requests();
     h.server.set_deployment_id(&deployment);
     wait_for(
-        || async { counts(&h).0.0 == 1 && counts(&h).1.0 == 1 },
+        || async {
+            counts(&h).0.0 == 1 && counts(&h).1.0 == 1 && h.metrics.cleanup_counts("CoderMCPServer").0 == 1
+        },
         "swept records",
     )
     .await;
@@ -184,10 +217,18 @@ async fn the_sweep_deletes_exactly_the_leftovers_once_the_same_deployment_is_bac
     let mut expected = vec![
         format!("{KEYS}/{orphan_key_id}"),
         format!("{PROVIDERS}/{provider_id}"),
+        format!(
+            "/api/v2/organizations/{}/mcp-servers/{server_id}",
+            organization.id
+        ),
     ];
     expected.sort();
     assert_eq!(deletes, expected, "the whole request log");
-    for gone in [orphan_key.as_str(), orphan_provider.as_str()] {
+    assert!(
+        crate::mcp_server::config(&h, "orphan-mcp").is_none(),
+        "the config is gone"
+    );
+    for gone in [orphan_key.as_str(), orphan_provider.as_str(), orphan_mcp.as_str()] {
         assert!(
             records.get_opt(&record_name(gone)).await.unwrap().is_none(),
             "{gone}"

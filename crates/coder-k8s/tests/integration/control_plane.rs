@@ -161,6 +161,10 @@ pub(crate) fn spawn_controllers(ctx: &Arc<Context>) -> watch::Sender<bool> {
         ctx.clone(),
         stopped_signal(),
     ));
+    tokio::spawn(coder_k8s::controller::mcp_server::run(
+        ctx.clone(),
+        stopped_signal(),
+    ));
     tokio::spawn(coder_k8s::controller::cleanup_records::sweep::run(
         ctx.clone(),
         stopped_signal(),
@@ -801,7 +805,7 @@ async fn deletion_without_referrers_is_immediate_and_unrelated_referrers_hold_br
 
     // A referrer that is not being deleted holds the control plane for the hold time (8 s here), then not longer.
     h.create("used", json!({})).await;
-    mcp_referrer(&h, "kept", "used", false).await;
+    let mcps = mcp_referrer(&h, "kept", "used", false).await;
     wait_for(
         || async { h.api::<Deployment>().get_opt("used").await.unwrap().is_some() },
         "the Deployment",
@@ -823,7 +827,14 @@ async fn deletion_without_referrers_is_immediate_and_unrelated_referrers_hold_br
         took >= Duration::from_secs(7) && took < Duration::from_secs(20),
         "held for {took:?}"
     );
-    // Nothing is kept about control planes that are gone.
+    // Nothing is kept about control planes that are gone (nor about the referrer, once it goes too: the
+    // CoderMCPServer controller keeps its status while it lives).
+    mcps.delete("kept", &DeleteParams::default()).await.unwrap();
+    wait_for(
+        || async { mcps.get_opt("kept").await.unwrap().is_none() },
+        "the referrer to go",
+    )
+    .await;
     wait_for(
         || async { h.ctx.tracked_objects() == 0 },
         "the per-object bookkeeping to be dropped",

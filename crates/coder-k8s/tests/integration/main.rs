@@ -12,6 +12,7 @@ mod compat;
 mod control_plane;
 mod crds;
 mod mcp;
+mod mcp_server;
 mod operator_access;
 mod ownership;
 mod packaging;

@@ -112,3 +112,80 @@ impl Process {
         }
     }
 }
+
+/// `value` as a Lua expression (objects as tables with string keys, arrays as sequences).
+pub fn to_lua(value: &serde_json::Value) -> String {
+    use serde_json::Value;
+    match value {
+        Value::Null => "nil".to_owned(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => n.to_string(),
+        Value::String(s) => lua_string(s),
+        Value::Array(items) => format!("{{{}}}", items.iter().map(to_lua).collect::<Vec<_>>().join(", ")),
+        Value::Object(map) => format!(
+            "{{{}}}",
+            map.iter()
+                .map(|(k, v)| format!("[{}] = {}", lua_string(k), to_lua(v)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
+/// `text` as a Lua string literal.
+pub fn lua_string(text: &str) -> String {
+    let mut out = String::from("\"");
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\{:03}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// The `(status, message)` of the Argo CD health rule in `rule` (a repository path) for `object`, run by the real
+/// Lua 5.4 interpreter.
+pub fn argocd_health(rule: &str, object: &serde_json::Value) -> (String, String) {
+    let script = format!(
+        "obj = {}\nlocal hs = assert(loadfile({}))()\nio.write(hs.status, \"\\t\", hs.message or \"\")\n",
+        to_lua(object),
+        lua_string(&path(rule))
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("run.lua");
+    std::fs::write(&file, script).unwrap();
+    let out = Command::new("lua5.4")
+        .arg(&file)
+        .output()
+        .expect("lua5.4 runs the Argo CD health rule; hack/test.sh installs the Debian package lua5.4 when it is missing");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let (status, message) = text.split_once('\t').unwrap();
+    (status.to_owned(), message.to_owned())
+}
+
+/// The `inProgress`, `failed` and `current` of the Flux health check of `kind` in `rule` (a repository path) for
+/// `object`, evaluated by a CEL interpreter with the object's top-level fields as variables (as Flux does).
+pub fn flux_health(rule: &str, kind: &str, object: &serde_json::Value) -> (bool, bool, bool) {
+    let text = std::fs::read_to_string(path(rule)).unwrap();
+    let kustomization: serde_json::Value = serde_saphyr::from_str(&text).unwrap();
+    let check = &kustomization["spec"]["healthCheckExprs"][0];
+    assert_eq!(check["kind"], kind);
+    let evaluate = |key: &str| {
+        let expression = check[key].as_str().unwrap();
+        let program = cel::Program::compile(expression).unwrap();
+        let mut context = cel::Context::default();
+        for (name, value) in object.as_object().unwrap() {
+            context.add_variable(name.as_str(), value.clone()).unwrap();
+        }
+        match program.execute(&context) {
+            Ok(cel::Value::Bool(b)) => b,
+            other => panic!("{key}: {expression} gave {other:?}"),
+        }
+    };
+    (evaluate("inProgress"), evaluate("failed"), evaluate("current"))
+}

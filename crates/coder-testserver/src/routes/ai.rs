@@ -2,9 +2,12 @@
 //! (post-v2.30.0) and have moved between paths over time:
 //! * AI Gateway keys: `/api/v2/ai-gateway/keys` (auth + feature `aibridge`);
 //! * AI providers: `/api/v2/ai/providers` (gate unverified: owner-only here, no feature gate);
-//! * MCP server configs: `/api/v2/organizations/{org}/mcp-servers` (gate unverified: org admins here).
+//! * MCP server configs: `/api/v2/organizations/{org}/mcp-servers` (+ `/{id}/acl`): site owners only (Coder
+//!   v0.1.5 of the operator needs a site owner); an unknown organization or config is Coder's 404.
 //!
 //! Stored as JSON objects; fields starting with `_` are internal and never rendered.
+
+use std::collections::BTreeMap;
 
 use axum::Router;
 use axum::extract::{Path, State};
@@ -46,6 +49,10 @@ pub(super) fn routes() -> Router<App> {
         .route(
             "/organizations/{organization}/mcp-servers/{id}",
             get(get_mcp).patch(patch_mcp).delete(delete_mcp),
+        )
+        .route(
+            "/organizations/{organization}/mcp-servers/{id}/acl",
+            get(get_mcp_acl).patch(patch_mcp_acl),
         )
 }
 
@@ -339,10 +346,134 @@ fn validate_mcp(body: &Map<String, Value>, partial: bool) -> Result<(), ApiError
     Ok(())
 }
 
+/// The organization of an MCP route: Coder's 404 when unknown, then 403 `Forbidden.` unless the caller is a site
+/// owner.
 async fn mcp_org(app: &App, auth: &Auth, param: &str) -> Result<Uuid, ApiError> {
     let org = auth::organization(app, auth, param).await?;
-    auth.require_org_admin(app, org.id).await?;
+    auth.require_owner()?;
     Ok(org.id)
+}
+
+/// Internal fields of a config's access list: roles by user ID and by group ID.
+const USER_ACL: &str = "_user_acl";
+const GROUP_ACL: &str = "_group_acl";
+
+/// A config as [`render_mcp`] renders it, plus `acl: {users: {id: role}, groups: {id: role}}` (for tests).
+pub(crate) fn render_mcp_with_acl(config: &Value) -> Value {
+    let mut out = render_mcp(config);
+    out["acl"] = json!({
+        "users": config.get(USER_ACL).cloned().unwrap_or_else(|| json!({})),
+        "groups": config.get(GROUP_ACL).cloned().unwrap_or_else(|| json!({})),
+    });
+    out
+}
+
+/// The groups of `org` by ID: its `Everyone` group (ID = organization ID) and the added ones.
+fn group_names(mem: &crate::state::Mem, org: Uuid) -> BTreeMap<String, String> {
+    let mut names = BTreeMap::from([(org.to_string(), "Everyone".to_owned())]);
+    for group in mem.groups.iter().filter(|g| g["organization_id"] == json!(org)) {
+        names.insert(
+            str_field_of(group, "id").to_owned(),
+            str_field_of(group, "name").to_owned(),
+        );
+    }
+    names
+}
+
+fn str_field_of<'a>(value: &'a Value, key: &str) -> &'a str {
+    value.get(key).and_then(Value::as_str).unwrap_or_default()
+}
+
+async fn get_mcp_acl(
+    State(app): State<App>,
+    auth: Auth,
+    Path((org, id)): Path<(String, String)>,
+) -> ApiResult {
+    let org = mcp_org(&app, &auth, &org).await?;
+    let mem = app.mem();
+    let config = &mem.mcp_servers[mcp_index(&mem, org, &id)?];
+    let names = group_names(&mem, org);
+    let entries = |field: &str| {
+        config
+            .get(field)
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let users: Vec<Value> = entries(USER_ACL)
+        .iter()
+        .map(|(id, role)| json!({"id": id, "username": "", "role": role}))
+        .collect();
+    let groups: Vec<Value> = entries(GROUP_ACL)
+        .iter()
+        .map(|(id, role)| {
+            let name = names.get(id).cloned().unwrap_or_default();
+            json!({"id": id, "name": name, "organization_id": org, "role": role})
+        })
+        .collect();
+    ok(json!({"users": users, "groups": groups}))
+}
+
+/// `{user_roles, group_roles}`: role `read` grants, `""` removes; entries not named stay. Groups must belong to the
+/// organization and roles must be known, else 400 with validations (nothing changes).
+async fn patch_mcp_acl(
+    State(app): State<App>,
+    auth: Auth,
+    Path((org, id)): Path<(String, String)>,
+    body: JsonBody<Map<String, Value>>,
+) -> ApiResult {
+    let org = mcp_org(&app, &auth, &org).await?;
+    let body = body.parse()?;
+    let mut mem = app.mem();
+    let index = mcp_index(&mem, org, &id)?;
+    let names = group_names(&mem, org);
+    let roles = |field: &str| {
+        body.get(field)
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let (user_roles, group_roles) = (roles("user_roles"), roles("group_roles"));
+    let invalid = |field: &str, detail: String| {
+        ApiError::bad_request("Invalid request to update MCP server config ACL.").validation(field, detail)
+    };
+    for (field, entries) in [("user_roles", &user_roles), ("group_roles", &group_roles)] {
+        for (id, role) in entries {
+            if Uuid::parse_str(id).is_err() {
+                return Err(invalid(field, format!("{id:?} is not a valid UUID")));
+            }
+            if role != "read" && role != "" {
+                return Err(invalid(
+                    field,
+                    format!("role {role} is not a valid MCP server config role"),
+                ));
+            }
+            if field == "group_roles" && role == "read" && !names.contains_key(id) {
+                return Err(invalid(
+                    field,
+                    format!("group {id} does not belong to organization {org}"),
+                ));
+            }
+        }
+    }
+    let config = &mut mem.mcp_servers[index];
+    for (field, entries) in [(USER_ACL, user_roles), (GROUP_ACL, group_roles)] {
+        let mut acl = config
+            .get(field)
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
+        for (id, role) in entries {
+            if role == "" {
+                acl.remove(&id);
+            } else {
+                acl.insert(id, role);
+            }
+        }
+        config[field] = Value::Object(acl);
+    }
+    config["updated_at"] = json!(now());
+    no_content()
 }
 
 async fn list_mcp(State(app): State<App>, auth: Auth, Path(org): Path<String>) -> ApiResult {

@@ -22,6 +22,7 @@ use serde::de::DeserializeOwned;
 
 use crate::errors::{ApiError, json_response};
 use crate::state::App;
+pub(crate) use ai::render_mcp_with_acl;
 pub(crate) use provisioner_keys::render_provisioner_key;
 
 /// The whole application: routes, then (outermost first) request recording, fault injection, headers.

@@ -134,11 +134,25 @@ fn reduced_user(user: &crate::db::User) -> Value {
     })
 }
 
-/// Every organization has the implicit `Everyone` group (id = org id) holding all members.
+/// Every organization has the implicit `Everyone` group (id = org id) holding all members, then the groups added
+/// with `TestServer::add_group` (no members).
 async fn groups(State(app): State<App>, auth: Auth, Path(param): Path<String>) -> ApiResult {
     let org = auth::organization(&app, &auth, &param).await?;
     let members = app.db.organization_members(org.id).await?;
-    ok(json!([{
+    let added: Vec<Value> = app
+        .mem()
+        .groups
+        .iter()
+        .filter(|g| g["organization_id"] == json!(org.id))
+        .map(|g| {
+            json!({
+                "id": g["id"], "name": g["name"], "display_name": "", "organization_id": org.id, "members": [],
+                "total_member_count": 0, "avatar_url": "", "quota_allowance": 0, "source": "user",
+                "organization_name": org.name, "organization_display_name": org.display_name,
+            })
+        })
+        .collect();
+    let everyone = json!({
         "id": org.id,
         "name": "Everyone",
         "display_name": "",
@@ -150,7 +164,8 @@ async fn groups(State(app): State<App>, auth: Auth, Path(param): Path<String>) -
         "source": "user",
         "organization_name": org.name,
         "organization_display_name": org.display_name,
-    }]))
+    });
+    ok(std::iter::once(everyone).chain(added).collect())
 }
 
 async fn members(State(app): State<App>, auth: Auth, Path(param): Path<String>) -> ApiResult {

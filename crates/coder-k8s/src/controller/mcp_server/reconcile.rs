@@ -1,0 +1,230 @@
+//! The CoderMCPServer reconcile (docs/controllers/mcp-server.md): dereference the control plane → its opt-in (else
+//! the kill switch) → the credential Secrets (else the kill switch) → the organization → find the object's own config
+//! (or write the create marker and create it) → patch when it differs → access → status. Cleanup deletes the
+//! object's own config.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use coder_k8s_api::mcp_server::{CoderMCPServer, CoderMCPServerStatus, reasons};
+use coder_k8s_coder_client::CoderClient;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
+use kube::runtime::controller::Action;
+
+use super::config::{self, Deleted, Found, Pass};
+use super::inputs::{Reach, credential_values, upstream};
+use super::names;
+use super::status::{self as decide, Step, Verdict};
+use crate::controller::cleanup_records::{self, record::Created, record::RecordKind};
+use crate::controller::context::Context;
+use crate::controller::error::{Error, Result};
+use crate::controller::runner::Cleanup;
+use crate::controller::status_writer::write_status;
+
+type Status = CoderMCPServerStatus;
+
+/// One reconcile of a live object.
+pub async fn apply_spec(server: Arc<CoderMCPServer>, ctx: Arc<Context>) -> Result<Action> {
+    let (server, ctx) = (server.as_ref(), ctx.as_ref());
+    let uid = server.metadata.uid.clone().ok_or(Error::MissingMetadata)?;
+    let shown = ctx.statuses.effective(&uid, server.status.as_ref());
+    let mut status = shown.clone().unwrap_or_default();
+    let record_id = recorded_config(ctx, &uid).await;
+    let mut pass = Pass {
+        server,
+        ctx,
+        uid,
+        shown,
+        record_id,
+    };
+    let step = run(&mut pass, &mut status).await?;
+    finish(&pass, status, step).await
+}
+
+/// The step of this pass.
+async fn run(pass: &mut Pass<'_>, status: &mut Status) -> Result<Step> {
+    let (server, ctx) = (pass.server, pass.ctx);
+    let up = match upstream(ctx, server).await? {
+        Reach::Ready(up) => *up,
+        Reach::Gone => {
+            let name = &server.spec.control_plane_ref.name;
+            return Ok(Step::wait(
+                reasons::CONTROL_PLANE_NOT_READY,
+                format!("CoderControlPlane {name} does not exist."),
+            ));
+        }
+        Reach::NotYet(step) => return Ok(step),
+    };
+    if let Some(left) = ctx.rate_limit_remaining(&pass.uid) {
+        tracing::debug!(?left, "waiting out Coder's rate limit");
+        return Ok(Step::wait(
+            reasons::CODER_UNAVAILABLE,
+            "Coder asked the operator to slow down.",
+        ));
+    }
+    let organization = organization_ref(server, status);
+    let may_exist = pass.may_have_config(status);
+    if !names::organization_allowed(&up.control_plane, &server.spec.organization) {
+        let stall = Step::stall(
+            reasons::MCP_SERVERS_NOT_ALLOWED,
+            format!(
+                "CoderControlPlane {} does not list organization {:?} in spec.mcpServers.organizations.",
+                up.control_plane.name_any(),
+                server.spec.organization
+            ),
+        );
+        // An object that never created a config makes no Coder call.
+        return Ok(match may_exist {
+            true => config::disable(pass, &up.coder, &organization, status, stall).await,
+            false => stall,
+        });
+    }
+    let credentials = match credential_values(ctx, server).await? {
+        Ok(credentials) => credentials,
+        Err(stall) if may_exist => {
+            return Ok(config::disable(pass, &up.coder, &organization, status, stall).await);
+        }
+        Err(stall) => return Ok(stall),
+    };
+    converge(pass, &up.coder, status, names::desired(server, &credentials)).await
+}
+
+/// The config ID the object's signed cleanup record names.
+async fn recorded_config(ctx: &Context, uid: &str) -> Option<uuid::Uuid> {
+    match cleanup_records::cached(ctx, uid).await?.created {
+        Created::McpServer { id, .. } => id.and_then(|id| uuid::Uuid::parse_str(&id).ok()),
+        _ => None,
+    }
+}
+
+/// `status.organizationID` once known, else the organization's name (Coder accepts both in paths).
+fn organization_ref(server: &CoderMCPServer, status: &Status) -> String {
+    status
+        .organization_id
+        .clone()
+        .unwrap_or_else(|| server.spec.organization.clone())
+}
+
+/// The organization, the object's own config (created when missing), its fields and its access.
+async fn converge(
+    pass: &mut Pass<'_>,
+    coder: &CoderClient,
+    status: &mut Status,
+    desired: coder_k8s_coder_client::ai::McpServerConfigRequest,
+) -> Result<Step> {
+    let server = pass.server;
+    let organization = match coder.organization(&server.spec.organization).await {
+        Ok(organization) => organization.id.to_string(),
+        Err(error) if error.is_not_found() => {
+            return Ok(Step::stall(
+                reasons::ORGANIZATION_NOT_FOUND,
+                format!("Coder has no organization {:?}.", server.spec.organization),
+            ));
+        }
+        Err(error) => return Ok(decide::coder_failed("get organization", &error)),
+    };
+    status.organization_id = Some(organization.clone());
+    let configs = match config::list(coder, &organization).await {
+        Ok(configs) => configs,
+        Err(error) => return Ok(decide::coder_failed("list MCP server configs", &error)),
+    };
+    let own = match config::find(pass, &configs, status) {
+        Found::Own(config) => *config,
+        Found::Foreign => {
+            return Ok(Step::stall(
+                reasons::SLUG_CONFLICT,
+                format!(
+                    "An MCP server config that this object did not create uses the slug {:?}.",
+                    server.coder_slug()
+                ),
+            ));
+        }
+        Found::Nothing => match config::create(pass, coder, &organization, &desired, status).await? {
+            Ok(config) => config,
+            Err(step) => return Ok(step),
+        },
+    };
+    if let Err(step) = config::record_config(pass, coder, &organization, &own).await? {
+        return Ok(step);
+    }
+    status.server_id = Some(own.id.to_string());
+    if let Some(step) = config::sync(pass, coder, &organization, &own, desired).await {
+        return Ok(step);
+    }
+    if let Some(step) = config::access(pass, coder, &organization, own.id).await {
+        return Ok(step);
+    }
+    Ok(Step::ready("The MCP server config in Coder matches the spec."))
+}
+
+/// Writes the status when it changed (with an Event for a phase change) and requeues: waits soon, the rest at the
+/// slower interval that also notices a disable in the dashboard.
+async fn finish(pass: &Pass<'_>, mut status: Status, step: Step) -> Result<Action> {
+    let ctx = pass.ctx;
+    decide::apply(
+        &mut status,
+        &step,
+        Time(Timestamp::now()),
+        pass.server.metadata.generation,
+    );
+    let shown = pass.shown.as_ref();
+    let events = decide::events(shown, &step);
+    write_status(ctx, pass.server, shown, &status, events).await?;
+    let requeue = match (step.rate_limited, step.verdict) {
+        (Some(retry_after), _) => ctx.rate_limited(&pass.uid, retry_after),
+        (None, Verdict::Wait) => ctx.settings.retry_interval,
+        (None, _) => {
+            ctx.rate_limit_passed(&pass.uid);
+            ctx.settings.entitlements_interval
+        }
+    };
+    Ok(Action::requeue(requeue.max(Duration::from_millis(100))))
+}
+
+/// The finalizer: the object's own config is deleted in Coder before the object goes. An object that never sent a
+/// create, or whose control plane is gone, has nothing to delete that the operator can reach.
+pub async fn cleanup(server: Arc<CoderMCPServer>, ctx: Arc<Context>) -> Result<Cleanup> {
+    let (server, ctx) = (server.as_ref(), ctx.as_ref());
+    let uid = server.metadata.uid.clone().ok_or(Error::MissingMetadata)?;
+    let status = ctx
+        .statuses
+        .effective(&uid, server.status.as_ref())
+        .unwrap_or_default();
+    let record_id = recorded_config(ctx, &uid).await;
+    let pass = Pass {
+        server,
+        ctx,
+        uid: uid.clone(),
+        shown: Some(status.clone()),
+        record_id,
+    };
+    if !pass.may_have_config(&status) {
+        return Ok(Cleanup::Done);
+    }
+    let up = match upstream(ctx, server).await? {
+        Reach::Ready(up) => *up,
+        Reach::Gone => {
+            let object = format!("{}/{}", server.namespace().unwrap_or_default(), server.name_any());
+            let stays = format!(
+                "the MCP server config {:?} can stay in Coder (CoderControlPlane {} is gone); the cleanup record stays for the sweep",
+                server.coder_slug(),
+                server.spec.control_plane_ref.name
+            );
+            cleanup_records::released_without_delete(ctx, RecordKind::MCPServer, &object, &stays);
+            return Ok(Cleanup::Done);
+        }
+        Reach::NotYet(_) => return Ok(Cleanup::WaitFor(ctx.settings.retry_interval)),
+    };
+    let organization = organization_ref(server, &status);
+    Ok(
+        match config::delete(&pass, &up.coder, &organization, &status).await {
+            Deleted::Gone => {
+                cleanup_records::remove(ctx, &uid).await?;
+                Cleanup::Done
+            }
+            Deleted::Retry => Cleanup::WaitFor(ctx.settings.retry_interval),
+        },
+    )
+}
