@@ -139,6 +139,7 @@ pub fn events(before: Option<&CoderMCPServerStatus>, step: &Step) -> Vec<Transit
 #[cfg(test)]
 mod tests {
     use super::*;
+    use coder_k8s_api::mcp_server::MCPServerPhase;
     use k8s_openapi::jiff::Timestamp;
 
     fn now() -> Time {
