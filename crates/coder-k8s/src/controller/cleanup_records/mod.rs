@@ -1,4 +1,4 @@
-//! Cleanup records (docs/operations/cleanup-records.md): before an AI provider, AI Gateway key or MCP server config
+//! Cleanup records (docs/cleanup-records.md): before an AI provider, AI Gateway key or MCP server config
 //! is created in Coder, the operator writes a ConfigMap in its own namespace that names the object, the Coder
 //! deployment and what is being created (`record`). When the object goes with its delete in Coder, the record goes
 //! too; when it goes without one (a namespace deletion), the record stays until the sweep (`sweep`) deletes the

@@ -1,4 +1,4 @@
-//! The sweep (docs/operations/cleanup-records.md): a record whose object is gone names leftovers in one Coder
+//! The sweep (docs/cleanup-records.md): a record whose object is gone names leftovers in one Coder
 //! deployment. When a control plane in the record's namespace reaches that deployment (same deployment ID, never
 //! the same URL or name), the sweep deletes what the record names — after checking it against what Coder reports —
 //! and then the record. A record no ready control plane matches is counted in `coder_k8s_cleanup_records_unmatched`
