@@ -68,7 +68,8 @@ where
         Ok(patched) => Ok(Arc::new(patched)),
         Err(kube::Error::Api(status)) if status.code == 422 => {
             let fresh = api.get(&name).await?;
-            if has(&fresh, finalizer) {
+            // Deleted meanwhile: no finalizer may be added any more; the caller sees the deletion.
+            if has(&fresh, finalizer) || fresh.meta().deletion_timestamp.is_some() {
                 return Ok(Arc::new(fresh));
             }
             send(add_patch(&fresh, finalizer)).await.map(Arc::new)

@@ -160,6 +160,10 @@ fn reconcile<K: Kind>(
             }
             _ => object,
         };
+        if object.meta().deletion_timestamp.is_some() {
+            // Deleted while the finalizer was being added.
+            return delete(object, ctx, steps).await;
+        }
         (steps.apply)(object, ctx).await
     })
 }

@@ -46,9 +46,13 @@ struct Memory {
 pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + Sync + 'static) {
     let mut records = ctx.caches.cleanup_records.subscribe();
     let mut control_planes = ctx.caches.control_planes.subscribe();
-    ctx.caches.ready().await;
-    let mut memory = Memory::default();
     let mut shutdown = std::pin::pin!(shutdown);
+    // Caches that cannot fill (a CRD missing) must not hold up a shutdown.
+    tokio::select! {
+        () = &mut shutdown => return,
+        () = ctx.caches.ready() => {}
+    }
+    let mut memory = Memory::default();
     loop {
         sweep_once(&ctx, &mut memory).await;
         let tick = tokio::time::sleep(ctx.settings.unmatched_record_event_interval);
