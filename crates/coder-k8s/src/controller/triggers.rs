@@ -165,6 +165,25 @@ pub fn deployment_fingerprint(deployment: &Deployment) -> Fingerprint {
     }
 }
 
+/// What every kind that reaches Coder through a control plane reads of it — where it is, its operator access and
+/// token Secret, whether it is being deleted — plus `extra`, the parts the kind reads as well.
+pub fn access_fingerprint(cp: &CoderControlPlane, extra: &impl serde::Serialize) -> Fingerprint {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    let status = cp.status.clone().unwrap_or_default();
+    status.url.hash(&mut hasher);
+    status.operator_access_ready.hash(&mut hasher);
+    serde_json::to_string(&status.operator_token_secret_ref)
+        .unwrap_or_default()
+        .hash(&mut hasher);
+    serde_json::to_string(extra).unwrap_or_default().hash(&mut hasher);
+    cp.metadata.deletion_timestamp.is_some().hash(&mut hasher);
+    Fingerprint {
+        desired_hash: None,
+        other: hasher.finish(),
+    }
+}
+
 /// A kind whose objects name a control plane in their own namespace (`spec.controlPlaneRef.name`).
 pub trait RefersToControlPlane {
     fn control_plane_name(&self) -> &str;

@@ -47,34 +47,10 @@ pub(crate) async fn create_key_object(h: &Harness, name: &str) -> CoderAIGateway
         .unwrap()
 }
 
-async fn status_of(h: &Harness, name: &str) -> CoderAIGatewayKeyStatus {
-    h.api::<CoderAIGatewayKey>()
-        .get(name)
-        .await
-        .unwrap()
-        .status
-        .unwrap_or_default()
-}
-
-fn ready_reason(status: &CoderAIGatewayKeyStatus) -> Option<&str> {
-    status
-        .conditions
-        .iter()
-        .find(|c| c.type_ == "Ready")
-        .map(|c| c.reason.as_str())
-}
-
-/// Waits until the Ready condition's reason is `reason` (up to 60 s).
+/// Waits until the `Ready` condition's reason is `reason` for the object's current generation (up to 60 s).
 pub(crate) async fn wait_reason(h: &Harness, name: &str, reason: &str) -> CoderAIGatewayKeyStatus {
-    let mut last = CoderAIGatewayKeyStatus::default();
-    for _ in 0..300 {
-        last = status_of(h, name).await;
-        if ready_reason(&last) == Some(reason) {
-            return last;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    panic!("{name} never reached {reason}; last status {last:?}");
+    crate::support::wait_ready_reason::<CoderAIGatewayKey, CoderAIGatewayKeyStatus>(&h.api(), name, reason)
+        .await
 }
 
 async fn secret_value(h: &Harness, name: &str) -> String {

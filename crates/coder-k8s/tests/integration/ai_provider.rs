@@ -34,30 +34,9 @@ pub(crate) async fn create_object(h: &Harness, name: &str, spec: serde_json::Val
         .unwrap()
 }
 
-async fn status_of(h: &Harness, name: &str) -> CoderAIProviderStatus {
-    h.api::<CoderAIProvider>()
-        .get(name)
-        .await
-        .unwrap()
-        .status
-        .unwrap_or_default()
-}
-
-/// Waits until the Ready condition's reason is `reason` (up to 60 s).
+/// Waits until the `Ready` condition's reason is `reason` for the object's current generation (up to 60 s).
 pub(crate) async fn wait_reason(h: &Harness, name: &str, reason: &str) -> CoderAIProviderStatus {
-    let mut last = CoderAIProviderStatus::default();
-    for _ in 0..300 {
-        last = status_of(h, name).await;
-        if last
-            .conditions
-            .iter()
-            .any(|c| c.type_ == "Ready" && c.reason == reason)
-        {
-            return last;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    panic!("{name} never reached {reason}; last status {last:?}");
+    crate::support::wait_ready_reason::<CoderAIProvider, CoderAIProviderStatus>(&h.api(), name, reason).await
 }
 
 /// The provider calls and buildinfo reads Coder received: `(method, path)`.

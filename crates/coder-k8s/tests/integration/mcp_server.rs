@@ -89,28 +89,9 @@ async fn status_of(h: &Harness, name: &str) -> CoderMCPServerStatus {
         .unwrap_or_default()
 }
 
-fn ready_reason(status: &CoderMCPServerStatus) -> Option<String> {
-    status
-        .conditions
-        .iter()
-        .find(|c| c.type_ == "Ready")
-        .map(|c| c.reason.clone())
-}
-
 /// Waits until the `Ready` condition's reason is `reason` for the object's current generation (up to 60 s).
 pub(crate) async fn wait_reason(h: &Harness, name: &str, reason: &str) -> CoderMCPServerStatus {
-    let mut last = CoderMCPServerStatus::default();
-    for _ in 0..300 {
-        let object = h.api::<CoderMCPServer>().get(name).await.unwrap();
-        last = object.status.clone().unwrap_or_default();
-        if ready_reason(&last).as_deref() == Some(reason)
-            && last.observed_generation == object.metadata.generation
-        {
-            return last;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    panic!("{name} never reached reason {reason}; last status {last:?}");
+    crate::support::wait_ready_reason::<CoderMCPServer, CoderMCPServerStatus>(&h.api(), name, reason).await
 }
 
 /// The config in the test server with `slug`.

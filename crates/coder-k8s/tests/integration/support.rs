@@ -189,3 +189,26 @@ pub fn flux_health(rule: &str, kind: &str, object: &serde_json::Value) -> (bool,
     };
     (evaluate("inProgress"), evaluate("failed"), evaluate("current"))
 }
+
+/// Waits (up to 60 s) until the object's `Ready` condition has `reason` for its current generation
+/// (`status.observedGeneration` equal to `metadata.generation`); returns the object's `status` as JSON-typed `S`.
+pub async fn wait_ready_reason<K, S>(api: &kube::Api<K>, name: &str, reason: &str) -> S
+where
+    K: Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+    S: serde::de::DeserializeOwned + Default,
+{
+    let mut last = serde_json::Value::Null;
+    for _ in 0..300 {
+        let object = serde_json::to_value(api.get(name).await.unwrap()).unwrap();
+        let status = &object["status"];
+        let ready = status["conditions"]
+            .as_array()
+            .is_some_and(|c| c.iter().any(|c| c["type"] == "Ready" && c["reason"] == reason));
+        if ready && status["observedGeneration"] == object["metadata"]["generation"] {
+            return serde_json::from_value(status.clone()).unwrap();
+        }
+        last = status.clone();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    panic!("{name} never reached reason {reason}; last status {last}");
+}

@@ -19,6 +19,7 @@ use serde_json::json;
 
 use crate::control_plane::{Harness, harness, wait_for};
 use crate::provisioner::ready_control_plane;
+use crate::support::{argocd_health, flux_health};
 
 const CP: &str = "codercontrolplane-sample";
 
@@ -785,88 +786,15 @@ async fn a_control_plane_that_goes_away_ends_the_run_and_releases_the_finalizer(
     .await;
 }
 
-/// `value` as a Lua expression (objects as tables with string keys, arrays as sequences).
-fn to_lua(value: &serde_json::Value) -> String {
-    use serde_json::Value;
-    match value {
-        Value::Null => "nil".to_owned(),
-        Value::Bool(b) => b.to_string(),
-        Value::Number(n) => n.to_string(),
-        Value::String(s) => lua_string(s),
-        Value::Array(items) => format!("{{{}}}", items.iter().map(to_lua).collect::<Vec<_>>().join(", ")),
-        Value::Object(map) => format!(
-            "{{{}}}",
-            map.iter()
-                .map(|(k, v)| format!("[{}] = {}", lua_string(k), to_lua(v)))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-    }
-}
-
-fn lua_string(text: &str) -> String {
-    let mut out = String::from("\"");
-    for c in text.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            c if (c as u32) < 0x20 => out.push_str(&format!("\\{:03}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
-
-/// The Argo CD rule's `(status, message)` for `object`, run by the real Lua 5.4 interpreter.
-fn argocd_health(object: &serde_json::Value) -> (String, String) {
-    let rule = crate::support::path("config/gitops/argocd-health-codertemplatetest.lua");
-    let script = format!(
-        "obj = {}\nlocal hs = assert(loadfile({}))()\nio.write(hs.status, \"\\t\", hs.message or \"\")\n",
-        to_lua(object),
-        lua_string(&rule)
-    );
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("run.lua");
-    std::fs::write(&file, script).unwrap();
-    let out = std::process::Command::new("lua5.4")
-        .arg(&file)
-        .output()
-        .expect("lua5.4 runs the Argo CD health rule; hack/test.sh installs the Debian package lua5.4 when it is missing");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let text = String::from_utf8(out.stdout).unwrap();
-    let (status, message) = text.split_once('\t').unwrap();
-    (status.to_owned(), message.to_owned())
-}
-
-/// The Flux rule's `inProgress`, `failed` and `current` for `object`, evaluated by a CEL interpreter with the
-/// object's top-level fields as variables (as Flux does).
-fn flux_health(object: &serde_json::Value) -> (bool, bool, bool) {
-    let text = std::fs::read_to_string(crate::support::path(
-        "config/gitops/flux-healthcheck-codertemplatetest.yaml",
-    ))
-    .unwrap();
-    let kustomization: serde_json::Value = serde_saphyr::from_str(&text).unwrap();
-    let check = &kustomization["spec"]["healthCheckExprs"][0];
-    assert_eq!(check["kind"], "CoderTemplateTest");
-    let evaluate = |key: &str| {
-        let expression = check[key].as_str().unwrap();
-        let program = cel::Program::compile(expression).unwrap();
-        let mut context = cel::Context::default();
-        for (name, value) in object.as_object().unwrap() {
-            context.add_variable(name.as_str(), value.clone()).unwrap();
-        }
-        match program.execute(&context) {
-            Ok(cel::Value::Bool(b)) => b,
-            other => panic!("{key}: {expression} gave {other:?}"),
-        }
-    };
-    (evaluate("inProgress"), evaluate("failed"), evaluate("current"))
-}
-
+/// The Argo CD rule's `(status, message)` and the Flux rule's `(inProgress, failed, current)` for `object`.
 fn health(object: &serde_json::Value) -> (String, String, (bool, bool, bool)) {
-    let (status, message) = argocd_health(object);
-    (status, message, flux_health(object))
+    let (status, message) = argocd_health("config/gitops/argocd-health-codertemplatetest.lua", object);
+    let flux = flux_health(
+        "config/gitops/flux-healthcheck-codertemplatetest.yaml",
+        "CoderTemplateTest",
+        object,
+    );
+    (status, message, flux)
 }
 
 async fn object_json(h: &Harness, name: &str) -> serde_json::Value {

@@ -8,7 +8,6 @@ pub mod reconcile;
 pub mod status;
 
 use std::future::Future;
-use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use coder_k8s_api::ai_gateway_key::{CoderAIGatewayKey, FINALIZER};
@@ -17,7 +16,7 @@ use coder_k8s_api::control_plane::CoderControlPlane;
 use crate::controller::cache::Fingerprint;
 use crate::controller::context::Context;
 use crate::controller::runner::{self, Kind, Steps};
-use crate::controller::triggers::TriggerSet;
+use crate::controller::triggers::{TriggerSet, access_fingerprint};
 
 impl Kind for CoderAIGatewayKey {
     const KIND: &'static str = "CoderAIGatewayKey";
@@ -26,23 +25,7 @@ impl Kind for CoderAIGatewayKey {
 
 /// What of a control plane its keys read: the opt-in, where it is, its operator access, whether it is deleted.
 fn control_plane_fingerprint(cp: &CoderControlPlane) -> Fingerprint {
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    let status = cp.status.clone().unwrap_or_default();
-    cp.spec
-        .ai_gateway
-        .as_ref()
-        .is_some_and(|g| g.allow_keys)
-        .hash(&mut hasher);
-    status.url.hash(&mut hasher);
-    status.operator_access_ready.hash(&mut hasher);
-    serde_json::to_string(&status.operator_token_secret_ref)
-        .unwrap_or_default()
-        .hash(&mut hasher);
-    cp.metadata.deletion_timestamp.is_some().hash(&mut hasher);
-    Fingerprint {
-        desired_hash: None,
-        other: hasher.finish(),
-    }
+    access_fingerprint(cp, &cp.spec.ai_gateway.as_ref().is_some_and(|g| g.allow_keys))
 }
 
 /// Whether the object reads the Secret `name`: the control plane's operator token (every key of the namespace is

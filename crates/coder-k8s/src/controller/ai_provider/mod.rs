@@ -7,7 +7,6 @@ pub mod reconcile;
 pub mod status;
 
 use std::future::Future;
-use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use coder_k8s_api::ai_provider::{CoderAIProvider, FINALIZER};
@@ -16,7 +15,7 @@ use coder_k8s_api::control_plane::CoderControlPlane;
 use crate::controller::cache::Fingerprint;
 use crate::controller::context::Context;
 use crate::controller::runner::{self, Kind, Steps};
-use crate::controller::triggers::TriggerSet;
+use crate::controller::triggers::{TriggerSet, access_fingerprint};
 
 impl Kind for CoderAIProvider {
     const KIND: &'static str = "CoderAIProvider";
@@ -25,18 +24,7 @@ impl Kind for CoderAIProvider {
 
 /// What of a control plane its providers read: where it is, its operator access, whether it is deleted.
 fn control_plane_fingerprint(cp: &CoderControlPlane) -> Fingerprint {
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    let status = cp.status.clone().unwrap_or_default();
-    status.url.hash(&mut hasher);
-    status.operator_access_ready.hash(&mut hasher);
-    serde_json::to_string(&status.operator_token_secret_ref)
-        .unwrap_or_default()
-        .hash(&mut hasher);
-    cp.metadata.deletion_timestamp.is_some().hash(&mut hasher);
-    Fingerprint {
-        desired_hash: None,
-        other: hasher.finish(),
-    }
+    access_fingerprint(cp, &())
 }
 
 /// Whether the provider reads the Secret `name`: an API key, the AWS keys, or the control plane's operator token.

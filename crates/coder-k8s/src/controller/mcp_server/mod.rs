@@ -11,7 +11,6 @@ pub mod reconcile;
 pub mod status;
 
 use std::future::Future;
-use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use coder_k8s_api::control_plane::CoderControlPlane;
@@ -20,7 +19,7 @@ use coder_k8s_api::mcp_server::{CoderMCPServer, FINALIZER};
 use crate::controller::cache::Fingerprint;
 use crate::controller::context::Context;
 use crate::controller::runner::{self, Kind, Steps};
-use crate::controller::triggers::TriggerSet;
+use crate::controller::triggers::{TriggerSet, access_fingerprint};
 
 impl Kind for CoderMCPServer {
     const KIND: &'static str = "CoderMCPServer";
@@ -30,21 +29,7 @@ impl Kind for CoderMCPServer {
 /// What of a control plane its MCP servers read: where it is, its operator access, its opt-in, whether it is being
 /// deleted.
 fn control_plane_fingerprint(cp: &CoderControlPlane) -> Fingerprint {
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    let status = cp.status.clone().unwrap_or_default();
-    status.url.hash(&mut hasher);
-    status.operator_access_ready.hash(&mut hasher);
-    serde_json::to_string(&status.operator_token_secret_ref)
-        .unwrap_or_default()
-        .hash(&mut hasher);
-    serde_json::to_string(&cp.spec.mcp_servers)
-        .unwrap_or_default()
-        .hash(&mut hasher);
-    cp.metadata.deletion_timestamp.is_some().hash(&mut hasher);
-    Fingerprint {
-        desired_hash: None,
-        other: hasher.finish(),
-    }
+    access_fingerprint(cp, &cp.spec.mcp_servers)
 }
 
 /// Whether the object reads Secret `name` (a credential of its auth type).

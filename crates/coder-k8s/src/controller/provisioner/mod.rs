@@ -8,7 +8,6 @@ pub mod reconcile;
 pub mod status;
 
 use std::future::Future;
-use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use coder_k8s_api::control_plane::CoderControlPlane;
@@ -17,7 +16,7 @@ use coder_k8s_api::provisioner::{CoderProvisioner, FINALIZER};
 use crate::controller::cache::Fingerprint;
 use crate::controller::context::Context;
 use crate::controller::runner::{self, Kind, Steps};
-use crate::controller::triggers::TriggerSet;
+use crate::controller::triggers::{TriggerSet, access_fingerprint};
 
 impl Kind for CoderProvisioner {
     const KIND: &'static str = "CoderProvisioner";
@@ -26,22 +25,15 @@ impl Kind for CoderProvisioner {
 
 /// What of a control plane its provisioners read: where it is, its operator access, its entitlement, its image.
 fn control_plane_fingerprint(cp: &CoderControlPlane) -> Fingerprint {
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    let status = cp.status.clone().unwrap_or_default();
-    status.url.hash(&mut hasher);
-    status.operator_access_ready.hash(&mut hasher);
-    serde_json::to_string(&status.operator_token_secret_ref)
-        .unwrap_or_default()
-        .hash(&mut hasher);
-    serde_json::to_string(&status.external_provisioner_daemons_entitlement)
-        .unwrap_or_default()
-        .hash(&mut hasher);
-    cp.spec.image.hash(&mut hasher);
-    cp.metadata.deletion_timestamp.is_some().hash(&mut hasher);
-    Fingerprint {
-        desired_hash: None,
-        other: hasher.finish(),
-    }
+    access_fingerprint(
+        cp,
+        &(
+            &cp.status
+                .as_ref()
+                .and_then(|s| s.external_provisioner_daemons_entitlement),
+            &cp.spec.image,
+        ),
+    )
 }
 
 /// Whether the provisioner reads the Secret `name`: its extraEnv credentials, or the control plane's operator token

@@ -24,7 +24,6 @@ pub mod status;
 mod workspace;
 
 use std::future::Future;
-use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use coder_k8s_api::control_plane::CoderControlPlane;
@@ -33,7 +32,7 @@ use coder_k8s_api::template_test::{CoderTemplateTest, FINALIZER};
 use crate::controller::cache::Fingerprint;
 use crate::controller::context::Context;
 use crate::controller::runner::{self, Kind, Steps};
-use crate::controller::triggers::TriggerSet;
+use crate::controller::triggers::{TriggerSet, access_fingerprint};
 
 impl Kind for CoderTemplateTest {
     const KIND: &'static str = "CoderTemplateTest";
@@ -43,21 +42,7 @@ impl Kind for CoderTemplateTest {
 /// What of a control plane its tests read: where it is, its operator access, its template-test settings, whether
 /// it is being deleted.
 fn control_plane_fingerprint(cp: &CoderControlPlane) -> Fingerprint {
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    let status = cp.status.clone().unwrap_or_default();
-    status.url.hash(&mut hasher);
-    status.operator_access_ready.hash(&mut hasher);
-    serde_json::to_string(&status.operator_token_secret_ref)
-        .unwrap_or_default()
-        .hash(&mut hasher);
-    serde_json::to_string(&cp.spec.template_tests)
-        .unwrap_or_default()
-        .hash(&mut hasher);
-    cp.metadata.deletion_timestamp.is_some().hash(&mut hasher);
-    Fingerprint {
-        desired_hash: None,
-        other: hasher.finish(),
-    }
+    access_fingerprint(cp, &cp.spec.template_tests)
 }
 
 /// Runs the CoderTemplateTest controller until `shutdown` completes.
