@@ -808,3 +808,42 @@ async fn an_operator_user_coder_refuses_stalls_without_a_create() {
     assert!(ready.message.contains("site owner"), "{}", ready.message);
     assert!(status.create_marker.is_none(), "no create was tried");
 }
+
+#[tokio::test]
+async fn a_changed_deployment_creates_nothing_and_the_delete_keeps_the_record() {
+    let h = harness("mcp-deployment").await;
+    let s = setup(&h, true).await;
+    let uid = create_server(&h, "tools", spec(&s.organization))
+        .await
+        .metadata
+        .uid
+        .unwrap();
+    let id = wait_reason(&h, "tools", "Synced").await.server_id.unwrap();
+    // The control plane now reaches another Coder database, which does not have the config.
+    h.server.set_deployment_id("00000000-0000-4000-8000-00000000beef");
+    s.coder
+        .delete_mcp_server_config(
+            &s.organization_id.to_string(),
+            uuid::Uuid::parse_str(&id).unwrap(),
+        )
+        .await
+        .unwrap();
+    h.server.clear_requests();
+    patch_spec(&h, "tools", json!({"description": "moved"})).await;
+    wait_reason(&h, "tools", "CoderDeploymentChanged").await;
+    delete_object(&h, "tools").await;
+    wait_gone(&h, "tools").await;
+    let writes = writes(&operator_requests(&h, &s.operator));
+    assert_eq!(
+        writes,
+        Vec::<String>::new(),
+        "nothing is created or deleted in the new deployment"
+    );
+    let record = coder_k8s::controller::cleanup_records::record::record_name(&uid);
+    let records = h.api::<k8s_openapi::api::core::v1::ConfigMap>();
+    assert!(
+        records.get_opt(&record).await.unwrap().is_some(),
+        "the record stays for the sweep"
+    );
+    assert_eq!(h.metrics.cleanup_counts("CoderMCPServer").2, 1);
+}

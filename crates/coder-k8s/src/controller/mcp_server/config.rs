@@ -33,8 +33,8 @@ pub(super) struct Pass<'a> {
     pub uid: String,
     /// The status the object has before this pass (or after the marker write, once written).
     pub shown: Option<CoderMCPServerStatus>,
-    /// The config ID the object's signed cleanup record names, if any.
-    pub record_id: Option<Uuid>,
+    /// The object's signed cleanup record, if any.
+    pub record: Option<Record>,
 }
 
 impl Pass<'_> {
@@ -44,7 +44,7 @@ impl Pass<'_> {
                 .ctx
                 .fact(&self.uid, CREATED_ID)
                 .and_then(|id| Uuid::parse_str(&id).ok())
-                .or(self.record_id),
+                .or(self.record_id()),
             marker: status.create_marker.as_ref().map(|t| t.0),
             object_created: self.server.metadata.creation_timestamp.as_ref().map(|t| t.0),
             create_timeout: self.ctx.settings.coder_request_timeout,
@@ -56,8 +56,23 @@ impl Pass<'_> {
     pub fn may_have_config(&self, status: &CoderMCPServerStatus) -> bool {
         status.server_id.is_some()
             || status.create_marker.is_some()
-            || self.record_id.is_some()
+            || self.record.is_some()
             || self.ctx.fact(&self.uid, CREATED_ID).is_some()
+    }
+
+    /// The config ID the object's signed cleanup record names.
+    fn record_id(&self) -> Option<Uuid> {
+        match &self.record.as_ref()?.created {
+            Created::McpServer { id, .. } => id.as_deref().and_then(|id| Uuid::parse_str(id).ok()),
+            _ => None,
+        }
+    }
+
+    /// `CoderDeploymentChanged` when the record's config is in another deployment than `deployment`: nothing is
+    /// created there, and the record is not overwritten.
+    fn deployment_changed(&self, deployment: &str) -> Option<Step> {
+        let recorded = self.record.as_ref().map(|r| r.deployment_id.as_str());
+        outcomes::deployment_changed(recorded, deployment).map(step_of)
     }
 
     /// The object's cleanup record for a config in `organization` (an ID), with the config's ID once known.
@@ -146,6 +161,9 @@ pub(super) async fn create(
         Ok(deployment) => deployment,
         Err(error) => return Ok(Err(step_of(outcomes::buildinfo_failed(&error)))),
     };
+    if let Some(changed) = pass.deployment_changed(&deployment) {
+        return Ok(Err(changed));
+    }
     let record = pass.cleanup_record(&deployment, organization, None);
     if let Err(error) = cleanup_records::write(pass.ctx, &record).await {
         let namespace = &pass.ctx.settings.operator_namespace;
@@ -196,13 +214,16 @@ pub(super) async fn record_config(
     organization: &str,
     config: &McpServerConfig,
 ) -> Result<std::result::Result<(), Step>> {
-    if pass.record_id == Some(config.id) {
+    if pass.record_id() == Some(config.id) {
         return Ok(Ok(()));
     }
     let deployment = match deployment_id(coder).await {
         Ok(deployment) => deployment,
         Err(error) => return Ok(Err(step_of(outcomes::buildinfo_failed(&error)))),
     };
+    if let Some(changed) = pass.deployment_changed(&deployment) {
+        return Ok(Err(changed));
+    }
     cleanup_records::write(
         pass.ctx,
         &pass.cleanup_record(&deployment, organization, Some(config.id)),

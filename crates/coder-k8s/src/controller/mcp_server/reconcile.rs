@@ -17,7 +17,7 @@ use super::config::{self, Deleted, Found, Pass};
 use super::inputs::{Reach, credential_values, upstream};
 use super::names;
 use super::status::{self as decide, Step, Verdict};
-use crate::controller::cleanup_records::{self, record::Created, record::RecordKind};
+use crate::controller::cleanup_records::{self, record::RecordKind};
 use crate::controller::context::Context;
 use crate::controller::error::{Error, Result};
 use crate::controller::runner::Cleanup;
@@ -31,13 +31,13 @@ pub async fn apply_spec(server: Arc<CoderMCPServer>, ctx: Arc<Context>) -> Resul
     let uid = server.metadata.uid.clone().ok_or(Error::MissingMetadata)?;
     let shown = ctx.statuses.effective(&uid, server.status.as_ref());
     let mut status = shown.clone().unwrap_or_default();
-    let record_id = recorded_config(ctx, &uid).await;
+    let record = cleanup_records::cached(ctx, &uid).await;
     let mut pass = Pass {
         server,
         ctx,
         uid,
         shown,
-        record_id,
+        record,
     };
     let step = run(&mut pass, &mut status).await?;
     finish(&pass, status, step).await
@@ -89,14 +89,6 @@ async fn run(pass: &mut Pass<'_>, status: &mut Status) -> Result<Step> {
         Err(stall) => return Ok(stall),
     };
     converge(pass, &up.coder, status, names::desired(server, &credentials)).await
-}
-
-/// The config ID the object's signed cleanup record names.
-async fn recorded_config(ctx: &Context, uid: &str) -> Option<uuid::Uuid> {
-    match cleanup_records::cached(ctx, uid).await?.created {
-        Created::McpServer { id, .. } => id.and_then(|id| uuid::Uuid::parse_str(&id).ok()),
-        _ => None,
-    }
 }
 
 /// `status.organizationID` once known, else the organization's name (Coder accepts both in paths).
@@ -192,13 +184,13 @@ pub async fn cleanup(server: Arc<CoderMCPServer>, ctx: Arc<Context>) -> Result<C
         .statuses
         .effective(&uid, server.status.as_ref())
         .unwrap_or_default();
-    let record_id = recorded_config(ctx, &uid).await;
+    let record = cleanup_records::cached(ctx, &uid).await;
     let pass = Pass {
         server,
         ctx,
         uid: uid.clone(),
         shown: Some(status.clone()),
-        record_id,
+        record,
     };
     if !pass.may_have_config(&status) {
         return Ok(Cleanup::Done);
@@ -217,6 +209,21 @@ pub async fn cleanup(server: Arc<CoderMCPServer>, ctx: Arc<Context>) -> Result<C
         }
         Reach::NotYet(_) => return Ok(Cleanup::WaitFor(ctx.settings.retry_interval)),
     };
+    if let Some(recorded) = pass.record.as_ref().map(|r| r.deployment_id.clone()) {
+        // A config in another deployment than the one the control plane now reaches cannot be deleted from here.
+        let Ok(deployment) = cleanup_records::deployment_id(&up.coder).await else {
+            return Ok(Cleanup::WaitFor(ctx.settings.retry_interval));
+        };
+        if recorded != deployment {
+            let object = format!("{}/{}", server.namespace().unwrap_or_default(), server.name_any());
+            let stays = format!(
+                "the MCP server config {:?} stays in Coder deployment {recorded}; the control plane now reaches {deployment}",
+                server.coder_slug()
+            );
+            cleanup_records::released_without_delete(ctx, RecordKind::MCPServer, &object, &stays);
+            return Ok(Cleanup::Done);
+        }
+    }
     let organization = organization_ref(server, &status);
     Ok(
         match config::delete(&pass, &up.coder, &organization, &status).await {
