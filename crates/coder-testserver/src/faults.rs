@@ -51,6 +51,12 @@ pub enum Fault {
     /// Handle the request normally (its effects happen), then close the connection without an answer: the caller
     /// cannot know whether its write was applied.
     DropAfterHandling,
+    /// Hold the request this long, then answer 504 without handling it: the request never takes effect (a caller
+    /// that dies while waiting left nothing behind in Coder).
+    HoldThenFail(Duration),
+    /// Handle the request normally (its effects happen), then hold the answer this long: a caller that dies while
+    /// waiting never learns what was created.
+    HandleThenHold(Duration),
     /// Exactly this answer: status, extra headers (sent as given, also hostile values) and a JSON body, with
     /// Coder's standard headers.
     Answer {
@@ -164,6 +170,20 @@ pub(crate) async fn apply_faults(State(app): State<App>, request: Request, next:
                 }
             }
             response
+        }
+        Some(Fault::HoldThenFail(delay)) => {
+            tokio::time::sleep(delay).await;
+            let body = error_body(
+                "Gateway timeout.",
+                Some("injected fault: held, never handled"),
+                &[],
+            );
+            return json_response(StatusCode::GATEWAY_TIMEOUT, &body);
+        }
+        Some(Fault::HandleThenHold(delay)) => {
+            let handled = next.run(request).await;
+            tokio::time::sleep(delay).await;
+            return handled;
         }
         Some(Fault::FailAfterHandling(code)) => {
             // The answer is thrown away: only the status of the gateway reaches the caller.

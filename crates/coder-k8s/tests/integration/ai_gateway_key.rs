@@ -452,3 +452,114 @@ async fn a_deleted_control_plane_waits_for_its_keys_then_goes_after_the_bound() 
     );
     assert_eq!(h.metrics.cleanup_counts("CoderAIGatewayKey").2, 1);
 }
+
+/// `coder-k8s --app=controller` for the harness's namespace (cleanup records in that namespace too).
+fn start_operator(h: &Harness) -> crate::support::Process {
+    let [health] = coder_k8s_testenv::free_ports::<1>().unwrap();
+    crate::support::Process(
+        std::process::Command::new(env!("CARGO_BIN_EXE_coder-k8s"))
+            .args([
+                "--app=controller",
+                "--leader-elect=false",
+                "--service-address-override=127.0.0.1",
+                "--requeue-interval=1s",
+            ])
+            .arg(format!("--watch-namespace={}", h.ns))
+            .arg(format!("--health-probe-bind-address=127.0.0.1:{health}"))
+            .env("KUBECONFIG", h.cp.kubeconfig_path())
+            .env("POD_NAMESPACE", &h.ns)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    )
+}
+
+fn key_names(h: &Harness) -> Vec<String> {
+    h.server
+        .ai_gateway_keys()
+        .into_iter()
+        .map(|(_, name)| name)
+        .collect()
+}
+
+/// Kills the operator (SIGKILL) while its key create is in flight, restarts it, and checks that the object ends
+/// with exactly one key in Coder — the one in its Secret — with serial 2.
+async fn kill_during_the_create(h: &Harness, name: &str, fault: Fault, created_before_the_kill: bool) {
+    h.server.add_fault(FaultRule {
+        method: Some("POST".to_owned()),
+        path_prefix: KEYS.to_owned(),
+        fault,
+        times: Some(1),
+    });
+    let operator = start_operator(h);
+    let uid = uid_of(&create_key_object(h, name).await);
+    let first = key_name(&uid, 1);
+    wait_for(
+        || async {
+            let in_flight = h
+                .server
+                .requests()
+                .iter()
+                .any(|r| r.method == "POST" && r.path == KEYS);
+            in_flight && key_names(h).contains(&first) == created_before_the_kill
+        },
+        "the create in flight",
+    )
+    .await;
+    let records = h.api::<ConfigMap>();
+    assert!(
+        records.get_opt(&record_name(&uid)).await.unwrap().is_some(),
+        "the record precedes the create"
+    );
+    drop(operator);
+    h.server.clear_faults();
+    let operator = start_operator(h);
+    let status = wait_reason(h, name, "KeyReady").await;
+    let current = status.current_key.unwrap();
+    assert_eq!(current.name, key_name(&uid, 2));
+    let prefix = coder_k8s_api::ai_gateway_key::key_name_prefix(&uid);
+    let mine: Vec<String> = key_names(h)
+        .into_iter()
+        .filter(|n| n.starts_with(&prefix))
+        .collect();
+    assert_eq!(mine, vec![current.name.clone()], "no leaked key, no duplicate");
+    let value = {
+        let secret = h
+            .api::<Secret>()
+            .get(&format!("{name}-ai-gateway-key"))
+            .await
+            .unwrap();
+        String::from_utf8(secret.data.unwrap()["key"].0.clone()).unwrap()
+    };
+    assert!(
+        value.starts_with(current.key_prefix.as_deref().unwrap()),
+        "the Secret holds the key"
+    );
+    assert_eq!(operator.stop().code(), Some(0));
+}
+
+#[tokio::test]
+async fn an_operator_killed_around_the_create_leaks_no_key_and_makes_no_duplicate() {
+    let h = harness("aikey-kill").await;
+    setup(&h, true).await;
+    // From here on only the binary reconciles.
+    h.stop.send(true).unwrap();
+    // Killed between the record and the create: the create never reached Coder.
+    kill_during_the_create(&h, "before", Fault::HoldThenFail(Duration::from_secs(60)), false).await;
+    // Killed between the create and the Secret write: Coder made the key, its value is lost.
+    kill_during_the_create(&h, "after", Fault::HandleThenHold(Duration::from_secs(60)), true).await;
+    let deletes: Vec<String> = h
+        .server
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "DELETE")
+        .map(|r| r.path)
+        .collect();
+    assert_eq!(
+        deletes.len(),
+        1,
+        "only the key whose value was lost is deleted: {deletes:?}"
+    );
+}
