@@ -29,6 +29,15 @@ async fn v015_install_step_applies_and_grants_the_operator_access() {
         None,
     );
     assert_success(&out, "kubectl apply -f config/crd/bases/ -f config/rbac/");
+    // The opt-in admission policy of the release notes applies as shipped (checked by the API server, not stored:
+    // it would bind every namespace of the shared test control plane).
+    let out = kubectl(
+        cp,
+        &["apply", "--dry-run=server", "-f", &path("config/admission")],
+        None,
+    );
+    assert_success(&out, "kubectl apply -f config/admission/");
+    assert!(stdout(&out).contains("status-operator-only"), "{}", stdout(&out));
     for (name, namespace) in [
         ("clusterrole/manager-role", None),
         ("clusterrolebinding/coder-k8s", None),
