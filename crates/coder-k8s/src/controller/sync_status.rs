@@ -244,6 +244,11 @@ pub mod outcomes {
             CoderError::Rejected { .. } | CoderError::Conflict { .. } | CoderError::Invalid { .. } => {
                 Outcome::stalled(reasons::REJECTED, message)
             }
+            // Coder asked to slow down: the next pass waits as long as it said (the client caps the wait).
+            CoderError::RateLimited {
+                retry_after: Some(after),
+                ..
+            } => Outcome::pending(reasons::CODER_UNAVAILABLE, message).requeue(*after),
             _ => Outcome::pending(reasons::CODER_UNAVAILABLE, message),
         }
     }
@@ -260,6 +265,7 @@ pub fn ready_reason(conditions: &[Condition]) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use coder_k8s_coder_client::Error as CoderError;
 
     fn now() -> Time {
         Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH)
@@ -287,6 +293,28 @@ mod tests {
             }
             assert_eq!(ready_reason(&conditions), Some(outcome.reason));
         }
+    }
+
+    #[test]
+    fn coder_errors_are_a_retry_a_wait_as_asked_or_a_stall() {
+        let limited = CoderError::RateLimited {
+            retry_after: Some(std::time::Duration::from_secs(90)),
+            message: "slow down".to_owned(),
+        };
+        let outcome = outcomes::coder_failed("create", &limited, "needs");
+        assert_eq!(
+            (outcome.phase, outcome.requeue),
+            (SyncPhase::Pending, Some(std::time::Duration::from_secs(90)))
+        );
+        let forbidden = CoderError::Forbidden {
+            message: "Forbidden.".to_owned(),
+        };
+        let outcome = outcomes::coder_failed("create", &forbidden, "a site owner");
+        assert_eq!(
+            (outcome.phase, outcome.reason),
+            (SyncPhase::Stalled, "NotSupported")
+        );
+        assert!(outcome.message.contains("a site owner"));
     }
 
     #[test]
