@@ -240,3 +240,92 @@ async fn the_sweep_deletes_exactly_the_leftovers_once_the_same_deployment_is_bac
     }
     assert_eq!(counts(&h).0.1, 0);
 }
+
+#[tokio::test]
+async fn a_namespace_deletion_leaves_records_for_what_stays_in_coder() {
+    // Records live in a namespace of their own, as in coder-system, so the deletion does not take them along.
+    let operator_namespace = format!("ops-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+    let records_ns = operator_namespace.clone();
+    let h = crate::control_plane::harness_with("nsdel", move |s| s.operator_namespace = records_ns).await;
+    let namespaces: kube::Api<k8s_openapi::api::core::v1::Namespace> = kube::Api::all(h.admin.clone());
+    let ops = k8s_openapi::api::core::v1::Namespace {
+        metadata: kube::api::ObjectMeta {
+            name: Some(operator_namespace.clone()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    namespaces.create(&PostParams::default(), &ops).await.unwrap();
+    let token = setup(&h, true).await;
+    let coder = h.coder(&token);
+    h.put_secret("openai", &[("api-key", "sk-test-0001")]).await;
+    let key_uid = uid_of(&create_key_object(&h, "gateway").await);
+    let provider_uid = create_object(&h, "openai", crate::ai_provider::spec())
+        .await
+        .metadata
+        .uid
+        .unwrap();
+    crate::ai_gateway_key::wait_reason(&h, "gateway", "KeyReady").await;
+    let provider_id = crate::ai_provider::wait_reason(&h, "openai", "Synced")
+        .await
+        .provider_id
+        .unwrap();
+
+    // The namespace goes: Coder's pods go with it (Coder answers nothing any more), and the namespace controller
+    // deletes every object in it. (The test control plane has no namespace controller; the test deletes them.)
+    h.server.add_fault(coder_k8s_coder_testserver::FaultRule {
+        method: None,
+        path_prefix: "/api/v2/".to_owned(),
+        fault: coder_k8s_coder_testserver::Fault::DropConnection,
+        times: None,
+    });
+    namespaces.delete(&h.ns, &DeleteParams::default()).await.unwrap();
+    h.api::<CoderAIGatewayKey>()
+        .delete("gateway", &DeleteParams::default())
+        .await
+        .unwrap();
+    h.api::<CoderAIProvider>()
+        .delete("openai", &DeleteParams::default())
+        .await
+        .unwrap();
+    let control_planes = h.api::<coder_k8s_api::control_plane::CoderControlPlane>();
+    control_planes
+        .delete("codercontrolplane-sample", &DeleteParams::default())
+        .await
+        .unwrap();
+    for gone in ["gateway", "openai"] {
+        let keys = h.api::<CoderAIGatewayKey>();
+        let providers = h.api::<CoderAIProvider>();
+        wait_for(
+            || async {
+                keys.get_opt(gone).await.unwrap().is_none()
+                    && providers.get_opt(gone).await.unwrap().is_none()
+            },
+            "the AI objects to go",
+        )
+        .await;
+    }
+    // Released without a delete in Coder: the key and the provider stay there, and so do their records.
+    assert_eq!(counts(&h).0.2, 1);
+    assert_eq!(counts(&h).1.2, 1);
+    h.server.clear_faults();
+    assert_eq!(h.server.ai_gateway_keys().len(), 1);
+    assert!(coder.ai_provider(&provider_id).await.is_ok());
+    let records: kube::Api<ConfigMap> = kube::Api::namespaced(h.admin.clone(), &operator_namespace);
+    for uid in [&key_uid, &provider_uid] {
+        assert!(
+            records.get_opt(&record_name(uid)).await.unwrap().is_some(),
+            "{uid}"
+        );
+    }
+    // No control plane reaches their deployment: both are counted as unmatched.
+    wait_for(
+        || async { counts(&h).0.1 == 1 && counts(&h).1.1 == 1 },
+        "unmatched records",
+    )
+    .await;
+    namespaces
+        .delete(&operator_namespace, &DeleteParams::default())
+        .await
+        .unwrap();
+}
