@@ -206,13 +206,7 @@ async fn a_key_is_created_rotated_deleted_after_the_grace_period_and_deleted_wit
     delete_object(&h, "gateway").await;
     wait_gone(&h, "gateway").await;
     assert_eq!(h.server.ai_gateway_keys(), Vec::<(String, String)>::new());
-    assert!(
-        h.api::<ConfigMap>()
-            .get_opt(&record_name(&uid))
-            .await
-            .unwrap()
-            .is_none()
-    );
+    assert!(!has_record(&h, &uid).await);
 }
 
 #[tokio::test]
@@ -231,13 +225,7 @@ async fn without_allow_keys_the_object_stalls_and_makes_no_coder_call() {
         Vec::<(String, String)>::new(),
         "no key call and no buildinfo read"
     );
-    assert!(
-        h.api::<ConfigMap>()
-            .get_opt(&record_name(&uid_of(&object)))
-            .await
-            .unwrap()
-            .is_none()
-    );
+    assert!(!has_record(&h, &uid_of(&object)).await);
 
     // Opting in later lets a new object create its key.
     allow(&h, true).await;
@@ -276,7 +264,6 @@ async fn the_record_is_written_before_the_create_and_a_failed_create_leaves_no_d
     });
     let object = create_key_object(&h, "gateway").await;
     let uid = uid_of(&object);
-    let records = h.api::<ConfigMap>();
     wait_for(
         || async {
             h.server
@@ -287,10 +274,7 @@ async fn the_record_is_written_before_the_create_and_a_failed_create_leaves_no_d
         "the failed create",
     )
     .await;
-    assert!(
-        records.get_opt(&record_name(&uid)).await.unwrap().is_some(),
-        "the record precedes the create"
-    );
+    assert!(has_record(&h, &uid).await, "the record precedes the create");
     let status = wait_reason(&h, "gateway", "KeyReady").await;
     // The lost answer's name was looked up and the next serial used; exactly one key exists.
     assert_eq!(status.current_key.as_ref().unwrap().serial, 2);
@@ -358,14 +342,7 @@ async fn a_changed_deployment_stalls_creates_nothing_and_releases_without_a_dele
         "{:?}",
         key_calls(&h)
     );
-    assert!(
-        h.api::<ConfigMap>()
-            .get_opt(&record_name(&uid))
-            .await
-            .unwrap()
-            .is_some(),
-        "the record stays"
-    );
+    assert!(has_record(&h, &uid).await, "the record stays");
     assert_eq!(h.metrics.cleanup_counts("CoderAIGatewayKey").2, 1);
 }
 
@@ -442,15 +419,17 @@ async fn a_deleted_control_plane_waits_for_its_keys_then_goes_after_the_bound() 
     .await;
     wait_gone(&h, "gateway").await;
     assert_eq!(h.server.ai_gateway_keys().len(), 1, "the key stays in Coder");
-    assert!(
-        h.api::<ConfigMap>()
-            .get_opt(&record_name(&uid))
-            .await
-            .unwrap()
-            .is_some(),
-        "its record stays for the sweep"
-    );
+    assert!(has_record(&h, &uid).await, "its record stays for the sweep");
     assert_eq!(h.metrics.cleanup_counts("CoderAIGatewayKey").2, 1);
+}
+
+/// Whether the cleanup record of the object with `uid` exists (the harness keeps records in its own namespace).
+pub(crate) async fn has_record(h: &Harness, uid: &str) -> bool {
+    h.api::<ConfigMap>()
+        .get_opt(&record_name(uid))
+        .await
+        .unwrap()
+        .is_some()
 }
 
 /// `coder-k8s --app=controller` for the harness's namespace (cleanup records in that namespace too).
@@ -508,11 +487,7 @@ async fn kill_during_the_create(h: &Harness, name: &str, fault: Fault, created_b
         "the create in flight",
     )
     .await;
-    let records = h.api::<ConfigMap>();
-    assert!(
-        records.get_opt(&record_name(&uid)).await.unwrap().is_some(),
-        "the record precedes the create"
-    );
+    assert!(has_record(h, &uid).await, "the record precedes the create");
     drop(operator);
     h.server.clear_faults();
     let operator = start_operator(h);

@@ -13,6 +13,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
+use crate::ai_gateway_key::has_record;
 use crate::control_plane::{Harness, harness, wait_for};
 use crate::provisioner::ready_control_plane;
 
@@ -170,13 +171,7 @@ async fn a_provider_is_created_patched_only_for_a_change_and_deleted() {
         vec![("DELETE".to_owned(), format!("{PROVIDERS}/{id}"))]
     );
     assert!(coder.ai_provider("openai").await.unwrap_err().is_not_found());
-    assert!(
-        h.api::<ConfigMap>()
-            .get_opt(&record_name(&uid))
-            .await
-            .unwrap()
-            .is_none()
-    );
+    assert!(!has_record(&h, &uid).await);
 }
 
 #[tokio::test]
@@ -276,13 +271,6 @@ async fn a_changed_deployment_stalls_and_the_delete_releases_without_a_coder_del
         "nothing written in the new deployment"
     );
     assert!(coder.ai_provider("openai").await.is_ok(), "the provider stays");
-    assert!(
-        h.api::<ConfigMap>()
-            .get_opt(&record_name(&uid))
-            .await
-            .unwrap()
-            .is_some(),
-        "the record stays"
-    );
+    assert!(has_record(&h, &uid).await, "the record stays");
     assert_eq!(h.metrics.cleanup_counts("CoderAIProvider").2, 1);
 }
