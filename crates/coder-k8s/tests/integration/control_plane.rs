@@ -753,12 +753,25 @@ async fn deletion_removes_rbac_first_and_waits_for_referrers() {
 async fn deletion_waits_for_a_template_test_being_deleted() {
     let h = harness("ccp-del-ktt").await;
     h.create("coder", json!({})).await;
+    let cps = h.api::<CoderControlPlane>();
+    // A control plane deleted before the controller added its finalizer goes at once: wait for the finalizer.
+    wait_for(
+        || async {
+            let cp = cps.get("coder").await.unwrap();
+            cp.metadata
+                .finalizers
+                .unwrap_or_default()
+                .iter()
+                .any(|f| f == coder_k8s_api::control_plane::FINALIZER)
+        },
+        "the control plane's finalizer",
+    )
+    .await;
     let spec = json!({"controlPlaneRef": {"name": "coder"}, "template": "coder.docker", "version": {"active": true}});
     let tests = referrer(&h, ("CoderTemplateTest", "codertemplatetests"), "run", spec, true).await;
     tests.delete("run", &DeleteParams::default()).await.unwrap();
 
     let started = std::time::Instant::now();
-    let cps = h.api::<CoderControlPlane>();
     cps.delete("coder", &DeleteParams::default()).await.unwrap();
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(
