@@ -124,8 +124,9 @@ where
 }
 
 /// Records `outcome` in `status` (phase, conditions, observed generation), writes it when it changed (with an Event
-/// when the phase or reason changed) and says when to look again: the outcome's requeue, the retry interval while
-/// pending, else only a change. `before` is the status the object showed when the pass began.
+/// when the phase or reason changed) and says when to look again: after a 429 the object's rate-limit backoff,
+/// else the outcome's requeue, the retry interval while pending, else only a change. `before` is the status the
+/// object showed when the pass began.
 pub async fn write_outcome<K, S>(
     ctx: &Context,
     object: &K,
@@ -145,11 +146,51 @@ where
     let uid = object.meta().uid.clone().unwrap_or_default();
     let shown = ctx.statuses.effective(&uid, before);
     write_status(ctx, object, shown.as_ref(), &status, events).await?;
+    if let Some(retry_after) = outcome.rate_limited {
+        return Ok(Action::requeue(ctx.rate_limited(&uid, retry_after)));
+    }
+    if outcome.phase != super::sync_status::SyncPhase::Pending {
+        ctx.rate_limit_passed(&uid);
+    }
     Ok(match (outcome.requeue, outcome.phase) {
         (Some(after), _) => Action::requeue(after),
         (None, super::sync_status::SyncPhase::Pending) => Action::requeue(ctx.settings.retry_interval),
         (None, _) => Action::await_change(),
     })
+}
+
+/// A finalizer that has to wait for Coder: the object shows `outcome` (reason `Deleting`), and the next attempt
+/// comes after the retry interval, or after a 429 after the object's rate-limit backoff.
+pub async fn deletion_waits<K, S>(
+    ctx: &Context,
+    object: &K,
+    before: Option<&S>,
+    outcome: super::sync_status::Outcome,
+) -> Result<super::runner::Cleanup, kube::Error>
+where
+    K: Namespaced,
+    S: Serialize + DeserializeOwned + Clone + PartialEq + Default + super::sync_status::SyncedStatus,
+{
+    let uid = object.meta().uid.clone().unwrap_or_default();
+    let wait = match outcome.rate_limited {
+        Some(retry_after) => ctx.rate_limited(&uid, retry_after),
+        None => ctx.settings.retry_interval,
+    };
+    let shown = super::sync_status::Outcome {
+        rate_limited: None,
+        ..outcome
+    };
+    let status = before.cloned().unwrap_or_default();
+    write_outcome(ctx, object, before, status, &shown).await?;
+    Ok(super::runner::Cleanup::WaitFor(wait))
+}
+
+/// While Coder's rate limit for object `uid` lasts (after a 429), the pass reads and writes nothing and looks
+/// again when it ends, also when a watch event woke it earlier.
+pub fn waiting_out_rate_limit(ctx: &Context, uid: &str) -> Option<kube::runtime::controller::Action> {
+    let left = ctx.rate_limit_remaining(uid)?;
+    tracing::debug!(?left, "waiting out Coder's rate limit");
+    Some(kube::runtime::controller::Action::requeue(left))
 }
 
 async fn publish<K: Resource<DynamicType = ()>>(ctx: &Context, object: &K, transitions: Vec<Transition>) {

@@ -28,6 +28,8 @@ pub struct Outcome {
     pub message: String,
     /// The next pass (`None`: only a change of the object or what it reads wakes it).
     pub requeue: Option<std::time::Duration>,
+    /// Coder answered 429 (with its `Retry-After`, if any): the object's next Coder call waits out a backoff.
+    pub rate_limited: Option<Option<std::time::Duration>>,
 }
 
 impl Outcome {
@@ -49,12 +51,19 @@ impl Outcome {
             reason,
             message: message.into(),
             requeue: None,
+            rate_limited: None,
         }
     }
 
     /// The same outcome, looked at again after `after`.
     pub fn requeue(mut self, after: std::time::Duration) -> Self {
         self.requeue = Some(after);
+        self
+    }
+
+    /// The same outcome, after Coder asked to slow down (`retry_after`: its `Retry-After`).
+    pub fn rate_limited(mut self, retry_after: Option<std::time::Duration>) -> Self {
+        self.rate_limited = Some(retry_after);
         self
     }
 
@@ -215,6 +224,14 @@ pub mod outcomes {
         })
     }
 
+    /// The finalizer cannot delete `what` in Coder yet, for the reason `why` gives.
+    pub fn deleting(what: &str, why: &Outcome) -> Outcome {
+        Outcome::pending(
+            reasons::DELETING,
+            format!("Deleting {what} in Coder; waiting: {}", why.message),
+        )
+    }
+
     /// The cleanup record could not be written in `namespace`: no create is sent.
     pub fn record_failed(namespace: &str, error: &kube::Error) -> Outcome {
         let detail = match error {
@@ -244,11 +261,11 @@ pub mod outcomes {
             CoderError::Rejected { .. } | CoderError::Conflict { .. } | CoderError::Invalid { .. } => {
                 Outcome::stalled(reasons::REJECTED, message)
             }
-            // Coder asked to slow down: the next pass waits as long as it said (the client caps the wait).
-            CoderError::RateLimited {
-                retry_after: Some(after),
-                ..
-            } => Outcome::pending(reasons::CODER_UNAVAILABLE, message).requeue(*after),
+            // Coder asked to slow down: the object's next call waits at least as long as it said (the client caps
+            // the wait), and longer after each 429 in a row.
+            CoderError::RateLimited { retry_after, .. } => {
+                Outcome::pending(reasons::CODER_UNAVAILABLE, message).rate_limited(*retry_after)
+            }
             _ => Outcome::pending(reasons::CODER_UNAVAILABLE, message),
         }
     }
@@ -303,8 +320,17 @@ mod tests {
         };
         let outcome = outcomes::coder_failed("create", &limited, "needs");
         assert_eq!(
-            (outcome.phase, outcome.requeue),
-            (SyncPhase::Pending, Some(std::time::Duration::from_secs(90)))
+            (outcome.phase, outcome.rate_limited),
+            (SyncPhase::Pending, Some(Some(std::time::Duration::from_secs(90))))
+        );
+        let unannounced = CoderError::RateLimited {
+            retry_after: None,
+            message: "slow down".to_owned(),
+        };
+        assert_eq!(
+            outcomes::coder_failed("create", &unannounced, "needs").rate_limited,
+            Some(None),
+            "a 429 without Retry-After still backs off"
         );
         let forbidden = CoderError::Forbidden {
             message: "Forbidden.".to_owned(),
@@ -315,6 +341,31 @@ mod tests {
             (SyncPhase::Stalled, "NotSupported")
         );
         assert!(outcome.message.contains("a site owner"));
+    }
+
+    #[test]
+    fn a_waiting_finalizer_says_what_it_deletes_and_why_it_waits() {
+        let why = outcomes::coder_failed(
+            "delete the AI provider",
+            &CoderError::Unavailable {
+                reason: coder_k8s_coder_client::UnavailableReason::ServerError,
+                status: Some(503),
+                message: "down".to_owned(),
+            },
+            "needs",
+        );
+        let deleting = outcomes::deleting("the AI provider \"openai\"", &why);
+        assert_eq!(
+            (deleting.phase, deleting.reason),
+            (SyncPhase::Pending, "Deleting")
+        );
+        assert_eq!(
+            deleting.message,
+            format!(
+                "Deleting the AI provider \"openai\" in Coder; waiting: {}",
+                why.message
+            )
+        );
     }
 
     #[test]

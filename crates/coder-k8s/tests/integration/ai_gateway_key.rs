@@ -6,7 +6,9 @@
 use std::time::Duration;
 
 use coder_k8s::controller::cleanup_records::record::{LABEL, record_name};
-use coder_k8s_api::ai_gateway_key::{CoderAIGatewayKey, CoderAIGatewayKeyStatus, key_name};
+use coder_k8s_api::ai_gateway_key::{
+    AIGatewayKeyPhase, CoderAIGatewayKey, CoderAIGatewayKeyStatus, key_name,
+};
 use coder_k8s_api::control_plane::CoderControlPlane;
 use coder_k8s_coder_testserver::{Entitlement, Fault, FaultRule};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
@@ -359,7 +361,16 @@ async fn a_proxy_404_is_never_counted_as_a_deleted_key() {
         times: None,
     });
     delete_object(&h, "gateway").await;
-    tokio::time::sleep(Duration::from_secs(4)).await;
+    // The object says what its finalizer waits for.
+    let waiting = wait_reason(&h, "gateway", "Deleting").await;
+    assert_eq!(waiting.phase, Some(AIGatewayKeyPhase::Pending));
+    let message = crate::support::ready_message(&waiting.conditions);
+    assert!(
+        message.starts_with("Deleting the AI Gateway keys named ck8s-")
+            && message.contains("waiting: delete the AI Gateway keys: coder unavailable (not_coder_404"),
+        "{message}"
+    );
+    tokio::time::sleep(Duration::from_secs(3)).await;
     assert!(
         h.api::<CoderAIGatewayKey>()
             .get_opt("gateway")
@@ -373,6 +384,56 @@ async fn a_proxy_404_is_never_counted_as_a_deleted_key() {
     wait_gone(&h, "gateway").await;
     assert!(h.server.ai_gateway_keys().is_empty());
     assert_eq!(h.metrics.cleanup_counts("CoderAIGatewayKey").2, 0);
+}
+
+/// Coder's 429 holds every key call of the object for its `Retry-After`, also when a watch event wakes the object
+/// earlier; then the key is created once.
+#[tokio::test]
+async fn a_429_holds_the_objects_coder_calls_for_the_retry_after() {
+    let h = harness("aikey-429").await;
+    setup(&h, true).await;
+    h.server.add_fault(FaultRule {
+        method: Some("POST".to_owned()),
+        path_prefix: KEYS.to_owned(),
+        fault: Fault::RateLimited { retry_after_secs: 5 },
+        times: Some(1),
+    });
+    create_key_object(&h, "gateway").await;
+    let limited = wait_reason(&h, "gateway", "CoderUnavailable").await;
+    let message = crate::support::ready_message(&limited.conditions);
+    assert!(message.contains("rate limited (429"), "{message}");
+    let key_calls = || {
+        h.server
+            .requests()
+            .iter()
+            .filter(|r| r.path.starts_with(KEYS) || r.path == "/api/v2/buildinfo")
+            .count()
+    };
+    let calls_at_429 = key_calls();
+    // A spec edit wakes the object within the 5 s.
+    h.api::<CoderAIGatewayKey>()
+        .patch(
+            "gateway",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"gracePeriod": "2h"}})),
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        key_calls(),
+        calls_at_429,
+        "no Coder call while the rate limit lasts"
+    );
+    wait_reason(&h, "gateway", "KeyReady").await;
+    let creates = h
+        .server
+        .requests()
+        .iter()
+        .filter(|r| r.method == "POST" && r.path.starts_with(KEYS))
+        .count();
+    assert_eq!(creates, 2, "the refused create and one more");
+    assert_eq!(h.server.ai_gateway_keys().len(), 1);
 }
 
 #[tokio::test]

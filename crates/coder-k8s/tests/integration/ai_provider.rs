@@ -274,3 +274,56 @@ async fn a_changed_deployment_stalls_and_the_delete_releases_without_a_coder_del
     assert!(has_record(&h, &uid).await, "the record stays");
     assert_eq!(h.metrics.cleanup_counts("CoderAIProvider").2, 1);
 }
+
+/// A failed delete in Coder keeps the finalizer, shows `Deleting` with what it waits for, and is retried.
+#[tokio::test]
+async fn a_failed_delete_shows_deleting_and_is_retried() {
+    let h = harness("aiprov-delete").await;
+    let coder = h.coder(&ready_control_plane(&h).await);
+    h.put_secret("openai", &[("api-key", "sk-test-0001")]).await;
+    create_object(&h, "openai", spec()).await;
+    let id = wait_reason(&h, "openai", "Synced").await.provider_id.unwrap();
+    h.server.add_fault(coder_k8s_coder_testserver::FaultRule {
+        method: Some("DELETE".to_owned()),
+        path_prefix: PROVIDERS.to_owned(),
+        fault: coder_k8s_coder_testserver::Fault::ServerError(503),
+        times: None,
+    });
+    let api = h.api::<CoderAIProvider>();
+    api.delete("openai", &DeleteParams::default()).await.unwrap();
+    let waiting = wait_reason(&h, "openai", "Deleting").await;
+    assert_eq!(
+        waiting.phase,
+        Some(coder_k8s_api::ai_provider::AIProviderPhase::Pending)
+    );
+    let message = crate::support::ready_message(&waiting.conditions);
+    assert!(
+        message.starts_with("Deleting the AI provider \"openai\" in Coder; waiting: delete the AI provider: coder unavailable (server_error"),
+        "{message}"
+    );
+    wait_for(
+        || async { writes(&h).iter().filter(|(m, _)| m == "DELETE").count() >= 2 },
+        "a second delete attempt",
+    )
+    .await;
+    assert!(
+        api.get_opt("openai").await.unwrap().is_some(),
+        "the finalizer holds"
+    );
+    h.server.clear_faults();
+    wait_for(
+        || async { api.get_opt("openai").await.unwrap().is_none() },
+        "the object to go",
+    )
+    .await;
+    let deletes: Vec<_> = writes(&h).into_iter().filter(|(m, _)| m == "DELETE").collect();
+    assert!(
+        deletes
+            .iter()
+            .all(|(_, path)| *path == format!("{PROVIDERS}/{id}"))
+            && deletes.len() >= 3,
+        "only the object's own provider, retried until it went: {deletes:?}"
+    );
+    let gone = coder_k8s_coder_client::found(coder.ai_provider(&id).await).unwrap();
+    assert!(gone.is_none(), "the provider is deleted in Coder");
+}

@@ -441,6 +441,12 @@ async fn deleting_the_object_deletes_the_config_and_a_proxy_404_is_not_gone() {
         times: None,
     });
     delete_object(&h, "tools").await;
+    let waiting = wait_reason(&h, "tools", "Deleting").await;
+    let message = crate::support::ready_message(&waiting.conditions);
+    assert_eq!(
+        message,
+        "Deleting the MCP server config \"tools\" in Coder; waiting: delete MCP server config: Coder answered 404."
+    );
     wait_for(
         || async {
             h.server

@@ -190,6 +190,15 @@ pub fn flux_health(rule: &str, kind: &str, object: &serde_json::Value) -> (bool,
     (evaluate("inProgress"), evaluate("failed"), evaluate("current"))
 }
 
+/// The message of the `Ready` condition in `conditions` (empty when there is none).
+pub fn ready_message(conditions: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition]) -> String {
+    conditions
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .map(|c| c.message.clone())
+        .unwrap_or_default()
+}
+
 /// Waits (up to 60 s) until the object's `Ready` condition has `reason` for its current generation
 /// (`status.observedGeneration` equal to `metadata.generation`); returns the object's `status` as JSON-typed `S`.
 pub async fn wait_ready_reason<K, S>(api: &kube::Api<K>, name: &str, reason: &str) -> S

@@ -24,7 +24,7 @@ use crate::controller::error::{Error, Result};
 use crate::controller::owned_secret::{self, OwnedSecret, Written};
 use crate::controller::runner::Cleanup;
 use crate::controller::secrets;
-use crate::controller::status_writer::{write_outcome, write_status};
+use crate::controller::status_writer::{deletion_waits, waiting_out_rate_limit, write_outcome, write_status};
 use crate::controller::sync_status::{Outcome, outcomes};
 use crate::controller::upstream::{Upstream, operator_client};
 
@@ -41,6 +41,9 @@ struct Pass<'a> {
 pub async fn apply_spec(object: Arc<CoderAIGatewayKey>, ctx: Arc<Context>) -> Result<Action> {
     let (key, ctx) = (object.as_ref(), ctx.as_ref());
     let uid = key.metadata.uid.clone().ok_or(Error::MissingMetadata)?;
+    if let Some(wait) = waiting_out_rate_limit(ctx, &uid) {
+        return Ok(wait);
+    }
     let before = ctx.statuses.effective(&uid, key.status.as_ref());
     let mut status = before.clone().unwrap_or_default();
     let outcome = match names::settings(&key.name_any(), &key.spec) {
@@ -263,7 +266,13 @@ pub async fn cleanup(object: Arc<CoderAIGatewayKey>, ctx: Arc<Context>) -> Resul
     if decide::never_created(&status) && cleanup_records::cached(ctx, &uid).await.is_none() {
         return Ok(Cleanup::Done);
     }
-    let retry = ctx.settings.retry_interval;
+    let waits = |why: Outcome| {
+        let outcome = outcomes::deleting(
+            &format!("the AI Gateway keys named {}*", key_name_prefix(&uid)),
+            &why,
+        );
+        deletion_waits(ctx, key, Some(&status), outcome)
+    };
     let namespace = key.namespace().unwrap_or_default();
     let cp_name = &key.spec.control_plane_ref.name;
     let object_name = format!("{namespace}/{}", key.name_any());
@@ -277,10 +286,11 @@ pub async fn cleanup(object: Arc<CoderAIGatewayKey>, ctx: Arc<Context>) -> Resul
             cleanup_records::released_without_delete(ctx, RecordKind::AIGatewayKey, &object_name, &stays);
             return Ok(Cleanup::Done);
         }
-        Err(_) => return Ok(Cleanup::WaitFor(retry)),
+        Err(refusal) => return Ok(waits(outcomes::refused(cp_name, &refusal)).await?),
     };
-    let Ok(deployment) = deployment_id(&upstream.coder).await else {
-        return Ok(Cleanup::WaitFor(retry));
+    let deployment = match deployment_id(&upstream.coder).await {
+        Ok(deployment) => deployment,
+        Err(error) => return Ok(waits(outcomes::buildinfo_failed(&error)).await?),
     };
     if outcomes::deployment_changed(status.coder_deployment_id.as_deref(), &deployment).is_some() {
         let stays = format!(
@@ -291,8 +301,8 @@ pub async fn cleanup(object: Arc<CoderAIGatewayKey>, ctx: Arc<Context>) -> Resul
         cleanup_records::released_without_delete(ctx, RecordKind::AIGatewayKey, &object_name, &stays);
         return Ok(Cleanup::Done);
     }
-    if delete_every_key(&upstream.coder, &uid).await.is_err() {
-        return Ok(Cleanup::WaitFor(retry));
+    if let Err(error) = delete_every_key(&upstream.coder, &uid).await {
+        return Ok(waits(decide::coder_failed("delete the AI Gateway keys", &error)).await?);
     }
     cleanup_records::remove(ctx, &uid).await?;
     Ok(Cleanup::Done)

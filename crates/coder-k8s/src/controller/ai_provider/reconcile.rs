@@ -21,8 +21,8 @@ use crate::controller::context::Context;
 use crate::controller::error::{Error, Result};
 use crate::controller::runner::Cleanup;
 use crate::controller::secrets;
-use crate::controller::status_writer::write_outcome;
-use crate::controller::sync_status::Outcome;
+use crate::controller::status_writer::{deletion_waits, waiting_out_rate_limit, write_outcome};
+use crate::controller::sync_status::{Outcome, outcomes};
 use crate::controller::upstream::operator_client;
 
 type Status = CoderAIProviderStatus;
@@ -95,6 +95,9 @@ impl Pass<'_> {
 pub async fn apply_spec(object: Arc<CoderAIProvider>, ctx: Arc<Context>) -> Result<Action> {
     let (provider, ctx) = (object.as_ref(), ctx.as_ref());
     let uid = provider.metadata.uid.clone().ok_or(Error::MissingMetadata)?;
+    if let Some(wait) = waiting_out_rate_limit(ctx, &uid) {
+        return Ok(wait);
+    }
     let before = ctx.statuses.effective(&uid, provider.status.as_ref());
     let mut status = before.clone().unwrap_or_default();
     let outcome = match prepare(provider, ctx, uid).await? {
@@ -300,15 +303,20 @@ pub async fn cleanup(object: Arc<CoderAIProvider>, ctx: Arc<Context>) -> Result<
         );
         Ok(Cleanup::Done)
     };
+    let waits = |why: Outcome| {
+        let what = format!("the AI provider {:?}", provider.coder_name());
+        deletion_waits(ctx, provider, Some(&status), outcomes::deleting(&what, &why))
+    };
     let upstream = match operator_client(ctx, &namespace, cp_name).await? {
         Ok(upstream) => upstream,
         Err(refusal) if refusal.is_control_plane_missing() => {
             return stays(format!("CoderControlPlane {cp_name} is gone"));
         }
-        Err(_) => return Ok(Cleanup::WaitFor(ctx.settings.retry_interval)),
+        Err(refusal) => return Ok(waits(outcomes::refused(cp_name, &refusal)).await?),
     };
-    let Ok(deployment) = deployment_id(&upstream.coder).await else {
-        return Ok(Cleanup::WaitFor(ctx.settings.retry_interval));
+    let deployment = match deployment_id(&upstream.coder).await {
+        Ok(deployment) => deployment,
+        Err(error) => return Ok(waits(outcomes::buildinfo_failed(&error)).await?),
     };
     let held = status
         .coder_deployment_id
@@ -334,8 +342,8 @@ pub async fn cleanup(object: Arc<CoderAIProvider>, ctx: Arc<Context>) -> Result<
         Ok(Found::Nothing | Found::Foreign) => Ok(()),
         Err(error) => Err(error),
     };
-    if deleted.is_err() {
-        return Ok(Cleanup::WaitFor(ctx.settings.retry_interval));
+    if let Err(error) = deleted {
+        return Ok(waits(decide::coder_failed("delete the AI provider", &error)).await?);
     }
     cleanup_records::remove(ctx, &uid).await?;
     ctx.set_fact(&uid, SYNCED, None);

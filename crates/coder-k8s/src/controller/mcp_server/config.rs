@@ -13,7 +13,7 @@ use kube::ResourceExt;
 use uuid::Uuid;
 
 use super::names::{self, Proof};
-use super::status::{Step, coder_failed, was_in_sync};
+use super::status::{coder_failed, was_in_sync};
 use crate::controller::cleanup_records::record::{Created, Record, RecordKind};
 use crate::controller::cleanup_records::{self, deployment_id};
 use crate::controller::context::Context;
@@ -70,9 +70,9 @@ impl Pass<'_> {
 
     /// `CoderDeploymentChanged` when the record's config is in another deployment than `deployment`: nothing is
     /// created there, and the record is not overwritten.
-    fn deployment_changed(&self, deployment: &str) -> Option<Step> {
+    fn deployment_changed(&self, deployment: &str) -> Option<Outcome> {
         let recorded = self.record.as_ref().map(|r| r.deployment_id.as_str());
-        outcomes::deployment_changed(recorded, deployment).map(step_of)
+        outcomes::deployment_changed(recorded, deployment)
     }
 
     /// The object's cleanup record for a config in `organization` (an ID), with the config's ID once known.
@@ -155,11 +155,11 @@ pub(super) async fn create(
     organization: &str,
     request: &McpServerConfigRequest,
     status: &mut CoderMCPServerStatus,
-) -> Result<std::result::Result<McpServerConfig, Step>> {
+) -> Result<std::result::Result<McpServerConfig, Outcome>> {
     // The cleanup record comes first, naming the deployment: without it, nothing is created.
     let deployment = match deployment_id(coder).await {
         Ok(deployment) => deployment,
-        Err(error) => return Ok(Err(step_of(outcomes::buildinfo_failed(&error)))),
+        Err(error) => return Ok(Err(outcomes::buildinfo_failed(&error))),
     };
     if let Some(changed) = pass.deployment_changed(&deployment) {
         return Ok(Err(changed));
@@ -167,7 +167,7 @@ pub(super) async fn create(
     let record = pass.cleanup_record(&deployment, organization, None);
     if let Err(error) = cleanup_records::write(pass.ctx, &record).await {
         let namespace = &pass.ctx.settings.operator_namespace;
-        return Ok(Err(step_of(outcomes::record_failed(namespace, &error))));
+        return Ok(Err(outcomes::record_failed(namespace, &error)));
     }
     status.create_marker = Some(Time(Timestamp::now()));
     status.server_id = None;
@@ -182,28 +182,20 @@ pub(super) async fn create(
                 cleanup_records::write(pass.ctx, &named).await?;
                 Ok(config)
             }
-            Err(CoderError::Conflict { .. }) => Err(Step::stall(
+            Err(CoderError::Conflict { .. }) => Err(Outcome::stalled(
                 reasons::SLUG_CONFLICT,
                 format!(
                     "Another MCP server config in Coder uses the slug {:?}.",
                     pass.server.coder_slug()
                 ),
             )),
-            Err(error) if uncertain(&error) => Err(Step::wait(
+            Err(error) if uncertain(&error) => Err(Outcome::pending(
                 reasons::CODER_UNAVAILABLE,
                 "The create's answer was lost; the next pass looks the slug up in the organization.",
             )),
             Err(error) => Err(coder_failed("create MCP server config", &error)),
         },
     )
-}
-
-/// A shared outcome as this kind's step.
-fn step_of(outcome: Outcome) -> Step {
-    match outcome.phase {
-        crate::controller::sync_status::SyncPhase::Stalled => Step::stall(outcome.reason, outcome.message),
-        _ => Step::wait(outcome.reason, outcome.message),
-    }
 }
 
 /// Makes sure the object's signed cleanup record names its config (a config from before cleanup records, or one
@@ -213,13 +205,13 @@ pub(super) async fn record_config(
     coder: &CoderClient,
     organization: &str,
     config: &McpServerConfig,
-) -> Result<std::result::Result<(), Step>> {
+) -> Result<std::result::Result<(), Outcome>> {
     if pass.record_id() == Some(config.id) {
         return Ok(Ok(()));
     }
     let deployment = match deployment_id(coder).await {
         Ok(deployment) => deployment,
-        Err(error) => return Ok(Err(step_of(outcomes::buildinfo_failed(&error)))),
+        Err(error) => return Ok(Err(outcomes::buildinfo_failed(&error))),
     };
     if let Some(changed) = pass.deployment_changed(&deployment) {
         return Ok(Err(changed));
@@ -245,12 +237,12 @@ pub(super) async fn sync(
     organization: &str,
     config: &McpServerConfig,
     desired: McpServerConfigRequest,
-) -> Option<Step> {
+) -> Option<Outcome> {
     let server = pass.server;
     let shown = pass.shown.clone().unwrap_or_default();
     let spec_unchanged = server.metadata.generation == shown.observed_generation;
     if server.spec.is_enabled() && !config.enabled && spec_unchanged && was_in_sync(&shown) {
-        return Some(Step::stall(
+        return Some(Outcome::stalled(
             reasons::DISABLED_EXTERNALLY,
             "The server was disabled in Coder; the operator leaves it disabled until the next spec edit.",
         ));
@@ -275,7 +267,7 @@ pub(super) async fn sync(
             remember_secrets(pass, &desired);
             None
         }
-        Err(CoderError::Conflict { .. }) => Some(Step::stall(
+        Err(CoderError::Conflict { .. }) => Some(Outcome::stalled(
             reasons::SLUG_CONFLICT,
             format!(
                 "Another MCP server config in Coder uses the slug {:?}.",
@@ -293,8 +285,8 @@ pub(super) async fn disable(
     coder: &CoderClient,
     organization: &str,
     status: &CoderMCPServerStatus,
-    stall: Step,
-) -> Step {
+    stall: Outcome,
+) -> Outcome {
     let configs = match list(coder, organization).await {
         Ok(configs) => configs,
         Err(error) if error.is_not_found() => return stall,
@@ -326,7 +318,7 @@ pub(super) async fn access(
     coder: &CoderClient,
     organization: &str,
     id: Uuid,
-) -> Option<Step> {
+) -> Option<Outcome> {
     let listed = &pass.server.spec.access.as_ref()?.groups;
     let groups = match coder.groups(organization).await {
         Ok(groups) => groups,
@@ -351,7 +343,7 @@ pub(super) async fn access(
         return Some(coder_failed("patch MCP server access", &error));
     }
     (!missing.is_empty()).then(|| {
-        Step::stall(
+        Outcome::stalled(
             reasons::GROUP_NOT_FOUND,
             format!(
                 "Coder has no group {:?} in the organization; no group was given access.",
@@ -365,8 +357,8 @@ pub(super) async fn access(
 pub(super) enum Deleted {
     /// Nothing of the object is left in Coder.
     Gone,
-    /// Try again later.
-    Retry,
+    /// Try again later, for the reason the outcome gives.
+    Retry(Outcome),
 }
 
 /// Deletes the object's own config. Only Coder's own 404 (of the organization or the config) counts as gone; a
@@ -382,7 +374,7 @@ pub(super) async fn delete(
         Err(error) if error.is_not_found() => return Deleted::Gone,
         Err(error) => {
             tracing::info!(name = %pass.server.name_any(), category = error.category(), "listing MCP server configs for the delete failed; retrying");
-            return Deleted::Retry;
+            return Deleted::Retry(coder_failed("list MCP server configs", &error));
         }
     };
     let config = match find(pass, &configs, status) {
@@ -398,7 +390,7 @@ pub(super) async fn delete(
         Err(error) if error.is_not_found() => Deleted::Gone,
         Err(error) => {
             tracing::info!(name = %pass.server.name_any(), category = error.category(), "deleting the MCP server config failed; retrying");
-            Deleted::Retry
+            Deleted::Retry(coder_failed("delete MCP server config", &error))
         }
     }
 }

@@ -7,11 +7,11 @@ use coder_k8s_api::shared::{CREDENTIAL_DESTINATIONS_ANNOTATION, CREDENTIAL_LABEL
 use kube::ResourceExt;
 
 use super::names::{CredentialRef, credential_refs};
-use super::status::Step;
 use crate::controller::context::Context;
 use crate::controller::credentials;
 use crate::controller::error::Result;
 use crate::controller::secrets;
+use crate::controller::sync_status::{Outcome, outcomes};
 use crate::controller::upstream::{Upstream, operator_client};
 
 /// Whether Coder can be reached through the control plane.
@@ -20,7 +20,7 @@ pub(super) enum Reach {
     /// The control plane does not exist: nothing can reach its Coder any more.
     Gone,
     /// The control plane exists but cannot be used yet; the step says why.
-    NotYet(Step),
+    NotYet(Outcome),
 }
 
 /// The control plane named by the spec and a Coder client with its operator token.
@@ -32,14 +32,7 @@ pub(super) async fn upstream(ctx: &Context, server: &CoderMCPServer) -> Result<R
     }
     Ok(match operator_client(ctx, &namespace, cp_name).await? {
         Ok(upstream) => Reach::Ready(Box::new(upstream)),
-        Err(refusal) => {
-            let reason = if refusal.is_control_plane_missing() {
-                reasons::CONTROL_PLANE_NOT_READY
-            } else {
-                reasons::OPERATOR_ACCESS_NOT_READY
-            };
-            Reach::NotYet(Step::wait(reason, refusal.message(cp_name)))
-        }
+        Err(refusal) => Reach::NotYet(outcomes::refused(cp_name, &refusal)),
     })
 }
 
@@ -48,7 +41,7 @@ pub(super) async fn upstream(ctx: &Context, server: &CoderMCPServer) -> Result<R
 pub(super) async fn credential_values(
     ctx: &Context,
     server: &CoderMCPServer,
-) -> Result<std::result::Result<Vec<(CredentialRef, String)>, Step>> {
+) -> Result<std::result::Result<Vec<(CredentialRef, String)>, Outcome>> {
     let namespace = server.namespace().unwrap_or_default();
     let mut values = Vec::new();
     for reference in credential_refs(&server.spec) {
@@ -70,7 +63,7 @@ pub(super) async fn credential_values(
 }
 
 /// The stall of a Secret that cannot be used; it names the Secret, the key and the origin, never a value.
-fn not_ready(reference: &CredentialRef, reason: &str) -> Step {
+fn not_ready(reference: &CredentialRef, reason: &str) -> Outcome {
     let (secret, origin) = (&reference.secret, &reference.destination);
     let why = match reason {
         credentials::reasons::SECRET_NOT_FOUND => format!("Secret {secret:?} does not exist"),
@@ -82,7 +75,7 @@ fn not_ready(reference: &CredentialRef, reason: &str) -> Step {
             "Secret {secret:?} does not list {origin} in its annotation {CREDENTIAL_DESTINATIONS_ANNOTATION}"
         ),
     };
-    Step::stall(
+    Outcome::stalled(
         reasons::CREDENTIALS_NOT_READY,
         format!("{why}; the server is disabled in Coder until the Secret consents."),
     )

@@ -4,24 +4,22 @@
 //! object's own config.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use coder_k8s_api::mcp_server::{CoderMCPServer, CoderMCPServerStatus, reasons};
 use coder_k8s_coder_client::CoderClient;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
 
 use super::config::{self, Deleted, Found, Pass};
 use super::inputs::{Reach, credential_values, upstream};
 use super::names;
-use super::status::{self as decide, Step, Verdict};
+use super::status as decide;
 use crate::controller::cleanup_records::{self, record::RecordKind};
 use crate::controller::context::Context;
 use crate::controller::error::{Error, Result};
 use crate::controller::runner::Cleanup;
-use crate::controller::status_writer::write_status;
+use crate::controller::status_writer::{deletion_waits, waiting_out_rate_limit, write_outcome};
+use crate::controller::sync_status::{Outcome, SyncPhase, outcomes};
 
 type Status = CoderMCPServerStatus;
 
@@ -29,6 +27,9 @@ type Status = CoderMCPServerStatus;
 pub async fn apply_spec(server: Arc<CoderMCPServer>, ctx: Arc<Context>) -> Result<Action> {
     let (server, ctx) = (server.as_ref(), ctx.as_ref());
     let uid = server.metadata.uid.clone().ok_or(Error::MissingMetadata)?;
+    if let Some(wait) = waiting_out_rate_limit(ctx, &uid) {
+        return Ok(wait);
+    }
     let shown = ctx.statuses.effective(&uid, server.status.as_ref());
     let mut status = shown.clone().unwrap_or_default();
     let record = cleanup_records::cached(ctx, &uid).await;
@@ -39,35 +40,25 @@ pub async fn apply_spec(server: Arc<CoderMCPServer>, ctx: Arc<Context>) -> Resul
         shown,
         record,
     };
-    let step = run(&mut pass, &mut status).await?;
-    finish(&pass, status, step).await
+    let outcome = run(&mut pass, &mut status).await?;
+    finish(&pass, status, outcome).await
 }
 
-/// The step of this pass.
-async fn run(pass: &mut Pass<'_>, status: &mut Status) -> Result<Step> {
+/// The outcome of this pass.
+async fn run(pass: &mut Pass<'_>, status: &mut Status) -> Result<Outcome> {
     let (server, ctx) = (pass.server, pass.ctx);
     let up = match upstream(ctx, server).await? {
         Reach::Ready(up) => *up,
         Reach::Gone => {
             let name = &server.spec.control_plane_ref.name;
-            return Ok(Step::wait(
-                reasons::CONTROL_PLANE_NOT_READY,
-                format!("CoderControlPlane {name} does not exist."),
-            ));
+            return Ok(outcomes::control_plane_not_ready(name, "does not exist"));
         }
-        Reach::NotYet(step) => return Ok(step),
+        Reach::NotYet(outcome) => return Ok(outcome),
     };
-    if let Some(left) = ctx.rate_limit_remaining(&pass.uid) {
-        tracing::debug!(?left, "waiting out Coder's rate limit");
-        return Ok(Step::wait(
-            reasons::CODER_UNAVAILABLE,
-            "Coder asked the operator to slow down.",
-        ));
-    }
     let organization = organization_ref(server, status);
     let may_exist = pass.may_have_config(status);
     if !names::organization_allowed(&up.control_plane, &server.spec.organization) {
-        let stall = Step::stall(
+        let stall = Outcome::stalled(
             reasons::MCP_SERVERS_NOT_ALLOWED,
             format!(
                 "CoderControlPlane {} does not list organization {:?} in spec.mcpServers.organizations.",
@@ -105,12 +96,12 @@ async fn converge(
     coder: &CoderClient,
     status: &mut Status,
     desired: coder_k8s_coder_client::ai::McpServerConfigRequest,
-) -> Result<Step> {
+) -> Result<Outcome> {
     let server = pass.server;
     let organization = match coder.organization(&server.spec.organization).await {
         Ok(organization) => organization.id.to_string(),
         Err(error) if error.is_not_found() => {
-            return Ok(Step::stall(
+            return Ok(Outcome::stalled(
                 reasons::ORGANIZATION_NOT_FOUND,
                 format!("Coder has no organization {:?}.", server.spec.organization),
             ));
@@ -125,7 +116,7 @@ async fn converge(
     let own = match config::find(pass, &configs, status) {
         Found::Own(config) => *config,
         Found::Foreign => {
-            return Ok(Step::stall(
+            return Ok(Outcome::stalled(
                 reasons::SLUG_CONFLICT,
                 format!(
                     "An MCP server config that this object did not create uses the slug {:?}.",
@@ -148,31 +139,17 @@ async fn converge(
     if let Some(step) = config::access(pass, coder, &organization, own.id).await {
         return Ok(step);
     }
-    Ok(Step::ready("The MCP server config in Coder matches the spec."))
+    Ok(decide::synced("The MCP server config in Coder matches the spec."))
 }
 
-/// Writes the status when it changed (with an Event for a phase change) and requeues: waits soon, the rest at the
-/// slower interval that also notices a disable in the dashboard.
-async fn finish(pass: &Pass<'_>, mut status: Status, step: Step) -> Result<Action> {
-    let ctx = pass.ctx;
-    decide::apply(
-        &mut status,
-        &step,
-        Time(Timestamp::now()),
-        pass.server.metadata.generation,
-    );
-    let shown = pass.shown.as_ref();
-    let events = decide::events(shown, &step);
-    write_status(ctx, pass.server, shown, &status, events).await?;
-    let requeue = match (step.rate_limited, step.verdict) {
-        (Some(retry_after), _) => ctx.rate_limited(&pass.uid, retry_after),
-        (None, Verdict::Wait) => ctx.settings.retry_interval,
-        (None, _) => {
-            ctx.rate_limit_passed(&pass.uid);
-            ctx.settings.entitlements_interval
-        }
-    };
-    Ok(Action::requeue(requeue.max(Duration::from_millis(100))))
+/// Writes the status (its message cut to 256 bytes) when it changed, with an Event for a change of phase or reason.
+/// Ready and stalled objects are looked at again at the slower interval that notices a disable in the dashboard.
+async fn finish(pass: &Pass<'_>, status: Status, mut outcome: Outcome) -> Result<Action> {
+    outcome.message = decide::bounded(&outcome.message);
+    if outcome.phase != SyncPhase::Pending && outcome.requeue.is_none() {
+        outcome = outcome.requeue(pass.ctx.settings.entitlements_interval);
+    }
+    Ok(write_outcome(pass.ctx, pass.server, pass.shown.as_ref(), status, &outcome).await?)
 }
 
 /// The finalizer: the object's own config is deleted in Coder before the object goes. An object that never sent a
@@ -207,12 +184,13 @@ pub async fn cleanup(server: Arc<CoderMCPServer>, ctx: Arc<Context>) -> Result<C
             cleanup_records::released_without_delete(ctx, RecordKind::MCPServer, &object, &stays);
             return Ok(Cleanup::Done);
         }
-        Reach::NotYet(_) => return Ok(Cleanup::WaitFor(ctx.settings.retry_interval)),
+        Reach::NotYet(why) => return waits(&pass, why).await,
     };
     if let Some(recorded) = pass.record.as_ref().map(|r| r.deployment_id.clone()) {
         // A config in another deployment than the one the control plane now reaches cannot be deleted from here.
-        let Ok(deployment) = cleanup_records::deployment_id(&up.coder).await else {
-            return Ok(Cleanup::WaitFor(ctx.settings.retry_interval));
+        let deployment = match cleanup_records::deployment_id(&up.coder).await {
+            Ok(deployment) => deployment,
+            Err(error) => return waits(&pass, outcomes::buildinfo_failed(&error)).await,
         };
         if recorded != deployment {
             let object = format!("{}/{}", server.namespace().unwrap_or_default(), server.name_any());
@@ -231,7 +209,15 @@ pub async fn cleanup(server: Arc<CoderMCPServer>, ctx: Arc<Context>) -> Result<C
                 cleanup_records::remove(ctx, &uid).await?;
                 Cleanup::Done
             }
-            Deleted::Retry => Cleanup::WaitFor(ctx.settings.retry_interval),
+            Deleted::Retry(why) => waits(&pass, why).await?,
         },
     )
+}
+
+/// The finalizer waits: the object shows `Deleting` and why (cut to 256 bytes).
+async fn waits(pass: &Pass<'_>, why: Outcome) -> Result<Cleanup> {
+    let what = format!("the MCP server config {:?}", pass.server.coder_slug());
+    let mut outcome = outcomes::deleting(&what, &why);
+    outcome.message = decide::bounded(&outcome.message);
+    Ok(deletion_waits(pass.ctx, pass.server, pass.shown.as_ref(), outcome).await?)
 }

@@ -3,78 +3,38 @@
 //! must act. The conditions `Ready`, `Reconciling` and `Stalled` follow; the message is cut to 256 bytes and never
 //! holds Coder's own texts or a credential.
 
-use std::time::Duration;
-
 use coder_k8s_api::mcp_server::{CoderMCPServerStatus, reasons};
 use coder_k8s_coder_client::Error as CoderError;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use crate::controller::status_writer::Transition;
-use crate::controller::sync_status::{self, Outcome, SyncPhase};
+use crate::controller::sync_status::{self, Outcome};
 
 /// Longest condition message, in bytes.
 pub const MAX_MESSAGE_BYTES: usize = 256;
 
-/// What a pass decided.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Verdict {
-    Ready,
-    Wait,
-    Stall,
-}
-
-/// The outcome of one pass.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Step {
-    pub verdict: Verdict,
-    pub reason: &'static str,
-    pub message: String,
-    /// Coder answered 429 (with its `Retry-After`).
-    pub rate_limited: Option<Option<Duration>>,
-}
-
-impl Step {
-    fn new(verdict: Verdict, reason: &'static str, message: impl Into<String>) -> Self {
-        Self {
-            verdict,
-            reason,
-            message: message.into(),
-            rate_limited: None,
-        }
-    }
-
-    pub fn ready(message: impl Into<String>) -> Self {
-        Self::new(Verdict::Ready, reasons::SYNCED, message)
-    }
-
-    pub fn wait(reason: &'static str, message: impl Into<String>) -> Self {
-        Self::new(Verdict::Wait, reason, message)
-    }
-
-    pub fn stall(reason: &'static str, message: impl Into<String>) -> Self {
-        Self::new(Verdict::Stall, reason, message)
-    }
+/// Coder's config matches the spec.
+pub fn synced(message: impl Into<String>) -> Outcome {
+    Outcome::ready(reasons::SYNCED, message)
 }
 
 /// A Coder call failed: `NotSupported` for a Coder without the route, `OperatorAccessNotReady` when Coder refuses
 /// the operator user (it must be a site owner), `Rejected` for another refusal, else a `CoderUnavailable` wait.
 /// The message names the call and the HTTP status, never Coder's text.
-pub fn coder_failed(action: &str, error: &CoderError) -> Step {
+pub fn coder_failed(action: &str, error: &CoderError) -> Outcome {
     if error.is_route_not_found() {
-        return Step::stall(
+        return Outcome::stalled(
             reasons::NOT_SUPPORTED,
             format!("{action}: this Coder has no MCP server routes; Coder v2.37.2 or later is needed."),
         );
     }
     match error {
-        CoderError::Forbidden { .. } | CoderError::Unauthorized { .. } => Step::stall(
+        CoderError::Forbidden { .. } | CoderError::Unauthorized { .. } => Outcome::stalled(
             reasons::OPERATOR_ACCESS_NOT_READY,
             format!(
                 "{action}: Coder refused the operator user ({}); it must be a site owner.",
                 error.category()
             ),
         ),
-        CoderError::Rejected { status, .. } => Step::stall(
+        CoderError::Rejected { status, .. } => Outcome::stalled(
             reasons::REJECTED,
             format!("{action}: Coder rejected the request ({status}); check the spec."),
         ),
@@ -83,11 +43,11 @@ pub fn coder_failed(action: &str, error: &CoderError) -> Step {
                 Some(status) => format!("Coder answered {status}"),
                 None => format!("Coder could not be reached ({})", error.category()),
             };
-            let mut step = Step::wait(reasons::CODER_UNAVAILABLE, format!("{action}: {summary}."));
-            if let CoderError::RateLimited { retry_after, .. } = error {
-                step.rate_limited = Some(*retry_after);
+            let outcome = Outcome::pending(reasons::CODER_UNAVAILABLE, format!("{action}: {summary}."));
+            match error {
+                CoderError::RateLimited { retry_after, .. } => outcome.rate_limited(*retry_after),
+                _ => outcome,
             }
-            step
         }
     }
 }
@@ -112,35 +72,14 @@ pub fn was_in_sync(status: &CoderMCPServerStatus) -> bool {
         )
 }
 
-/// The step as the outcome the AI kinds share (its message cut to 256 bytes).
-fn shared(step: &Step) -> Outcome {
-    let message = bounded(&step.message);
-    match step.verdict {
-        Verdict::Ready => Outcome::ready(step.reason, message),
-        Verdict::Wait => Outcome::pending(step.reason, message),
-        Verdict::Stall => Outcome::stalled(step.reason, message),
-    }
-}
-
-/// Applies `step`: phase, the three conditions (with the step's reason and message) and the generation seen.
-pub fn apply(status: &mut CoderMCPServerStatus, step: &Step, now: Time, generation: Option<i64>) {
-    let outcome = shared(step);
-    status.phase = Some(outcome.phase.into());
-    outcome.set_conditions(&mut status.conditions, generation, &now);
-    status.observed_generation = generation;
-}
-
-/// An Event when the phase or the reason changed: Warning when the object stalls, else Normal.
-pub fn events(before: Option<&CoderMCPServerStatus>, step: &Step) -> Vec<Transition> {
-    let before = before.and_then(|s| Some((SyncPhase::from(s.phase?), ready_reason(s)?)));
-    shared(step).transition(before)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::controller::sync_status::SyncedStatus;
     use coder_k8s_api::mcp_server::MCPServerPhase;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
     use k8s_openapi::jiff::Timestamp;
+    use std::time::Duration;
 
     fn now() -> Time {
         Time(Timestamp::UNIX_EPOCH)
@@ -154,50 +93,38 @@ mod tests {
     #[test]
     fn each_outcome_sets_its_phase_and_conditions() {
         let mut status = CoderMCPServerStatus::default();
-        apply(&mut status, &Step::ready("in sync"), now(), Some(3));
+        status.record(&synced("in sync"), Some(3), &now());
         assert_eq!(status.phase, Some(MCPServerPhase::Ready));
         assert_eq!(condition(&status, "Ready"), ("True".into(), "Synced".into()));
         assert_eq!(condition(&status, "Stalled").0, "False");
         assert_eq!(status.observed_generation, Some(3));
-        apply(
-            &mut status,
-            &Step::stall(reasons::DISABLED_EXTERNALLY, "x"),
-            now(),
-            Some(3),
-        );
+        let disabled = Outcome::stalled(reasons::DISABLED_EXTERNALLY, "x");
+        status.record(&disabled, Some(3), &now());
         assert_eq!(status.phase, Some(MCPServerPhase::Stalled));
         assert_eq!(
             condition(&status, "Stalled"),
             ("True".into(), "DisabledExternally".into())
         );
         assert_eq!(condition(&status, "Ready").0, "False");
-        apply(
-            &mut status,
-            &Step::wait(reasons::CODER_UNAVAILABLE, "y"),
-            now(),
+        status.record(
+            &Outcome::pending(reasons::CODER_UNAVAILABLE, "y"),
             Some(3),
+            &now(),
         );
         assert_eq!(status.phase, Some(MCPServerPhase::Pending));
         assert_eq!(condition(&status, "Reconciling").0, "True");
     }
 
     #[test]
-    fn a_phase_change_is_an_event_and_a_stall_a_warning() {
-        let ready = Step::ready("ok");
+    fn only_a_config_left_in_sync_reads_a_disable_as_external() {
         let mut before = CoderMCPServerStatus::default();
-        apply(&mut before, &ready, now(), None);
-        assert!(events(Some(&before), &ready).is_empty());
-        let stall = Step::stall(reasons::MCP_SERVERS_NOT_ALLOWED, "not listed");
-        let events = events(Some(&before), &stall);
-        assert_eq!(events.len(), 1);
-        assert_eq!(events[0].0, kube::runtime::events::EventType::Warning);
-        assert_eq!(events[0].1, "MCPServersNotAllowed");
-        let mut after = before.clone();
-        apply(&mut after, &stall, now(), None);
+        before.record(&synced("ok"), None, &now());
         assert!(!was_in_sync(&before), "no config yet");
         before.server_id = Some("id".into());
         assert!(was_in_sync(&before));
-        after.server_id = Some("id".into());
+        let mut after = before.clone();
+        let stall = Outcome::stalled(reasons::MCP_SERVERS_NOT_ALLOWED, "not listed");
+        after.record(&stall, None, &now());
         assert!(!was_in_sync(&after));
     }
 
@@ -212,9 +139,9 @@ mod tests {
         let forbidden = CoderError::Forbidden {
             message: "secret detail".into(),
         };
-        let step = coder_failed("list", &forbidden);
-        assert_eq!(step.reason, reasons::OPERATOR_ACCESS_NOT_READY);
-        assert!(!step.message.contains("secret detail"));
+        let outcome = coder_failed("list", &forbidden);
+        assert_eq!(outcome.reason, reasons::OPERATOR_ACCESS_NOT_READY);
+        assert!(!outcome.message.contains("secret detail"));
         let limited = CoderError::RateLimited {
             retry_after: Some(Duration::from_secs(3)),
             message: String::new(),
