@@ -324,6 +324,9 @@ async fn controller_mode_takes_the_leader_lease_on_a_real_apiserver() {
         .args([
             "--app=controller",
             &format!("--health-probe-bind-address=127.0.0.1:{port}"),
+            // Only this test's namespace: a controller watching all of them would reconcile the other tests'
+            // objects on the shared control plane while it runs.
+            &format!("--watch-namespace={}", ns.name()),
         ])
         .env("KUBECONFIG", cp.kubeconfig_path())
         .env("POD_NAMESPACE", ns.name())
