@@ -19,7 +19,7 @@ pub(super) enum Reach {
     Ready(Box<Upstream>),
     /// The control plane does not exist: nothing can reach its Coder any more.
     Gone,
-    /// The control plane exists but cannot be used yet; the step says why.
+    /// The control plane exists but cannot be used yet; the outcome says why.
     NotYet(Outcome),
 }
 

@@ -126,18 +126,18 @@ async fn converge(
         }
         Found::Nothing => match config::create(pass, coder, &organization, &desired, status).await? {
             Ok(config) => config,
-            Err(step) => return Ok(step),
+            Err(outcome) => return Ok(outcome),
         },
     };
-    if let Err(step) = config::record_config(pass, coder, &organization, &own).await? {
-        return Ok(step);
+    if let Err(outcome) = config::record_config(pass, coder, &organization, &own).await? {
+        return Ok(outcome);
     }
     status.server_id = Some(own.id.to_string());
-    if let Some(step) = config::sync(pass, coder, &organization, &own, desired).await {
-        return Ok(step);
+    if let Some(outcome) = config::sync(pass, coder, &organization, &own, desired).await {
+        return Ok(outcome);
     }
-    if let Some(step) = config::access(pass, coder, &organization, own.id).await {
-        return Ok(step);
+    if let Some(outcome) = config::access(pass, coder, &organization, own.id).await {
+        return Ok(outcome);
     }
     Ok(decide::synced("The MCP server config in Coder matches the spec."))
 }
