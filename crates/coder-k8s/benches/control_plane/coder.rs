@@ -1,6 +1,6 @@
-//! The Coder side of the provisioner round, set up like the integration tests (tests/integration/control_plane.rs):
-//! a PostgreSQL database with Coder's tables, the Coder API test server with external provisioner daemons
-//! entitled, and one CoderControlPlane made Ready with operator access. The operator runs with
+//! The Coder side of the provisioner and AI Gateway key rounds, set up like the integration tests (tests/integration/control_plane.rs):
+//! a PostgreSQL database with Coder's tables, the Coder API test server with external provisioner daemons and the
+//! AI Gateway entitled, and one CoderControlPlane made Ready with operator access. The operator runs with
 //! `--service-address-override=127.0.0.1`, and the control plane's Service port is the test server's port, so the
 //! control plane's in-cluster URL reaches the test server.
 
@@ -21,6 +21,8 @@ use serde_json::json;
 /// The name of the Ready control plane that the provisioners use.
 pub const CONTROL_PLANE: &str = "coder";
 const DATABASE_SECRET: &str = "coder-db-app";
+/// Coder's AI Gateway key routes.
+const AI_GATEWAY_KEYS: &str = "/api/v2/ai-gateway/keys";
 
 /// PostgreSQL (shared by the process, stopped with it) and the Coder API test server (stopped when dropped).
 pub struct Coder {
@@ -37,9 +39,11 @@ impl Coder {
             .create_coder_database(&format!("bench_{}", std::process::id()))
             .await?;
         let mut config = Config::new(&db_url);
-        config
-            .entitlements
-            .insert("external_provisioner_daemons".to_owned(), Entitlement::Entitled);
+        for feature in ["external_provisioner_daemons", "aibridge"] {
+            config
+                .entitlements
+                .insert(feature.to_owned(), Entitlement::Entitled);
+        }
         let server = TestServer::start(config)
             .await
             .context("starting the Coder API test server")?;
@@ -49,6 +53,25 @@ impl Coder {
     /// Requests the test server has received so far.
     pub fn calls(&self) -> usize {
         self.server.requests().len()
+    }
+
+    /// Requests to Coder's AI Gateway key routes so far.
+    pub fn key_calls(&self) -> usize {
+        self.server
+            .requests()
+            .iter()
+            .filter(|r| r.path.starts_with(AI_GATEWAY_KEYS))
+            .count()
+    }
+
+    /// Sets `spec.aiGateway.allowKeys: true` on [`CONTROL_PLANE`] in `namespace`, so its keys may be created.
+    pub async fn allow_keys(&self, client: &Client, namespace: &str) -> Result<()> {
+        let patch = json!({"spec": {"aiGateway": {"allowKeys": true}}});
+        Api::<CoderControlPlane>::namespaced(client.clone(), namespace)
+            .patch(CONTROL_PLANE, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .context("allowing AI Gateway keys on the Ready control plane")?;
+        Ok(())
     }
 
     /// Creates [`CONTROL_PLANE`] in `namespace` with its database Secret, marks its Deployment ready (as a kubelet

@@ -2,9 +2,10 @@
 //! against a dedicated etcd + kube-apiserver, PostgreSQL and the Coder API test server.
 //!
 //! `cargo bench -p coder-k8s --bench control_plane -- --bench` runs a round of 100 CoderProvisioner objects (using
-//! one Ready CoderControlPlane with operator access and an entitled Coder), then rounds of 1, 100 and 1000
-//! CoderControlPlane objects, each round in a fresh namespace. Per round it reports the latency from a create call
-//! returning to the object's Deployment existing (p50 / p99 / max); the Kubernetes API requests by verb, the
+//! one Ready CoderControlPlane with operator access and an entitled Coder), a round of 100 CoderAIGatewayKey objects
+//! on the same control plane, then rounds of 1, 100 and 1000 CoderControlPlane objects, each control plane round in
+//! a fresh namespace. Per round it reports the latency from a create call returning to the object's Deployment (a
+//! key's Secret) existing (p50 / p99 / max); the Kubernetes API requests by verb, the
 //! reconciles of the round's kind and the Coder calls per new object (from the round's start until the operator is
 //! idle); the operator's CPU seconds while busy and in a quiet window after; and its memory. A final rest window,
 //! longer than every requeue interval of the operator, reports reads, writes, reconciles and Coder calls per minute
@@ -13,9 +14,9 @@
 //! and Coder calls.
 //!
 //! Without `--bench` (what `cargo test --all-targets` runs) it does one round of each kind with N=1, with the
-//! operator's requeue intervals shortened to a few seconds, and asserts that the Deployments appear, that a quiet
-//! window longer than those intervals holds at least one reconcile and no read or write request, and that the
-//! aggregated API answers.
+//! operator's requeue intervals shortened to a few seconds, and asserts that the Deployments (the key's Secret)
+//! appear, that a quiet window longer than those intervals holds no read or write request and at least one
+//! reconcile (for a key: no AI Gateway key call), and that the aggregated API answers.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod aggregated;
@@ -41,6 +42,7 @@ use crate::round::{Env, Round};
 pub enum Kind {
     ControlPlane,
     Provisioner,
+    AIGatewayKey,
 }
 
 impl Kind {
@@ -49,7 +51,14 @@ impl Kind {
         match self {
             Self::ControlPlane => "CoderControlPlane",
             Self::Provisioner => "CoderProvisioner",
+            Self::AIGatewayKey => "CoderAIGatewayKey",
         }
+    }
+
+    /// Whether the operator looks at an object of this kind again at rest: control planes and provisioners
+    /// requeue; a key that holds its Secret is not looked at again before its rotation.
+    pub fn requeues_at_rest(self) -> bool {
+        self != Self::AIGatewayKey
     }
 }
 
@@ -61,6 +70,8 @@ pub struct Mode {
     pub control_planes: &'static [usize],
     /// N of the CoderProvisioner round (0: none).
     pub provisioners: usize,
+    /// N of the CoderAIGatewayKey round, on the provisioners' Ready control plane (0: none).
+    pub ai_gateway_keys: usize,
     /// The operator is idle once its signal (see `round::wait_idle`) has not grown for this long.
     pub idle_stable: Duration,
     /// Give up waiting for idle after this long (requeues of earlier rounds can keep it busy).
@@ -86,6 +97,7 @@ impl Mode {
                 bench: true,
                 control_planes: &[1, 100, 1000],
                 provisioners: 100,
+                ai_gateway_keys: 100,
                 api_requests: 500,
                 idle_stable: Duration::from_secs(3),
                 idle_max: Duration::from_secs(120),
@@ -100,6 +112,7 @@ impl Mode {
                 bench: false,
                 control_planes: &[1],
                 provisioners: 1,
+                ai_gateway_keys: 1,
                 api_requests: 10,
                 idle_stable: Duration::from_millis(1500),
                 idle_max: Duration::from_secs(20),
@@ -190,6 +203,12 @@ async fn run(mode: Mode) -> Result<()> {
             );
             api_round = Some(api);
         }
+        if mode.ai_gateway_keys > 0 {
+            coder.allow_keys(&client, &namespace).await?;
+            let round = round::run(&env, Kind::AIGatewayKey, mode.ai_gateway_keys, &namespace).await?;
+            eprintln!("{}", round.summary());
+            rounds.push(round);
+        }
     }
     for &n in mode.control_planes {
         let namespace = cp.namespace(&format!("bench-n{n}")).await?.name().to_owned();
@@ -247,6 +266,16 @@ async fn run(mode: Mode) -> Result<()> {
                 quiet.requests,
                 log_path.display()
             );
+            if !round.kind.requeues_at_rest() {
+                // Nothing of the kind runs at rest; its Coder calls are the ones to be none.
+                ensure!(
+                    round.quiet_key_calls == 0,
+                    "{what}: {} AI Gateway key calls while nothing changed; see {}",
+                    round.quiet_key_calls,
+                    log_path.display()
+                );
+                continue;
+            }
             // The window is longer than the requeue intervals, so "no reads or writes" covered at least one requeue.
             ensure!(
                 quiet.reconciles_of(round.kind.name()) > 0,

@@ -161,6 +161,14 @@ pub fn print(
              appears, as a kubelet would. Control plane round Deployments are left unready (no database)."
         );
     }
+    if mode.ai_gateway_keys > 0 {
+        let _ = writeln!(
+            out,
+            "- the CoderAIGatewayKey round uses the same Ready control plane, with `spec.aiGateway.allowKeys: true`; \
+             its latency is from the create call to the key's Secret seen by a watch (the key is then created in \
+             Coder and stored), and its \"Deployments\" in the raw counts are those Secrets."
+        );
+    }
 
     let _ = writeln!(out, "\nRaw counts per round (busy = round start until idle):");
     for round in rounds {

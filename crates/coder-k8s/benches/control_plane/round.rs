@@ -6,10 +6,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result};
+use coder_k8s_api::ai_gateway_key::CoderAIGatewayKey;
 use coder_k8s_api::control_plane::CoderControlPlane;
 use coder_k8s_api::provisioner::CoderProvisioner;
 use futures::{StreamExt as _, TryStreamExt as _};
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Secret;
 use kube::api::PostParams;
 use kube::core::PartialObjectMeta;
 use kube::runtime::watcher;
@@ -83,6 +85,8 @@ pub struct Round {
     /// From the first create until idle.
     pub busy: Window,
     pub quiet: Window,
+    /// Calls to Coder's AI Gateway key routes in the quiet window.
+    pub quiet_key_calls: usize,
     /// After the quiet window.
     pub memory: Memory,
 }
@@ -115,11 +119,21 @@ impl Round {
     }
 }
 
-/// Name of object `i` of a round, and the name of its Deployment.
+/// Name of object `i` of a round, and the name of what the round waits for (its Deployment, or a key's Secret).
 fn names(kind: Kind, i: usize) -> (String, String) {
     match kind {
         Kind::ControlPlane => (format!("cp-{i:04}"), format!("cp-{i:04}")),
         Kind::Provisioner => (format!("p-{i:04}"), format!("provisioner-p-{i:04}")),
+        Kind::AIGatewayKey => (format!("key-{i:04}"), format!("key-{i:04}-ai-gateway-key")),
+    }
+}
+
+/// The prefix of every name [`names`] gives the waited-for objects of `kind`.
+fn output_prefix(kind: Kind) -> &'static str {
+    match kind {
+        Kind::ControlPlane => "cp-",
+        Kind::Provisioner => "provisioner-p-",
+        Kind::AIGatewayKey => "key-",
     }
 }
 
@@ -139,19 +153,29 @@ async fn create(client: &Client, namespace: &str, kind: Kind, name: &str) -> Res
                 .create(&params, &CoderProvisioner::new(name, spec))
                 .await?;
         }
+        Kind::AIGatewayKey => {
+            let spec = json!({"controlPlaneRef": {"name": CONTROL_PLANE}});
+            let spec = serde_json::from_value(spec).context("the CoderAIGatewayKey spec")?;
+            Api::<CoderAIGatewayKey>::namespaced(client.clone(), namespace)
+                .create(&params, &CoderAIGatewayKey::new(name, spec))
+                .await?;
+        }
     }
     Ok(())
 }
 
-/// Creates `n` objects of `kind` in `namespace` and measures the round. Provisioner Deployments are marked ready
-/// when they appear, as a kubelet would; control plane Deployments are left as created.
+/// Creates `n` objects of `kind` in `namespace` and measures the round, timing each object's Deployment (a key's
+/// Secret). Provisioner Deployments are marked ready when they appear, as a kubelet would; control plane Deployments
+/// are left as created.
 pub async fn run(env: &Env<'_>, kind: Kind, n: usize, namespace: &str) -> Result<Round> {
     let mode = env.mode;
     let label = format!("{} N={n}", kind.name());
     eprintln!("{label}: namespace {namespace}");
-    let prefix = names(kind, 0).1.trim_end_matches("0000").to_owned();
-    let seen =
-        DeploymentWatch::start(env.client.clone(), namespace, &prefix, kind == Kind::Provisioner).await?;
+    let (client, prefix) = (env.client.clone(), output_prefix(kind));
+    let seen = match kind {
+        Kind::AIGatewayKey => OutputWatch::start::<Secret>(client, namespace, prefix, false).await?,
+        _ => OutputWatch::start::<Deployment>(client, namespace, prefix, kind == Kind::Provisioner).await?,
+    };
 
     let (before, calls_before, cpu_before) = (
         env.operator.scrape().await?,
@@ -201,7 +225,9 @@ pub async fn run(env: &Env<'_>, kind: Kind, n: usize, namespace: &str) -> Result
         coder_calls: env.coder.calls().saturating_sub(calls_before),
         cpu_seconds: env.operator.cpu_seconds()? - cpu_before,
     };
+    let key_calls = env.coder.key_calls();
     let quiet = env.quiet(mode.quiet).await?;
+    let quiet_key_calls = env.coder.key_calls().saturating_sub(key_calls);
     Ok(Round {
         kind,
         n,
@@ -213,6 +239,7 @@ pub async fn run(env: &Env<'_>, kind: Kind, n: usize, namespace: &str) -> Result
         idle_reached,
         busy,
         quiet,
+        quiet_key_calls,
         memory: env.operator.memory()?,
     })
 }
@@ -248,18 +275,27 @@ pub async fn wait_idle(env: &Env<'_>, kind: Kind) -> Result<(bool, Instant)> {
     }
 }
 
-/// One watch on the Deployments of a namespace whose names start with a prefix, recording when each was first seen;
-/// optionally marking each ready.
-struct DeploymentWatch {
+/// One watch on the objects of type `K` (Deployments or Secrets) of a namespace whose names start with a prefix,
+/// recording when each was first seen; optionally marking each (Deployment) ready.
+struct OutputWatch {
     first_seen: Arc<Mutex<HashMap<String, Instant>>>,
     count: watch::Receiver<usize>,
     task: tokio::task::JoinHandle<()>,
 }
 
-impl DeploymentWatch {
+impl OutputWatch {
     /// Returns once the watch has listed the namespace, so no creation can be missed.
-    async fn start(client: Client, namespace: &str, prefix: &str, mark: bool) -> Result<Self> {
-        let api: Api<PartialObjectMeta<Deployment>> = Api::namespaced(client.clone(), namespace);
+    async fn start<K>(client: Client, namespace: &str, prefix: &str, mark: bool) -> Result<Self>
+    where
+        K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+            + Clone
+            + std::fmt::Debug
+            + serde::de::DeserializeOwned
+            + Send
+            + Sync
+            + 'static,
+    {
+        let api: Api<PartialObjectMeta<K>> = Api::namespaced(client.clone(), namespace);
         let full: Api<Deployment> = Api::namespaced(client, namespace);
         let prefix = prefix.to_owned();
         let first_seen = Arc::new(Mutex::new(HashMap::new()));
@@ -280,7 +316,7 @@ impl DeploymentWatch {
                     Ok(watcher::Event::Apply(d) | watcher::Event::InitApply(d)) => d,
                     Ok(_) => continue,
                     Err(error) => {
-                        eprintln!("Deployment watch error (the watcher retries): {error}");
+                        eprintln!("{} watch error (the watcher retries): {error}", K::kind(&()));
                         tokio::time::sleep(Duration::from_millis(200)).await;
                         continue;
                     }
@@ -308,8 +344,8 @@ impl DeploymentWatch {
         });
         tokio::time::timeout(Duration::from_secs(30), ready_rx)
             .await
-            .context("the Deployment watch did not start within 30 s")?
-            .context("the Deployment watch stopped")?;
+            .with_context(|| format!("the {} watch did not start within 30 s", K::kind(&())))?
+            .with_context(|| format!("the {} watch stopped", K::kind(&())))?;
         Ok(Self {
             first_seen,
             count,
@@ -317,7 +353,7 @@ impl DeploymentWatch {
         })
     }
 
-    /// Waits until `n` Deployments were seen; false on timeout.
+    /// Waits until `n` objects were seen; false on timeout.
     async fn wait_for(&self, n: usize, timeout: Duration) -> bool {
         let mut count = self.count.clone();
         tokio::time::timeout(timeout, count.wait_for(|c| *c >= n))
