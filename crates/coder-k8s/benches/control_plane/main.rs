@@ -205,6 +205,9 @@ async fn run(mode: Mode) -> Result<()> {
         }
         if mode.ai_gateway_keys > 0 {
             coder.allow_keys(&client, &namespace).await?;
+            // The control plane's own reconcile of the opt-in is not the keys' cost, and keys created before the
+            // watch cache shows it would be refused first.
+            round::wait_idle(&env, Kind::ControlPlane).await?;
             let round = round::run(&env, Kind::AIGatewayKey, mode.ai_gateway_keys, &namespace).await?;
             eprintln!("{}", round.summary());
             rounds.push(round);

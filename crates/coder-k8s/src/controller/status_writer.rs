@@ -185,6 +185,12 @@ where
     Ok(super::runner::Cleanup::WaitFor(wait))
 }
 
+/// The finalizer's wait while Coder's rate limit for object `uid` lasts (after a 429 in a pass or an earlier
+/// attempt): nothing is sent to Coder before it ends.
+pub fn cleanup_waiting_out_rate_limit(ctx: &Context, uid: &str) -> Option<super::runner::Cleanup> {
+    ctx.rate_limit_remaining(uid).map(super::runner::Cleanup::WaitFor)
+}
+
 /// While Coder's rate limit for object `uid` lasts (after a 429), the pass reads and writes nothing and looks
 /// again when it ends, also when a watch event woke it earlier.
 pub fn waiting_out_rate_limit(ctx: &Context, uid: &str) -> Option<kube::runtime::controller::Action> {

@@ -224,12 +224,16 @@ pub mod outcomes {
         })
     }
 
-    /// The finalizer cannot delete `what` in Coder yet, for the reason `why` gives.
+    /// The finalizer cannot delete `what` in Coder yet, for the reason `why` gives (a 429 in `why` still holds the
+    /// next attempt).
     pub fn deleting(what: &str, why: &Outcome) -> Outcome {
-        Outcome::pending(
-            reasons::DELETING,
-            format!("Deleting {what} in Coder; waiting: {}", why.message),
-        )
+        Outcome {
+            rate_limited: why.rate_limited,
+            ..Outcome::pending(
+                reasons::DELETING,
+                format!("Deleting {what} in Coder; waiting: {}", why.message),
+            )
+        }
     }
 
     /// The cleanup record could not be written in `namespace`: no create is sent.
@@ -365,6 +369,20 @@ mod tests {
                 "Deleting the AI provider \"openai\" in Coder; waiting: {}",
                 why.message
             )
+        );
+        assert_eq!(deleting.rate_limited, None);
+        let limited = outcomes::coder_failed(
+            "delete the AI provider",
+            &CoderError::RateLimited {
+                retry_after: Some(std::time::Duration::from_secs(7)),
+                message: "slow down".to_owned(),
+            },
+            "needs",
+        );
+        assert_eq!(
+            outcomes::deleting("the AI provider", &limited).rate_limited,
+            Some(Some(std::time::Duration::from_secs(7))),
+            "a 429 on the delete holds the next attempt"
         );
     }
 

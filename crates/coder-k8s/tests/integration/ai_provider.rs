@@ -327,3 +327,34 @@ async fn a_failed_delete_shows_deleting_and_is_retried() {
     let gone = coder_k8s_coder_client::found(coder.ai_provider(&id).await).unwrap();
     assert!(gone.is_none(), "the provider is deleted in Coder");
 }
+
+/// A 429 on the delete holds the finalizer's next attempt for Coder's `Retry-After`, not the retry interval (1 s here).
+#[tokio::test]
+async fn a_429_on_the_delete_holds_the_next_attempt_for_the_retry_after() {
+    let h = harness("aiprov-delete-429").await;
+    ready_control_plane(&h).await;
+    h.put_secret("openai", &[("api-key", "sk-test-0001")]).await;
+    create_object(&h, "openai", spec()).await;
+    wait_reason(&h, "openai", "Synced").await;
+    h.server.add_fault(coder_k8s_coder_testserver::FaultRule {
+        method: Some("DELETE".to_owned()),
+        path_prefix: PROVIDERS.to_owned(),
+        fault: coder_k8s_coder_testserver::Fault::RateLimited { retry_after_secs: 5 },
+        times: Some(1),
+    });
+    let api = h.api::<CoderAIProvider>();
+    api.delete("openai", &DeleteParams::default()).await.unwrap();
+    let waiting = wait_reason(&h, "openai", "Deleting").await;
+    let message = crate::support::ready_message(&waiting.conditions);
+    assert!(message.contains("rate limited (429"), "{message}");
+    let deletes = || writes(&h).iter().filter(|(m, _)| m == "DELETE").count();
+    assert_eq!(deletes(), 1);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(deletes(), 1, "no second delete before the Retry-After");
+    wait_for(
+        || async { api.get_opt("openai").await.unwrap().is_none() },
+        "the object to go",
+    )
+    .await;
+    assert_eq!(deletes(), 2, "the refused delete and one more");
+}

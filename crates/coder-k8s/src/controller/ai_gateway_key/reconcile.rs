@@ -24,7 +24,9 @@ use crate::controller::error::{Error, Result};
 use crate::controller::owned_secret::{self, OwnedSecret, Written};
 use crate::controller::runner::Cleanup;
 use crate::controller::secrets;
-use crate::controller::status_writer::{deletion_waits, waiting_out_rate_limit, write_outcome, write_status};
+use crate::controller::status_writer::{
+    cleanup_waiting_out_rate_limit, deletion_waits, waiting_out_rate_limit, write_outcome, write_status,
+};
 use crate::controller::sync_status::{Outcome, outcomes};
 use crate::controller::upstream::{Upstream, operator_client};
 
@@ -265,6 +267,9 @@ pub async fn cleanup(object: Arc<CoderAIGatewayKey>, ctx: Arc<Context>) -> Resul
         .unwrap_or_default();
     if decide::never_created(&status) && cleanup_records::cached(ctx, &uid).await.is_none() {
         return Ok(Cleanup::Done);
+    }
+    if let Some(wait) = cleanup_waiting_out_rate_limit(ctx, &uid) {
+        return Ok(wait);
     }
     let waits = |why: Outcome| {
         let outcome = outcomes::deleting(

@@ -21,7 +21,9 @@ use crate::controller::context::Context;
 use crate::controller::error::{Error, Result};
 use crate::controller::runner::Cleanup;
 use crate::controller::secrets;
-use crate::controller::status_writer::{deletion_waits, waiting_out_rate_limit, write_outcome};
+use crate::controller::status_writer::{
+    cleanup_waiting_out_rate_limit, deletion_waits, waiting_out_rate_limit, write_outcome,
+};
 use crate::controller::sync_status::{Outcome, outcomes};
 use crate::controller::upstream::operator_client;
 
@@ -289,6 +291,9 @@ pub async fn cleanup(object: Arc<CoderAIProvider>, ctx: Arc<Context>) -> Result<
     let record = cleanup_records::cached_with_time(ctx, &uid).await;
     if status.provider_id.is_none() && status.coder_deployment_id.is_none() && record.is_none() {
         return Ok(Cleanup::Done);
+    }
+    if let Some(wait) = cleanup_waiting_out_rate_limit(ctx, &uid) {
+        return Ok(wait);
     }
     let namespace = provider.namespace().unwrap_or_default();
     let cp_name = &provider.spec.control_plane_ref.name;

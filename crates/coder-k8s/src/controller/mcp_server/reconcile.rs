@@ -18,7 +18,9 @@ use crate::controller::cleanup_records::{self, record::RecordKind};
 use crate::controller::context::Context;
 use crate::controller::error::{Error, Result};
 use crate::controller::runner::Cleanup;
-use crate::controller::status_writer::{deletion_waits, waiting_out_rate_limit, write_outcome};
+use crate::controller::status_writer::{
+    cleanup_waiting_out_rate_limit, deletion_waits, waiting_out_rate_limit, write_outcome,
+};
 use crate::controller::sync_status::{Outcome, SyncPhase, outcomes};
 
 type Status = CoderMCPServerStatus;
@@ -171,6 +173,9 @@ pub async fn cleanup(server: Arc<CoderMCPServer>, ctx: Arc<Context>) -> Result<C
     };
     if !pass.may_have_config(&status) {
         return Ok(Cleanup::Done);
+    }
+    if let Some(wait) = cleanup_waiting_out_rate_limit(ctx, &uid) {
+        return Ok(wait);
     }
     let up = match upstream(ctx, server).await? {
         Reach::Ready(up) => *up,
