@@ -167,6 +167,71 @@ async fn server_side_apply_creates_then_merges() {
     assert_eq!(updated["metadata"]["uid"], uid);
 }
 
+async fn apply_as(h: &Harness, user: &str, collection: &str, name: &str, yaml: &str) -> Collected {
+    let request = Request::builder()
+        .method(Method::PATCH)
+        .uri(format!("{collection}/{name}?fieldManager=kubectl"))
+        .header("x-test-user", user)
+        .header("content-type", "application/apply-patch+yaml")
+        .body(Body::from(yaml.to_owned()))
+        .unwrap();
+    support::collect(h.request(request).await).await
+}
+
+/// The verbs the authorizer was asked about for `name`, in order.
+fn verbs_reviewed(h: &Harness, user: &str, name: &str) -> Vec<String> {
+    h.authorizer_log()
+        .iter()
+        .filter(|a| a.user.name == user && a.resource.as_ref().is_some_and(|r| r.name == name))
+        .map(|a| a.verb.clone())
+        .collect()
+}
+
+#[tokio::test]
+async fn an_apply_that_creates_needs_create_and_one_that_changes_does_not() {
+    let h = Harness::new();
+    let yaml = "apiVersion: test.example.com/v1\nkind: Thing\nmetadata:\n  name: new\nspec:\n  n: 3\n";
+    let refused = apply_as(&h, "patcher", THINGS, "new", yaml).await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN, "{}", refused.text());
+    assert_eq!(
+        refused.json()["message"],
+        "things.test.example.com \"new\" is forbidden: User \"patcher\" cannot create resource \"things\" in API group \"test.example.com\" in the namespace \"team-a\""
+    );
+    assert_eq!(verbs_reviewed(&h, "patcher", "new"), ["patch", "create"]);
+    let missing = h.send(Method::GET, &format!("{THINGS}/new"), Some("alice")).await;
+    assert_eq!(missing.status, StatusCode::NOT_FOUND, "nothing was created");
+
+    h.create(THINGS, "old").await;
+    let yaml = "apiVersion: test.example.com/v1\nkind: Thing\nmetadata:\n  name: old\nspec:\n  n: 4\n";
+    let changed = apply_as(&h, "patcher", THINGS, "old", yaml).await;
+    assert_eq!(changed.status, StatusCode::OK, "{}", changed.text());
+    assert_eq!(changed.json()["spec"]["n"], 4);
+    assert_eq!(
+        verbs_reviewed(&h, "patcher", "old"),
+        ["patch"],
+        "a change of an existing object needs only patch"
+    );
+}
+
+#[tokio::test]
+async fn an_apply_whose_object_vanishes_before_the_write_is_authorized_as_a_create() {
+    const VANISHING: &str = "/apis/test.example.com/v1/namespaces/team-a/vanishingthings";
+    let yaml = "apiVersion: test.example.com/v1\nkind: VanishingThing\nmetadata:\n  name: v\nspec:\n  n: 3\n";
+    let h = Harness::new();
+    let refused = apply_as(&h, "patcher", VANISHING, "v", yaml).await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN, "{}", refused.text());
+    assert_eq!(verbs_reviewed(&h, "patcher", "v"), ["patch", "create"]);
+    let missing = h
+        .send(Method::GET, &format!("{VANISHING}/v"), Some("alice"))
+        .await;
+    assert_eq!(missing.status, StatusCode::NOT_FOUND, "nothing was created");
+
+    let h = Harness::new();
+    let created = apply_as(&h, "alice", VANISHING, "v", yaml).await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.text());
+    assert_eq!(verbs_reviewed(&h, "alice", "v"), ["patch", "create"]);
+}
+
 #[tokio::test]
 async fn yaml_bodies_and_answers() {
     let h = Harness::new();

@@ -135,17 +135,7 @@ async fn authorize_and_dispatch(
 ) -> Result<Response, ApiError> {
     let query = Query::parse(parts.uri.query());
     let info = request_info::parse(&parts.method, parts.uri.path(), query.watch())?;
-    let attributes = attributes(user, &info);
-    match shared.server.authorizer.authorize(&attributes).await {
-        Ok(Decision::Allow) => {}
-        Ok(Decision::Deny(reason)) => return Err(forbidden(&attributes, &reason)),
-        Err(err) => {
-            return Err(ApiError::internal(format!(
-                "authorization could not be decided, so the request was refused: {}",
-                err.message
-            )));
-        }
-    }
+    authorize(&shared.server, &attributes(user, &info)).await?;
     match info {
         RequestInfo::NonResource { path, .. } => {
             // The OpenAPI v3 documents read their `?hash=` from the query.
@@ -156,6 +146,18 @@ async fn authorize_and_dispatch(
             non_resource(&shared.server, &target, &parts.headers)
         }
         RequestInfo::Resource(info) => resource(shared, parts, body, &query, &info, user).await,
+    }
+}
+
+/// Asks the authorizer; a denial is kube-apiserver's 403 and a failure to decide refuses the request (500).
+async fn authorize(server: &ApiServer, attributes: &Attributes) -> Result<(), ApiError> {
+    match server.authorizer.authorize(attributes).await {
+        Ok(Decision::Allow) => Ok(()),
+        Ok(Decision::Deny(reason)) => Err(forbidden(attributes, &reason)),
+        Err(err) => Err(ApiError::internal(format!(
+            "authorization could not be decided, so the request was refused: {}",
+            err.message
+        ))),
     }
 }
 
@@ -363,6 +365,17 @@ impl Call<'_> {
 
     fn name(&self) -> Result<&str, ApiError> {
         self.info.name.as_deref().ok_or_else(method_not_allowed)
+    }
+
+    /// A write that is about to create the object it names (server-side apply of a missing object) needs `create`
+    /// as well as the request's own verb, as kube-apiserver asks: the caller must be allowed to create this object
+    /// before anything reaches the storage's backend.
+    async fn authorize_create(&self) -> Result<(), ApiError> {
+        let mut request = self.info.clone();
+        request.verb = Verb::Create;
+        request.subresource = None;
+        let create = attributes(&self.ctx.user, &RequestInfo::Resource(request));
+        authorize(&self.shared.server, &create).await
     }
 }
 

@@ -94,8 +94,9 @@ pub trait Storage: Send + Sync {
         ))
     }
 
-    /// Replace the object `name` with `object`. `allow_create` is set for server-side apply, which creates
-    /// missing objects through the update path.
+    /// Replace the object `name` with `object`. `allow_create` is set only for a server-side apply that found no
+    /// object and whose caller passed the `create` authorization: then a missing object is created through the
+    /// update path. Without it a missing object is a 404 (the apply handler then reads again and authorizes).
     async fn update(
         &self,
         _ctx: &RequestContext,

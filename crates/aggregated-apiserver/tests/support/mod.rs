@@ -57,7 +57,8 @@ impl Authenticator for HeaderAuthenticator {
     }
 }
 
-/// Allows everyone except `mallory` (denied with a reason) and `authz-broken` (an error); records every call.
+/// Allows everyone except `mallory` (denied with a reason), `authz-broken` (an error) and `patcher` (every verb but
+/// `create`, as a user bound to get, list, watch, update, patch and delete); records every call.
 #[derive(Default)]
 struct RecordingAuthorizer {
     log: Mutex<Vec<Attributes>>,
@@ -72,6 +73,7 @@ impl Authorizer for RecordingAuthorizer {
         match attributes.user.name.as_str() {
             "mallory" => Ok(Decision::Deny("no RBAC rule allows it".into())),
             "authz-broken" => Err(ApiError::internal("subject access review failed")),
+            "patcher" if attributes.verb == "create" => Ok(Decision::Deny(String::new())),
             _ => Ok(Decision::Allow),
         }
     }
@@ -133,6 +135,40 @@ impl Storage for AcceptingDeletes {
             object: Some(object),
             event: Some(EventType::Modified),
         })
+    }
+}
+
+/// Memory storage whose first read of any name finds an object that is gone by the write, as when someone deletes
+/// it between an apply's read and its write. Later reads see the memory storage as it is.
+struct VanishingStorage {
+    memory: MemoryStorage,
+    ghost_served: AtomicBool,
+}
+
+#[async_trait]
+impl Storage for VanishingStorage {
+    async fn get(&self, ctx: &RequestContext, name: &str) -> Result<Value, ApiError> {
+        if !self.ghost_served.swap(true, Ordering::SeqCst) {
+            let mut ghost = thing(name, json!({}));
+            ghost["kind"] = "VanishingThing".into();
+            ghost["metadata"]["resourceVersion"] = "1".into();
+            return Ok(ghost);
+        }
+        self.memory.get(ctx, name).await
+    }
+
+    async fn list(&self, ctx: &RequestContext) -> Result<Vec<Value>, ApiError> {
+        self.memory.list(ctx).await
+    }
+
+    async fn update(
+        &self,
+        ctx: &RequestContext,
+        name: &str,
+        object: Value,
+        allow_create: bool,
+    ) -> Result<Written, ApiError> {
+        self.memory.update(ctx, name, object, allow_create).await
     }
 }
 
@@ -200,6 +236,16 @@ fn registry() -> Registry {
                 "LazyThingList",
                 ALL_VERBS,
                 Arc::new(AcceptingDeletes(MemoryStorage::new(GROUP, "lazythings"))),
+            ),
+            resource(
+                "vanishingthings",
+                "VanishingThing",
+                "VanishingThingList",
+                ALL_VERBS,
+                Arc::new(VanishingStorage {
+                    memory: MemoryStorage::new(GROUP, "vanishingthings"),
+                    ghost_served: AtomicBool::new(false),
+                }),
             ),
         ],
     }

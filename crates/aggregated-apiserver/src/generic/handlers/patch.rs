@@ -1,5 +1,6 @@
 //! PATCH: JSON merge patch and JSON patch over the current object, and server-side apply as a best effort (the
-//! applied fields merged over the current object, or the object created when missing; no field ownership is kept).
+//! applied fields merged over the current object, or the object created when missing, which needs `create` too; no
+//! field ownership is kept).
 //! Strategic merge patch is refused with 415, as kube-apiserver refuses it for custom resources.
 
 use axum::http::StatusCode;
@@ -109,7 +110,8 @@ fn apply_json_patch(object: &mut Value, body: &[u8]) -> Result<(), ApiError> {
 }
 
 /// Server-side apply: `fieldManager` is required (422, as kube-apiserver answers); the applied object is merged
-/// over the current one, or created through the update path when there is none.
+/// over the current one, or, when there is none, created through the update path once the caller has passed a
+/// second authorization with the verb `create`.
 async fn apply(call: Call<'_>, name: &str, format: &ResponseFormat) -> Result<Response, ApiError> {
     if call.query.get("fieldManager").is_none_or(str::is_empty) {
         return Err(ApiError::invalid(
@@ -128,22 +130,21 @@ async fn apply(call: Call<'_>, name: &str, format: &ResponseFormat) -> Result<Re
     let mut attempt = 0;
     loop {
         attempt += 1;
-        let (object, version) = match call.within(call.def.storage.get(&call.ctx, name)).await {
-            Ok(mut current) => {
-                let version = current["metadata"]["resourceVersion"].clone();
-                json_patch::merge(&mut current, &applied);
-                (current, version)
-            }
-            Err(err) if err.code == 404 => (applied.clone(), Value::Null),
-            Err(err) => return Err(err),
-        };
+        let target = applied_to_current(&call, name, &applied).await?;
         if let Some((seen, err)) = conflict.take()
-            && seen == version
+            && seen == target.version
         {
             return Err(err);
         }
+        if target.creates {
+            call.authorize_create().await?;
+        }
         match call
-            .within(call.def.storage.update(&call.ctx, name, object, true))
+            .within(
+                call.def
+                    .storage
+                    .update(&call.ctx, name, target.object, target.creates),
+            )
             .await
         {
             Ok(written) => {
@@ -154,11 +155,42 @@ async fn apply(call: Call<'_>, name: &str, format: &ResponseFormat) -> Result<Re
                 };
                 return Ok(answer_write(&call, format, written, code));
             }
+            // Deleted between the read and the write: applied again, now as a create (with its authorization).
+            Err(err) if attempt < PATCH_ATTEMPTS && err.code == 404 && !target.creates => {}
             Err(err) if attempt < PATCH_ATTEMPTS && retryable(&err, pinned) => {
-                conflict = Some((version, err))
+                conflict = Some((target.version, err))
             }
             Err(err) => return Err(err),
         }
+    }
+}
+
+/// What one apply attempt writes: the applied fields over the current object, or the applied object alone when
+/// there is none (`creates`).
+struct ApplyTarget {
+    object: Value,
+    /// The current object's resourceVersion (null when it is missing).
+    version: Value,
+    creates: bool,
+}
+
+async fn applied_to_current(call: &Call<'_>, name: &str, applied: &Value) -> Result<ApplyTarget, ApiError> {
+    match call.within(call.def.storage.get(&call.ctx, name)).await {
+        Ok(mut current) => {
+            let version = current["metadata"]["resourceVersion"].clone();
+            json_patch::merge(&mut current, applied);
+            Ok(ApplyTarget {
+                object: current,
+                version,
+                creates: false,
+            })
+        }
+        Err(err) if err.code == 404 => Ok(ApplyTarget {
+            object: applied.clone(),
+            version: Value::Null,
+            creates: true,
+        }),
+        Err(err) => Err(err),
     }
 }
 
