@@ -292,7 +292,7 @@ impl Poller {
                 }
             };
             for (kind, object) in poll_round(&mut known, items, pending.drain(..), started, &self.namespace) {
-                own.insert(self.broadcaster.publish(kind, object));
+                own.extend(self.broadcaster.publish(kind, object));
             }
         }
     }
@@ -314,7 +314,8 @@ impl Poller {
 }
 
 /// Moves every event received so far into `pending`, except this poller's own. A lagging receiver lost writes; the
-/// next poll still reports their effect (perhaps once more).
+/// next poll still reports their effect, and the broadcaster drops the events that would only repeat a state a
+/// write already announced.
 fn drain(
     receiver: &mut broadcast::Receiver<Arc<WatchEvent>>,
     pending: &mut VecDeque<Arc<WatchEvent>>,

@@ -12,8 +12,9 @@
 //! resourceVersion of an object it was sent. A `DELETED` event's object gets the event's counter as its
 //! resourceVersion (as kube-apiserver gives a deletion a new one), so every event of the history has its own.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::convert::Infallible;
+use std::hash::{Hash as _, Hasher as _};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -72,6 +73,38 @@ struct Journal {
     /// Every event with a counter above this is still in `history`.
     complete_after: u64,
     lists: VecDeque<ListSnapshot>,
+    /// What the last `ADDED` or `MODIFIED` event of each object (by namespace and name) carried, so the same state
+    /// is never announced twice in a row.
+    last_state: HashMap<(String, String), ObjectState>,
+}
+
+/// An object's resourceVersion and a digest of the whole object.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct ObjectState {
+    resource_version: String,
+    digest: u64,
+}
+
+/// The object's namespace and name, when it has a name.
+fn object_key(object: &Value) -> Option<(String, String)> {
+    let meta = &object["metadata"];
+    let name = meta["name"].as_str()?;
+    Some((
+        meta["namespace"].as_str().unwrap_or_default().to_owned(),
+        name.to_owned(),
+    ))
+}
+
+fn object_state(object: &Value) -> ObjectState {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    object.to_string().hash(&mut hasher);
+    ObjectState {
+        resource_version: object["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned(),
+        digest: hasher.finish(),
+    }
 }
 
 impl Journal {
@@ -113,6 +146,7 @@ impl Broadcaster {
                 history: VecDeque::new(),
                 complete_after: seed,
                 lists: VecDeque::new(),
+                last_state: HashMap::new(),
             }),
         }
     }
@@ -121,9 +155,22 @@ impl Broadcaster {
         self.journal.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Sends `object` to every current watcher, records it in the history and answers its counter.
-    pub fn publish(&self, kind: EventType, mut object: Value) -> u64 {
+    /// Sends `object` to every current watcher, records it in the history and answers its counter. An `ADDED` or
+    /// `MODIFIED` event that repeats the object's last announced state (same resourceVersion and content, as when a
+    /// poll reports again what a write already announced) is not sent: `None`.
+    pub fn publish(&self, kind: EventType, mut object: Value) -> Option<u64> {
         let mut journal = self.journal();
+        if let Some(key) = object_key(&object) {
+            if kind == EventType::Deleted {
+                journal.last_state.remove(&key);
+            } else {
+                let state = object_state(&object);
+                if journal.last_state.get(&key) == Some(&state) {
+                    return None;
+                }
+                journal.last_state.insert(key, state);
+            }
+        }
         let counter = journal.tick();
         if kind == EventType::Deleted && object["metadata"].is_object() {
             object["metadata"]["resourceVersion"] = counter.to_string().into();
@@ -142,7 +189,7 @@ impl Broadcaster {
         // Sent under the lock, so a watcher that subscribes and reads the history under it sees each event once.
         // An error only means nobody is watching.
         let _ = self.sender.send(event);
-        counter
+        Some(counter)
     }
 
     pub fn subscribe(&self) -> broadcast::Receiver<Arc<WatchEvent>> {
@@ -177,7 +224,9 @@ impl Broadcaster {
 
     /// The counter a client's resourceVersion stands for: the resourceVersion of an object in the history (the
     /// newest event carrying it), or a counter of this broadcaster (or of another replica, up to [`CLOCK_SKEW`]
-    /// ahead, which this counter then catches up with). `None` when it is neither.
+    /// ahead of this process's clock, which this counter then catches up with). `None` when it is neither. The
+    /// bound is the wall clock, not the counter: a counter that caught up with a client's resourceVersion must not
+    /// raise the bound for the next one, or requests could push it ever further ahead of the other replicas.
     pub fn counter_of(&self, resource_version: &str) -> Option<u64> {
         let mut journal = self.journal();
         let sent = journal
@@ -189,11 +238,11 @@ impl Broadcaster {
         if sent.is_some() {
             return sent;
         }
-        let now = journal.observe();
         let counter = resource_version
             .parse::<u64>()
             .ok()
-            .filter(|counter| *counter <= now.saturating_add(CLOCK_SKEW))?;
+            .filter(|counter| *counter <= now_micros().saturating_add(CLOCK_SKEW))?;
+        journal.observe();
         journal.counter = journal.counter.max(counter);
         Some(counter)
     }
@@ -489,11 +538,18 @@ mod tests {
         let far_future = now_micros() + 3_600_000_000;
         let broadcaster = Broadcaster::new(far_future);
         assert_eq!(broadcaster.current(), far_future);
-        assert_eq!(broadcaster.publish(EventType::Added, json!({})), far_future + 1);
+        assert_eq!(
+            broadcaster.publish(EventType::Added, json!({})),
+            Some(far_future + 1)
+        );
         assert_eq!(broadcaster.resource_version(), (far_future + 1).to_string());
         let seeded_in_the_past = Broadcaster::new(41);
         let before = now_micros();
-        assert!(seeded_in_the_past.publish(EventType::Added, json!({})) >= before);
+        assert!(
+            seeded_in_the_past
+                .publish(EventType::Added, json!({}))
+                .is_some_and(|c| c >= before)
+        );
     }
 
     fn named(name: &str, rv: &str) -> Value {
@@ -504,7 +560,9 @@ mod tests {
     fn a_watch_resumes_after_a_counter_or_an_object_resource_version() {
         let broadcaster = Broadcaster::new(0);
         let listed = broadcaster.current();
-        let first = broadcaster.publish(EventType::Added, named("a", "rv-a1"));
+        let first = broadcaster
+            .publish(EventType::Added, named("a", "rv-a1"))
+            .unwrap();
         broadcaster.publish(EventType::Modified, named("a", "rv-a2"));
         let (_, backlog) = broadcaster.subscribe_after(listed).unwrap();
         assert_eq!(backlog.len(), 2);
@@ -522,7 +580,9 @@ mod tests {
     fn a_deleted_object_gets_the_counter_of_its_event() {
         let broadcaster = Broadcaster::new(0);
         broadcaster.publish(EventType::Added, named("a", "rv-a1"));
-        let deleted = broadcaster.publish(EventType::Deleted, named("a", "rv-a1"));
+        let deleted = broadcaster
+            .publish(EventType::Deleted, named("a", "rv-a1"))
+            .unwrap();
         let (_, backlog) = broadcaster.subscribe_after(0).unwrap();
         assert_eq!(
             backlog[1].object["metadata"]["resourceVersion"],
@@ -530,6 +590,67 @@ mod tests {
         );
         // The ADDED event still resolves to itself, not to the deletion.
         assert_eq!(broadcaster.counter_of("rv-a1"), Some(backlog[0].counter));
+    }
+
+    #[test]
+    fn the_same_state_of_an_object_is_announced_once() {
+        let broadcaster = Broadcaster::new(0);
+        assert!(broadcaster.publish(EventType::Added, named("a", "1")).is_some());
+        assert_eq!(broadcaster.publish(EventType::Modified, named("a", "1")), None);
+        assert_eq!(broadcaster.publish(EventType::Added, named("a", "1")), None);
+        // Another object, another resourceVersion, or other content with the same resourceVersion is news.
+        assert!(
+            broadcaster
+                .publish(EventType::Modified, named("b", "1"))
+                .is_some()
+        );
+        assert!(
+            broadcaster
+                .publish(EventType::Modified, named("a", "2"))
+                .is_some()
+        );
+        let mut relabelled = named("a", "2");
+        relabelled["metadata"]["labels"] = json!({"x": "y"});
+        assert!(broadcaster.publish(EventType::Modified, relabelled).is_some());
+        // After a deletion the same state is an object that came back.
+        assert!(broadcaster.publish(EventType::Deleted, named("a", "2")).is_some());
+        assert!(broadcaster.publish(EventType::Added, named("a", "2")).is_some());
+        let (_, backlog) = broadcaster.subscribe_after(0).unwrap();
+        let sent: Vec<(&str, &str)> = backlog
+            .iter()
+            .map(|e| (e.kind.as_str(), e.object["metadata"]["name"].as_str().unwrap()))
+            .collect();
+        assert_eq!(
+            sent,
+            [
+                ("ADDED", "a"),
+                ("MODIFIED", "b"),
+                ("MODIFIED", "a"),
+                ("MODIFIED", "a"),
+                ("DELETED", "a"),
+                ("ADDED", "a")
+            ]
+        );
+    }
+
+    #[test]
+    fn resource_versions_from_clients_cannot_push_the_counter_past_the_clock_skew() {
+        let replica_a = Broadcaster::new(0);
+        let replica_b = Broadcaster::new(0);
+        for _ in 0..5 {
+            // Just inside the bound, as seen by a's counter.
+            let ahead = replica_a.current() + CLOCK_SKEW - 1_000;
+            replica_a.counter_of(&ahead.to_string());
+        }
+        let bound = now_micros() + CLOCK_SKEW;
+        let listed = replica_a.current();
+        assert!(
+            listed <= bound,
+            "the counter ran {} s past the clock",
+            (listed - now_micros()) / 1_000_000
+        );
+        // A list answered by one replica is a resourceVersion the other one accepts.
+        assert_eq!(replica_b.counter_of(&listed.to_string()), Some(listed));
     }
 
     #[test]
