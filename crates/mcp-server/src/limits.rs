@@ -1,5 +1,6 @@
-//! Defaults and bounds of the tool arguments, and their checks. An argument out of range is a tool error that names
-//! the argument and its range (it is never silently clamped, so a caller learns that it got less than it asked).
+//! Defaults and bounds of the numeric tool arguments, and their checks (namespaces and names are checked by
+//! `crate::names`). An argument out of range is a tool error that names the argument and its range (it is never
+//! silently clamped, so a caller learns that it got less than it asked).
 
 /// `get_pod_logs`: lines from the end of the log when `tailLines` is not given.
 pub const DEFAULT_POD_LOG_TAIL_LINES: i64 = 2000;
@@ -15,15 +16,6 @@ pub const MAX_EVENT_LIMIT: i64 = 1000;
 pub const DEFAULT_POD_LIMIT: i64 = 100;
 /// `list_control_plane_pods`: the most pods returned.
 pub const MAX_POD_LIMIT: i64 = 500;
-
-/// A required string argument: present and not blank.
-pub fn required<'a>(field: &str, value: &'a str) -> Result<&'a str, String> {
-    if value.trim().is_empty() {
-        Err(format!("{field} is required"))
-    } else {
-        Ok(value)
-    }
-}
 
 /// An optional bounded number: `default` when absent, an error naming the range when outside `min..=max`.
 pub fn bounded(field: &str, value: Option<i64>, default: i64, min: i64, max: i64) -> Result<i64, String> {
@@ -57,13 +49,6 @@ pub fn truncate_log(bytes: &[u8], limit: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn required_names_the_field() {
-        assert_eq!(required("namespace", "").unwrap_err(), "namespace is required");
-        assert_eq!(required("name", "  ").unwrap_err(), "name is required");
-        assert_eq!(required("name", "a").unwrap(), "a");
-    }
 
     #[test]
     fn bounded_defaults_accepts_the_range_and_names_it_otherwise() {

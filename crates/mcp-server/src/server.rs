@@ -1,13 +1,17 @@
 //! The HTTP server as a value: [`router`] puts rmcp's streamable HTTP service at `/mcp` behind the
 //! [`crate::security::guard`] middleware and serves `/healthz` and `/readyz` without a token; [`serve`] runs it on
-//! a listener until shutdown.
+//! a listener until shutdown. A session's DELETE answers 204 (see [`session_closed_is_no_content`]).
 
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
+use axum::extract::Request;
+use axum::middleware::Next;
+use axum::response::Response;
 use axum::routing::get;
+use http::{Method, StatusCode};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
@@ -72,6 +76,7 @@ pub fn router(
     });
     Router::new()
         .nest_service("/mcp", mcp)
+        .layer(axum::middleware::from_fn(session_closed_is_no_content))
         .layer(axum::middleware::from_fn_with_state(guard, security::guard))
         .route("/healthz", get(ok))
         .route("/readyz", get(ok))
@@ -79,6 +84,18 @@ pub fn router(
 
 async fn ok() -> &'static str {
     "ok"
+}
+
+/// rmcp answers a DELETE that closed its session with 202 Accepted and no body, although the session is gone by
+/// then; clients expect 200 or 204 for a finished termination (the official Python SDK logs "Session termination
+/// failed: 202" on every close otherwise). Other answers (400 without a session id, 405, 500) pass unchanged.
+pub async fn session_closed_is_no_content(request: Request, next: Next) -> Response {
+    let delete = request.method() == Method::DELETE;
+    let mut response = next.run(request).await;
+    if delete && response.status() == StatusCode::ACCEPTED {
+        *response.status_mut() = StatusCode::NO_CONTENT;
+    }
+    response
 }
 
 /// Serves `router` on `listener` until `shutdown` completes.

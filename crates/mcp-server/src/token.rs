@@ -1,6 +1,6 @@
 //! The bearer token of `--mcp-token-file`: the file rules (one token of at least 32 bytes without whitespace, one
 //! trailing newline ignored) and [`TokenFile`], which re-reads the file when it changes so a rotated token takes
-//! effect without a restart. Errors name the file, never its content.
+//! effect without a restart, and warns once when the file becomes unusable. Errors name the file, never its content.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -113,8 +113,10 @@ fn inode(_: &std::fs::Metadata) -> u64 {
     0
 }
 
-/// The token file, checked on every request with one `stat` and re-read only when it changed. While the file is
-/// missing or breaks a rule, no token is accepted (fail closed), so emptying the file revokes access.
+/// The token file, checked on every request with one `stat` and re-read only when it changed (a missing file
+/// counts as one state: it is not re-read until it appears). While the file is missing or breaks a rule, no token is
+/// accepted (fail closed), so emptying the file revokes access; that is logged once per change of the reason, not
+/// on every refused request.
 #[derive(Debug)]
 pub struct TokenFile {
     path: PathBuf,
@@ -123,8 +125,10 @@ pub struct TokenFile {
 
 #[derive(Debug)]
 struct Loaded {
+    /// The version read last; `None` when the file could not be found (or `stat` failed).
     stamp: Option<FileStamp>,
-    token: Option<McpToken>,
+    /// That version's token, or why it cannot be used.
+    token: Result<McpToken, TokenFileError>,
 }
 
 impl TokenFile {
@@ -136,7 +140,7 @@ impl TokenFile {
             path: path.to_owned(),
             current: Mutex::new(Loaded {
                 stamp,
-                token: Some(token),
+                token: Ok(token),
             }),
         })
     }
@@ -148,23 +152,33 @@ impl TokenFile {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let stamp = FileStamp::of(&self.path).ok();
-        if stamp.is_none() || stamp != loaded.stamp {
+        if stamp != loaded.stamp {
             loaded.stamp = stamp;
-            loaded.token = match read_token_file(&self.path) {
-                Ok(token) => {
-                    tracing::info!(path = %self.path.display(), "MCP token file changed; using the new token");
-                    Some(token)
-                }
-                Err(error) => {
-                    tracing::warn!(%error, "MCP token file unusable; refusing every request until it is fixed");
-                    None
-                }
-            };
+            let read = read_token_file(&self.path);
+            self.log_change(&loaded.token, &read);
+            loaded.token = read;
         }
-        loaded
-            .token
-            .as_ref()
-            .is_some_and(|token| token.matches(presented))
+        loaded.token.as_ref().is_ok_and(|token| token.matches(presented))
+    }
+
+    /// Logs a new token, the file becoming unusable, or a new reason why; not a version that changes nothing (a
+    /// broken file rewritten with the same fault), so a broken file does not log once per request.
+    fn log_change(
+        &self,
+        before: &Result<McpToken, TokenFileError>,
+        after: &Result<McpToken, TokenFileError>,
+    ) {
+        if before == after {
+            return;
+        }
+        match after {
+            Ok(_) => {
+                tracing::info!(path = %self.path.display(), "MCP token file changed; using the new token")
+            }
+            Err(error) => {
+                tracing::warn!(%error, "MCP token file unusable; refusing every request until it is fixed");
+            }
+        }
     }
 }
 
@@ -258,5 +272,53 @@ mod tests {
         assert!(!file.accepts(new.as_bytes()));
         std::fs::write(&path, &old).unwrap();
         assert!(file.accepts(old.as_bytes()));
+    }
+
+    /// Counts the WARN events logged while it is the default subscriber.
+    struct Warnings(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+    impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Warnings {
+        fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+            if *event.metadata().level() == tracing::Level::WARN {
+                self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
+        }
+    }
+
+    #[test]
+    fn a_broken_file_is_warned_about_once_per_change_not_on_every_request() {
+        use tracing_subscriber::layer::SubscriberExt as _;
+        let count = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let subscriber = tracing_subscriber::registry().with(Warnings(count.clone()));
+        let warnings = || count.load(std::sync::atomic::Ordering::SeqCst);
+        let good = "g".repeat(32);
+        let (_d, path) = with_file(good.as_bytes());
+        let file = TokenFile::open(&path).unwrap();
+        let refuses_100_times = |presented: &str| (0..100).all(|_| !file.accepts(presented.as_bytes()));
+        tracing::subscriber::with_default(subscriber, || {
+            std::fs::remove_file(&path).unwrap();
+            assert!(refuses_100_times(&good));
+            assert_eq!(warnings(), 1, "a missing file warns once");
+            std::fs::write(&path, "").unwrap();
+            assert!(refuses_100_times(&good));
+            assert_eq!(warnings(), 2, "missing, then empty: a new reason");
+            std::fs::write(&path, "short").unwrap();
+            assert!(refuses_100_times("short"));
+            assert_eq!(warnings(), 3, "empty, then too short: a new reason");
+            std::fs::write(&path, "shorter-still-but-longer").unwrap();
+            assert!(refuses_100_times("shorter-still-but-longer"));
+            assert_eq!(warnings(), 3, "rewritten with the same fault");
+            let rotated = "r".repeat(40);
+            std::fs::write(&path, &rotated).unwrap();
+            assert!(file.accepts(rotated.as_bytes()), "a fixed file is used at once");
+            std::fs::remove_file(&path).unwrap();
+            assert!(refuses_100_times(&rotated));
+            std::fs::write(&path, &good).unwrap();
+            assert!(
+                file.accepts(good.as_bytes()),
+                "a file that reappears is used at once"
+            );
+        });
+        assert_eq!(warnings(), 4);
     }
 }

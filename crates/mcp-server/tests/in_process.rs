@@ -1,18 +1,19 @@
 //! The MCP server built by this crate, served in-process on a loopback port against a real kube-apiserver and
 //! reached with the rmcp client over HTTP: the Kubernetes tools with their happy paths, errors and limits, the
-//! security rules of `/mcp` (token, rotation, Host, Origin, Content-Type, body cap) and that no output carries a
-//! Secret's data. The aggregated-API tools are covered through the binary (crates/coder-k8s tests).
+//! security rules of `/mcp` (token, rotation, Host, Origin, Content-Type, body cap), that no output carries a
+//! Secret's data, and the end of a session (its DELETE, also through the official Python SDK). The aggregated-API
+//! tools are covered through the binary (crates/coder-k8s tests).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::Stdio;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use coder_k8s_mcp_server::{ServerSettings, TokenFile, router, serve};
 use coder_k8s_testenv::ControlPlane;
-use coder_k8s_testenv::mcp::{ToolOutcome, call, connect, seed_kubernetes_objects};
+use coder_k8s_testenv::mcp::{ToolOutcome, call, connect, python_mcp, seed_kubernetes_objects};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Pod, Secret, Service};
 use kube::api::{Api, PostParams};
@@ -70,11 +71,43 @@ async fn start(cp: &ControlPlane) -> Served {
 }
 
 async fn start_with(cp: &ControlPlane, settings: ServerSettings) -> Served {
+    start_app(cp, settings, |app| app).await
+}
+
+/// Every request's method and answer status, in arrival order.
+type Exchanges = Arc<Mutex<Vec<(http::Method, http::StatusCode)>>>;
+
+/// A server whose every request and answer status is recorded where the HTTP server meets the application.
+async fn start_recording(cp: &ControlPlane) -> (Served, Exchanges) {
+    let exchanges = Exchanges::default();
+    let recorded = exchanges.clone();
+    let served = start_app(cp, ServerSettings::default(), move |app| {
+        app.layer(axum::middleware::from_fn(
+            move |request: axum::extract::Request, next: axum::middleware::Next| {
+                let recorded = recorded.clone();
+                async move {
+                    let method = request.method().clone();
+                    let response = next.run(request).await;
+                    recorded.lock().unwrap().push((method, response.status()));
+                    response
+                }
+            },
+        ))
+    })
+    .await;
+    (served, exchanges)
+}
+
+async fn start_app(
+    cp: &ControlPlane,
+    settings: ServerSettings,
+    wrap: impl FnOnce(axum::Router) -> axum::Router,
+) -> Served {
     let dir = tempfile::tempdir().unwrap();
     let token_path = dir.path().join("token");
     std::fs::write(&token_path, format!("{TOKEN}\n")).unwrap();
     let token = Arc::new(TokenFile::open(&token_path).unwrap());
-    let app = router(cp.client().unwrap(), token, &settings, Default::default());
+    let app = wrap(router(cp.client().unwrap(), token, &settings, Default::default()));
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(serve(listener, app, std::future::pending()));
@@ -296,7 +329,7 @@ async fn events_are_filtered_and_paged() {
         ),
         (
             json!({"namespace": ns.name(), "name": "a,b"}),
-            "name must not contain",
+            "name \"a,b\" is not a valid object name: ',' is not allowed",
         ),
     ] {
         let failed = call(&client, "get_events", args.clone()).await.unwrap();
@@ -725,5 +758,114 @@ async fn an_idle_session_expires() {
         expired.status(),
         404,
         "the session expired after the idle timeout"
+    );
+}
+
+/// A session's DELETE with the given token.
+async fn delete_session(served: &Served, token: &str, session: &str) -> reqwest::Response {
+    reqwest::Client::new()
+        .delete(served.url())
+        .bearer_auth(token)
+        .header("mcp-session-id", session)
+        .header("mcp-protocol-version", "2025-06-18")
+        .send()
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_session_delete_answers_204_and_ends_the_session() {
+    let cp = control_plane().await;
+    let served = start(cp).await;
+    let bearer = format!("Bearer {TOKEN}");
+    let json = ("content-type", "application/json");
+    let opened = post(&served, &[("authorization", &bearer), json], INITIALIZE).await;
+    assert_eq!(opened.status(), 200);
+    let session = opened.headers()["mcp-session-id"].to_str().unwrap().to_owned();
+    drop(opened);
+
+    let unauthorized = delete_session(&served, "wrong-token-0123456789abcdef0123456789", &session).await;
+    assert_eq!(
+        unauthorized.status(),
+        401,
+        "a DELETE needs the token like any request"
+    );
+    let deleted = delete_session(&served, TOKEN, &session).await;
+    assert_eq!(deleted.status(), 204);
+    assert_eq!(deleted.text().await.unwrap(), "");
+    let ping = r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#;
+    let after = post(
+        &served,
+        &[
+            ("authorization", &bearer),
+            json,
+            ("mcp-protocol-version", "2025-06-18"),
+            ("mcp-session-id", &session),
+        ],
+        ping,
+    )
+    .await;
+    assert_eq!(after.status(), 404, "the deleted session is gone");
+}
+
+/// The official Python SDK: open a session, call one tool, close the session (its DELETE); its log goes to stderr.
+const PYTHON_SESSION: &str = r#"
+import asyncio, logging, sys
+import httpx2
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+
+logging.basicConfig(level=logging.DEBUG, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+
+async def main(url, token):
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60) as http:
+        async with streamable_http_client(url, http_client=http) as streams:
+            async with ClientSession(streams[0], streams[1]) as session:
+                await session.initialize()
+                result = await session.call_tool("check_health", {})
+                print("is_error", result.is_error)
+
+asyncio.run(main(*sys.argv[1:]))
+"#;
+
+#[tokio::test]
+async fn the_python_client_closes_its_session_without_a_termination_warning() {
+    let cp = control_plane().await;
+    let (served, exchanges) = start_recording(cp).await;
+    let url = served.url();
+    let output = tokio::task::spawn_blocking(move || {
+        let python = python_mcp().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let script = dir.path().join("session.py");
+        std::fs::write(&script, PYTHON_SESSION).unwrap();
+        std::process::Command::new(python)
+            .arg(&script)
+            .args([url.as_str(), TOKEN])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "python client: {stderr}");
+    assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), "is_error False");
+    // The client logs at DEBUG, so its log is there to search.
+    assert!(stderr.contains("DEBUG"), "{stderr}");
+    assert!(
+        !stderr.contains("Session termination failed"),
+        "the client warned on close: {stderr}"
+    );
+    let deletes: Vec<http::StatusCode> = exchanges
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(method, _)| method == http::Method::DELETE)
+        .map(|(_, status)| *status)
+        .collect();
+    assert_eq!(
+        deletes,
+        [http::StatusCode::NO_CONTENT],
+        "one DELETE closed the session"
     );
 }

@@ -1,106 +1,32 @@
 //! Object names of the Coder resources: `<organization>.<owner>.<workspace>`, `<organization>.<template>` and
-//! `<organization>.<template>.<version>`. Pure parsers (syntax only; aliases and casing are checked against Coder
-//! data by the storages) and formatters.
+//! `<organization>.<template>.<version>`. The parsers (syntax only, shared with the MCP server through
+//! `coder_k8s_api::aggregation::names`; aliases and casing are checked against Coder data by the storages) as 400s,
+//! and the formatters.
+
+use coder_k8s_api::aggregation::names::{self as syntax, NameError};
+pub use coder_k8s_api::aggregation::names::{TemplateName, TemplateVersionName, WorkspaceName};
 
 use crate::generic::ApiError;
 
 const SEPARATOR: char = '.';
 
-/// The parts of a workspace name.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct WorkspaceName {
-    pub organization: String,
-    pub owner: String,
-    pub workspace: String,
-}
-
-/// The parts of a template name.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TemplateName {
-    pub organization: String,
-    pub template: String,
-}
-
-/// The parts of a template version name.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TemplateVersionName {
-    pub organization: String,
-    pub template: String,
-    /// May contain `.`; compared case-sensitively.
-    pub version: String,
-}
-
-/// Splits `<organization>.<owner>.<workspace>` (exactly three non-empty segments).
+/// Splits `<organization>.<owner>.<workspace>` (exactly three non-empty segments); a 400 otherwise.
 pub fn parse_workspace_name(name: &str) -> Result<WorkspaceName, ApiError> {
-    let [organization, owner, workspace] = split_exactly::<3>(name, "workspace")?;
-    Ok(WorkspaceName {
-        organization,
-        owner,
-        workspace,
-    })
+    syntax::parse_workspace_name(name).map_err(bad_request)
 }
 
-/// Splits `<organization>.<template>` (exactly two non-empty segments).
+/// Splits `<organization>.<template>` (exactly two non-empty segments); a 400 otherwise.
 pub fn parse_template_name(name: &str) -> Result<TemplateName, ApiError> {
-    let [organization, template] = split_exactly::<2>(name, "template")?;
-    Ok(TemplateName {
-        organization,
-        template,
-    })
+    syntax::parse_template_name(name).map_err(bad_request)
 }
 
-/// Splits `<organization>.<template>.<version>`. Organization and template names cannot contain `.`, so the first
-/// two dots separate the segments and the version keeps any further dots.
+/// Splits `<organization>.<template>.<version>` (the version keeps any further dots); a 400 otherwise.
 pub fn parse_template_version_name(name: &str) -> Result<TemplateVersionName, ApiError> {
-    if name.is_empty() {
-        return Err(ApiError::bad_request(
-            "invalid template version name: name must not be empty",
-        ));
-    }
-    let segments: Vec<&str> = name.splitn(3, SEPARATOR).collect();
-    let [organization, template, version] = segments[..] else {
-        return Err(ApiError::bad_request(format!(
-            "invalid template version name {name:?}: expected <organization>.<template>.<version>"
-        )));
-    };
-    if let Some(index) = [organization, template, version]
-        .iter()
-        .position(|s| s.is_empty())
-    {
-        return Err(ApiError::bad_request(format!(
-            "invalid template version name {name:?}: segment {index} must not be empty"
-        )));
-    }
-    Ok(TemplateVersionName {
-        organization: organization.to_owned(),
-        template: template.to_owned(),
-        version: version.to_owned(),
-    })
+    syntax::parse_template_version_name(name).map_err(bad_request)
 }
 
-fn split_exactly<const N: usize>(name: &str, object: &str) -> Result<[String; N], ApiError> {
-    if name.is_empty() {
-        return Err(ApiError::bad_request(format!(
-            "invalid {object} name: name must not be empty"
-        )));
-    }
-    let separators = N - 1;
-    if name.matches(SEPARATOR).count() != separators {
-        return Err(ApiError::bad_request(format!(
-            "invalid {object} name {name:?}: expected {separators} separators (\"{SEPARATOR}\")"
-        )));
-    }
-    let segments: Vec<String> = name.split(SEPARATOR).map(str::to_owned).collect();
-    if let Some(index) = segments.iter().position(String::is_empty) {
-        return Err(ApiError::bad_request(format!(
-            "invalid {object} name {name:?}: segment {index} must not be empty"
-        )));
-    }
-    segments.try_into().map_err(|_| {
-        ApiError::internal(format!(
-            "the {object} name {name:?} did not split into {N} segments"
-        ))
-    })
+fn bad_request(error: NameError) -> ApiError {
+    ApiError::bad_request(error.to_string())
 }
 
 /// `<organization>.<owner>.<workspace>`, or an error when Coder handed out a segment that cannot be part of a name.

@@ -11,8 +11,9 @@ use rmcp::{tool, tool_router};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{McpServer, ObjectRef, format_optional_time, format_timestamp, kube_error};
+use super::{McpServer, ObjectRef, Required, format_optional_time, format_timestamp, kube_error};
 use crate::limits;
+use crate::names::{self, Rule};
 
 #[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
 #[serde(transparent)]
@@ -48,6 +49,7 @@ pub struct GetServiceStatusOutput {
 
 #[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(transform = Required(&["namespace"]))]
 pub struct GetEventsInput {
     /// Namespace of the events (required).
     #[serde(default)]
@@ -88,6 +90,7 @@ pub struct GetEventsOutput {
 
 #[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(transform = Required(&["namespace", "name"]))]
 pub struct GetPodLogsInput {
     /// Namespace of the pod (required).
     #[serde(default)]
@@ -149,7 +152,8 @@ pub fn service_status(service: &Service) -> GetServiceStatusOutput {
     }
 }
 
-/// The field selector of `get_events`: the object's name and kind, when given.
+/// The field selector of `get_events`: the object's name and kind, when given. Both are checked by
+/// [`Rule::EventObject`] and [`Rule::EventKind`], which leave out the selector's own separators.
 pub fn event_field_selector(name: Option<&str>, kind: Option<&str>) -> Option<String> {
     let parts: Vec<String> = [("involvedObject.name", name), ("involvedObject.kind", kind)]
         .into_iter()
@@ -175,16 +179,6 @@ pub fn event_summary(event: &Event) -> EventSummary {
     }
 }
 
-/// Field selector values may not contain the selector's own separators.
-fn check_selector_value(field: &str, value: Option<&str>) -> Result<(), String> {
-    match value {
-        Some(v) if v.contains([',', '=', '!', '\\']) => {
-            Err(format!("{field} must not contain ',', '=', '!' or '\\'"))
-        }
-        _ => Ok(()),
-    }
-}
-
 #[tool_router(router = cluster_tools, vis = "pub(crate)")]
 impl McpServer {
     #[tool(
@@ -195,7 +189,7 @@ impl McpServer {
         &self,
         Parameters(GetServiceStatusInput(input)): Parameters<GetServiceStatusInput>,
     ) -> Result<Json<GetServiceStatusOutput>, String> {
-        let (namespace, name) = input.checked()?;
+        let (namespace, name) = input.checked(Rule::Object("Service"))?;
         let service = Api::<Service>::namespaced(self.kube.clone(), namespace)
             .get(name)
             .await
@@ -212,7 +206,9 @@ impl McpServer {
         &self,
         Parameters(input): Parameters<GetEventsInput>,
     ) -> Result<Json<GetEventsOutput>, String> {
-        let namespace = limits::required("namespace", &input.namespace)?;
+        let namespace = names::required("namespace", &input.namespace, Rule::Namespace)?;
+        let object = names::optional("name", input.name.as_deref(), Rule::EventObject)?;
+        let kind = names::optional("kind", input.kind.as_deref(), Rule::EventKind)?;
         let limit = limits::bounded(
             "limit",
             input.limit,
@@ -220,10 +216,8 @@ impl McpServer {
             1,
             limits::MAX_EVENT_LIMIT,
         )?;
-        check_selector_value("name", input.name.as_deref())?;
-        check_selector_value("kind", input.kind.as_deref())?;
         let mut params = ListParams::default().limit(u32::try_from(limit).unwrap_or(1));
-        if let Some(selector) = event_field_selector(input.name.as_deref(), input.kind.as_deref()) {
+        if let Some(selector) = event_field_selector(object, kind) {
             params = params.fields(&selector);
         }
         if let Some(token) = input.continue_token.filter(|t| !t.is_empty()) {
@@ -248,8 +242,9 @@ impl McpServer {
         &self,
         Parameters(input): Parameters<GetPodLogsInput>,
     ) -> Result<Json<GetPodLogsOutput>, String> {
-        let namespace = limits::required("namespace", &input.namespace)?;
-        let name = limits::required("name", &input.name)?;
+        let namespace = names::required("namespace", &input.namespace, Rule::Namespace)?;
+        let name = names::required("name", &input.name, Rule::Object("Pod"))?;
+        let container = names::optional("container", input.container.as_deref(), Rule::Container)?;
         let tail_lines = limits::at_least(
             "tailLines",
             input.tail_lines,
@@ -264,7 +259,7 @@ impl McpServer {
             limits::MAX_LOG_BYTES,
         )?;
         let params = LogParams {
-            container: input.container.filter(|c| !c.is_empty()),
+            container: container.map(str::to_owned),
             tail_lines: Some(tail_lines),
             // One byte more than returned, to know whether the log was cut.
             limit_bytes: Some(limit_bytes + 1),
@@ -323,8 +318,6 @@ mod tests {
             event_field_selector(Some("a"), Some("Pod")).as_deref(),
             Some("involvedObject.name=a,involvedObject.kind=Pod")
         );
-        assert!(check_selector_value("name", Some("a,b")).is_err());
-        assert!(check_selector_value("name", Some("a")).is_ok());
     }
 
     #[test]

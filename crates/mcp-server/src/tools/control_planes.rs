@@ -9,8 +9,11 @@ use rmcp::{tool, tool_router};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{ConditionSummary, McpServer, ObjectRef, format_optional_time, kube_error};
+use super::{ConditionSummary, McpServer, ObjectRef, Required, format_optional_time, kube_error};
 use crate::limits;
+use crate::names::{self, Rule};
+
+const KIND: &str = "CoderControlPlane";
 
 /// `app.kubernetes.io/name` of the objects a control plane owns.
 const CONTROL_PLANE_APP: &str = "coder-control-plane";
@@ -54,6 +57,7 @@ pub struct GetControlPlaneStatusOutput {
 
 #[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(transform = Required(&["namespace", "name"]))]
 pub struct ListControlPlanePodsInput {
     /// Namespace of the CoderControlPlane (required).
     #[serde(default)]
@@ -238,10 +242,11 @@ impl McpServer {
         &self,
         Parameters(input): Parameters<ListControlPlanesInput>,
     ) -> Result<Json<ListControlPlanesOutput>, String> {
-        let api: Api<CoderControlPlane> = match input.namespace.as_deref().filter(|ns| !ns.is_empty()) {
-            Some(namespace) => Api::namespaced(self.kube.clone(), namespace),
-            None => Api::all(self.kube.clone()),
-        };
+        let api: Api<CoderControlPlane> =
+            match names::optional("namespace", input.namespace.as_deref(), Rule::Namespace)? {
+                Some(namespace) => Api::namespaced(self.kube.clone(), namespace),
+                None => Api::all(self.kube.clone()),
+            };
         let list = api
             .list(&ListParams::default())
             .await
@@ -259,7 +264,7 @@ impl McpServer {
         &self,
         Parameters(GetControlPlaneStatusInput(input)): Parameters<GetControlPlaneStatusInput>,
     ) -> Result<Json<GetControlPlaneStatusOutput>, String> {
-        let (namespace, name) = input.checked()?;
+        let (namespace, name) = input.checked(Rule::Object(KIND))?;
         let cp = Api::<CoderControlPlane>::namespaced(self.kube.clone(), namespace)
             .get(name)
             .await
@@ -275,8 +280,9 @@ impl McpServer {
         &self,
         Parameters(input): Parameters<ListControlPlanePodsInput>,
     ) -> Result<Json<ListControlPlanePodsOutput>, String> {
-        let namespace = limits::required("namespace", &input.namespace)?;
-        let name = limits::required("name", &input.name)?;
+        let namespace = names::required("namespace", &input.namespace, Rule::Namespace)?;
+        // A DNS subdomain also keeps the label selector below from being extended (no ',' or '=').
+        let name = names::required("name", &input.name, Rule::Object(KIND))?;
         let limit = limits::bounded(
             "limit",
             input.limit,
@@ -304,7 +310,8 @@ impl McpServer {
             GetControlPlaneDeploymentStatusInput,
         >,
     ) -> Result<Json<GetControlPlaneDeploymentStatusOutput>, String> {
-        let (namespace, name) = input.checked()?;
+        // The Deployment has the control plane's name.
+        let (namespace, name) = input.checked(Rule::Object(KIND))?;
         let deployment = Api::<Deployment>::namespaced(self.kube.clone(), namespace)
             .get(name)
             .await

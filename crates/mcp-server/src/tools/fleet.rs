@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::control_planes::phase_text;
 use super::{ConditionSummary, McpServer, ObjectRef, kube_error};
+use crate::names::Rule;
 
 #[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
 #[serde(transparent)]
@@ -88,7 +89,7 @@ impl McpServer {
         &self,
         Parameters(GetProvisionerStatusInput(input)): Parameters<GetProvisionerStatusInput>,
     ) -> Result<Json<GetProvisionerStatusOutput>, String> {
-        let (namespace, name) = input.checked()?;
+        let (namespace, name) = input.checked(Rule::Object("CoderProvisioner"))?;
         let provisioner = Api::<CoderProvisioner>::namespaced(self.kube.clone(), namespace)
             .get(name)
             .await
@@ -104,7 +105,7 @@ impl McpServer {
         &self,
         Parameters(GetWorkspaceProxyStatusInput(input)): Parameters<GetWorkspaceProxyStatusInput>,
     ) -> Result<Json<GetWorkspaceProxyStatusOutput>, String> {
-        let (namespace, name) = input.checked()?;
+        let (namespace, name) = input.checked(Rule::Object("CoderWorkspaceProxy"))?;
         let proxy = Api::<CoderWorkspaceProxy>::namespaced(self.kube.clone(), namespace)
             .get(name)
             .await

@@ -16,6 +16,8 @@ use rmcp::{ServerHandler, tool_handler};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::names::{self, Rule};
+
 /// The MCP server name announced in `initialize`.
 pub const SERVER_NAME: &str = "coder-k8s";
 
@@ -59,9 +61,40 @@ impl ServerHandler for McpServer {
     }
 }
 
+/// Marks `fields` required in an input's JSON Schema (and drops the `default` schemars gives them). They keep
+/// `#[serde(default)]`, so that leaving one out is the tool error `<field> is required`, as an empty value is, rather
+/// than a deserialization error; the schema still tells clients that the call cannot do without them.
+pub(crate) struct Required(pub &'static [&'static str]);
+
+impl schemars::transform::Transform for Required {
+    fn transform(&mut self, schema: &mut schemars::Schema) {
+        let Some(object) = schema.as_object_mut() else {
+            return;
+        };
+        if let Some(serde_json::Value::Object(properties)) = object.get_mut("properties") {
+            for field in self.0 {
+                if let Some(serde_json::Value::Object(property)) = properties.get_mut(*field) {
+                    property.remove("default");
+                }
+            }
+        }
+        let required = object
+            .entry("required")
+            .or_insert_with(|| serde_json::Value::Array(Vec::new()));
+        if let serde_json::Value::Array(list) = required {
+            for field in self.0 {
+                if !list.iter().any(|listed| listed == field) {
+                    list.push(serde_json::Value::from(*field));
+                }
+            }
+        }
+    }
+}
+
 /// The input of a tool that names one namespaced object.
 #[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(transform = Required(&["namespace", "name"]))]
 pub struct ObjectRef {
     /// Namespace of the object (required).
     #[serde(default)]
@@ -72,11 +105,12 @@ pub struct ObjectRef {
 }
 
 impl ObjectRef {
-    /// Both fields present, or the error naming the missing one.
-    fn checked(&self) -> Result<(&str, &str), String> {
+    /// The namespace and the name, the name held to `name_rule`; or the error naming the argument that is missing
+    /// or breaks its rule.
+    fn checked(&self, name_rule: Rule) -> Result<(&str, &str), String> {
         Ok((
-            crate::limits::required("namespace", &self.namespace)?,
-            crate::limits::required("name", &self.name)?,
+            names::required("namespace", &self.namespace, Rule::Namespace)?,
+            names::required("name", &self.name, name_rule)?,
         ))
     }
 }
@@ -193,6 +227,67 @@ mod tests {
                 tool.name
             );
         }
+    }
+
+    #[test]
+    fn input_schemas_require_what_a_call_cannot_do_without() {
+        let object = ["name", "namespace"].as_slice();
+        let running = ["name", "namespace", "running"].as_slice();
+        let nothing: &[&str] = &[];
+        let expected: std::collections::BTreeMap<&str, &[&str]> = [
+            ("check_health", nothing),
+            ("get_control_plane_deployment_status", object),
+            ("get_control_plane_status", object),
+            ("get_events", &["namespace"]),
+            ("get_pod_logs", object),
+            ("get_provisioner_status", object),
+            ("get_service_status", object),
+            ("get_template", object),
+            ("get_workspace", object),
+            ("get_workspace_build_logs", object),
+            ("get_workspace_proxy_status", object),
+            ("list_control_plane_pods", object),
+            ("list_control_planes", nothing),
+            ("list_templates", nothing),
+            ("list_workspaces", nothing),
+            ("set_template_running", running),
+            ("set_workspace_running", running),
+            ("start_workspace", object),
+            ("stop_workspace", object),
+        ]
+        .into();
+        let tools = McpServer::tool_table().list_all();
+        assert_eq!(tools.len(), expected.len());
+        for tool in tools {
+            let schema = serde_json::Value::Object((*tool.input_schema).clone());
+            let mut required: Vec<&str> = schema
+                .get("required")
+                .and_then(|r| r.as_array())
+                .map(|r| r.iter().filter_map(|f| f.as_str()).collect())
+                .unwrap_or_default();
+            required.sort_unstable();
+            assert_eq!(required, expected[tool.name.as_ref()], "{}: {schema}", tool.name);
+            for field in &required {
+                let property = &schema["properties"][*field];
+                assert!(
+                    property.is_object() && property.get("default").is_none(),
+                    "{}: required {field} is not a property without a default: {schema}",
+                    tool.name
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_missing_required_argument_is_required_like_an_empty_one() {
+        let input: workspaces::WorkspaceTransitionInput =
+            serde_json::from_value(serde_json::json!({})).unwrap();
+        assert_eq!((input.namespace.as_str(), input.name.as_str()), ("", ""));
+        let object: ObjectRef = serde_json::from_value(serde_json::json!({"namespace": "ns"})).unwrap();
+        assert_eq!(
+            object.checked(Rule::Object("Pod")).unwrap_err(),
+            "name is required"
+        );
     }
 
     #[test]

@@ -9,8 +9,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::workspaces::{aggregated_api, list_typed, typed};
-use super::{McpServer, ObjectRef, format_optional_time, kube_error};
-use crate::limits;
+use super::{McpServer, ObjectRef, Required, format_optional_time, kube_error};
+use crate::names::{self, Rule};
 
 const KIND: &str = "CoderTemplate";
 const PLURAL: &str = "codertemplates";
@@ -49,6 +49,7 @@ pub struct GetTemplateOutput {
 
 #[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(transform = Required(&["namespace", "name"]))]
 pub struct SetTemplateRunningInput {
     /// Namespace of the CoderTemplate (required).
     #[serde(default)]
@@ -111,7 +112,7 @@ impl McpServer {
         &self,
         Parameters(GetTemplateInput(input)): Parameters<GetTemplateInput>,
     ) -> Result<Json<GetTemplateOutput>, String> {
-        let (namespace, name) = input.checked()?;
+        let (namespace, name) = input.checked(Rule::Template)?;
         let template: CoderTemplate = typed(&self.get_template_object(namespace, name).await?, KIND)?;
         Ok(Json(GetTemplateOutput {
             template: template_summary(&template),
@@ -127,8 +128,8 @@ impl McpServer {
         &self,
         Parameters(input): Parameters<SetTemplateRunningInput>,
     ) -> Result<Json<SetTemplateRunningOutput>, String> {
-        let namespace = limits::required("namespace", &input.namespace)?;
-        let name = limits::required("name", &input.name)?;
+        let namespace = names::required("namespace", &input.namespace, Rule::Namespace)?;
+        let name = names::required("name", &input.name, Rule::Template)?;
         let mut object = self.get_template_object(namespace, name).await?;
         let current: CoderTemplate = typed(&object, KIND)?;
         if current.spec.running == input.running {
