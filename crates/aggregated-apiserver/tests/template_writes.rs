@@ -602,8 +602,8 @@ async fn an_update_conflicts_when_the_template_changes_during_the_import() {
     })
     .await;
     let meta = UpdateTemplateMeta {
-        display_name: "Changed Elsewhere".into(),
-        ..UpdateTemplateMeta::default()
+        display_name: Some("Changed Elsewhere".into()),
+        ..UpdateTemplateMeta::from_template(&before)
     };
     coder.client.update_template_meta(before.id, &meta).await.unwrap();
 

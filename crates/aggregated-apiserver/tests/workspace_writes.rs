@@ -640,6 +640,9 @@ async fn update_changes_only_spec_running_with_the_current_resource_version() {
 #[tokio::test]
 async fn merge_patches_start_with_the_version_the_template_or_workspace_asks_for() {
     let env = default_env("patch").await;
+    // Coder keeps a template's required active version only with access control licensed.
+    env.server
+        .set_entitlement("access_control", Entitlement::Entitled);
     let strict = create_template(&env.client, &env.organization, "strict", true).await;
     let cases = [
         ("plain", None, &env.template, false),

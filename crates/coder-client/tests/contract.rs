@@ -14,8 +14,8 @@ use bytes::Bytes;
 use coder_k8s_coder_client::types::{
     ArchiveKind, BuildReason, CreateTemplateRequest, CreateTemplateVersionRequest,
     CreateWorkspaceBuildRequest, CreateWorkspaceRequest, JobStatus, ProvisionerJob, ProvisionerJobLog,
-    Template, TemplateVersion, Transition, UpdateTemplateMeta, Workspace, WorkspaceBuild,
-    WorkspaceBuildStatus,
+    Template, TemplateAutostartRequirement, TemplateAutostopRequirement, TemplateVersion, Transition,
+    UpdateTemplateMeta, Workspace, WorkspaceBuild, WorkspaceBuildStatus,
 };
 use coder_k8s_coder_client::{CoderClient, Error, SessionToken, UnavailableReason, found};
 use coder_k8s_coder_testserver::{BuildOutcome, Config, Entitlement, TestServer};
@@ -447,9 +447,10 @@ async fn contract_template_sources(t: &Target) {
 
     let created = template(t, &client, &unique("meta")).await;
     let meta = UpdateTemplateMeta {
-        display_name: "Sources".to_owned(),
-        description: "from the contract".to_owned(),
-        icon: String::new(),
+        display_name: Some("Sources".to_owned()),
+        description: Some("from the contract".to_owned()),
+        icon: Some(String::new()),
+        ..UpdateTemplateMeta::from_template(&created)
     };
     let updated = client
         .update_template_meta(created.id, &meta)
@@ -467,6 +468,218 @@ async fn contract_template_sources(t: &Target) {
     assert_eq!(
         (again.display_name.as_str(), again.description.as_str()),
         ("Sources", "from the contract")
+    );
+}
+
+/// A template's settings through a full-body update, as `coder templates edit` sends it: every scheduling and
+/// permission setting away from its default. Open-source Coder keeps the premium ones (autostart and autostop
+/// rules, failure and dormancy TTLs, required active version, deprecation) as they were, whatever is sent.
+async fn set_every_setting(client: &CoderClient, template: &Template) -> Template {
+    let body = UpdateTemplateMeta {
+        default_ttl_ms: 7_200_000,
+        activity_bump_ms: 1_800_000,
+        autostop_requirement: Some(TemplateAutostopRequirement {
+            days_of_week: vec!["monday".to_owned(), "saturday".to_owned()],
+            weeks: 2,
+        }),
+        autostart_requirement: Some(TemplateAutostartRequirement {
+            days_of_week: vec!["tuesday".to_owned(), "sunday".to_owned()],
+        }),
+        allow_user_autostart: false,
+        allow_user_autostop: false,
+        allow_user_cancel_workspace_jobs: true,
+        failure_ttl_ms: 120_000,
+        time_til_dormant_ms: 86_400_000,
+        time_til_dormant_autodelete_ms: 172_800_000,
+        require_active_version: true,
+        deprecation_message: Some("use another template".to_owned()),
+        cors_behavior: Some("passthru".to_owned()),
+        use_classic_parameter_flow: Some(true),
+        ..UpdateTemplateMeta::from_template(template)
+    };
+    client
+        .update_template_meta(template.id, &body)
+        .await
+        .unwrap()
+        .expect("a changed template")
+}
+
+/// What [`set_every_setting`] leaves on an open-source Coder: the open settings as sent, the premium ones at
+/// their defaults.
+fn assert_open_settings_set(template: &Template) {
+    assert_eq!(
+        (
+            template.default_ttl_ms,
+            template.activity_bump_ms,
+            template.allow_user_cancel_workspace_jobs,
+            template.cors_behavior.as_str(),
+            template.use_classic_parameter_flow,
+        ),
+        (7_200_000, 1_800_000, true, "passthru", true),
+        "{template:#?}"
+    );
+    assert_premium_defaults(template);
+}
+
+/// The premium settings of a template on open-source Coder: never changed by an update.
+fn assert_premium_defaults(template: &Template) {
+    let every_day = [
+        "monday",
+        "tuesday",
+        "wednesday",
+        "thursday",
+        "friday",
+        "saturday",
+        "sunday",
+    ];
+    assert_eq!(template.autostop_requirement.days_of_week, Vec::<String>::new());
+    assert_eq!(template.autostop_requirement.weeks, 1);
+    assert_eq!(template.autostart_requirement.days_of_week, every_day);
+    assert_eq!(
+        (
+            template.allow_user_autostart,
+            template.allow_user_autostop,
+            template.failure_ttl_ms,
+            template.time_til_dormant_ms,
+            template.time_til_dormant_autodelete_ms,
+            template.require_active_version,
+            template.deprecated,
+            template.deprecation_message.as_str(),
+            template.max_port_share_level.as_str(),
+        ),
+        (true, true, 0, 0, 0, false, false, "", "public"),
+        "{template:#?}"
+    );
+}
+
+/// `template` with the fields an update may change (the update time and the three metadata texts) taken from
+/// `after`, so that what remains must be equal.
+fn with_metadata_of(template: &Template, after: &Template) -> Template {
+    Template {
+        updated_at: after.updated_at.clone(),
+        display_name: after.display_name.clone(),
+        description: after.description.clone(),
+        icon: after.icon.clone(),
+        ..template.clone()
+    }
+}
+
+/// `PATCH /api/v2/templates/{id}` with a raw body (one the client would never build).
+async fn patch_template(t: &Target, id: Uuid, body: &serde_json::Value) -> reqwest::Response {
+    reqwest::Client::new()
+        .patch(t.url.join(&format!("api/v2/templates/{id}")).unwrap())
+        .header("Coder-Session-Token", &t.token)
+        .json(body)
+        .send()
+        .await
+        .unwrap()
+}
+
+/// A metadata PATCH that leaves the settings out resets the plain ones to zero and keeps the rest: Coder writes
+/// its whole body over the template. Both servers reset the same settings (the default TTL, the activity bump
+/// and the users' permission to cancel builds).
+async fn contract_template_patch_resets_left_out_settings(t: &Target) {
+    let client = t.client();
+    let created = template(t, &client, &unique("reset")).await;
+    let set = set_every_setting(&client, &created).await;
+    assert_open_settings_set(&set);
+
+    let answer = patch_template(t, created.id, &json!({"description": "only the description"})).await;
+    assert_eq!(answer.status(), 200);
+    let patched: Template = answer.json().await.unwrap();
+    assert_eq!(client.template(created.id).await.unwrap(), patched);
+    let expected = Template {
+        updated_at: patched.updated_at.clone(),
+        description: "only the description".to_owned(),
+        default_ttl_ms: 0,
+        activity_bump_ms: 0,
+        allow_user_cancel_workspace_jobs: false,
+        ..set
+    };
+    assert_eq!(patched, expected);
+    assert_ne!(patched.updated_at, set.updated_at);
+}
+
+/// The full-body update built from the template read just before changes the display name, description and icon
+/// and reads every other field back unchanged.
+async fn contract_template_full_body_update_keeps_every_setting(t: &Target) {
+    let client = t.client();
+    let created = template(t, &client, &unique("keep")).await;
+    set_every_setting(&client, &created).await;
+    let before = client.template(created.id).await.unwrap();
+    assert_open_settings_set(&before);
+
+    let body = UpdateTemplateMeta {
+        display_name: Some("Kept Settings".to_owned()),
+        description: Some("changed through the full body".to_owned()),
+        icon: Some("/icon/k8s.png".to_owned()),
+        ..UpdateTemplateMeta::from_template(&before)
+    };
+    let updated = client
+        .update_template_meta(created.id, &body)
+        .await
+        .unwrap()
+        .expect("a changed template");
+    let after = client.template(created.id).await.unwrap();
+    assert_eq!(updated, after);
+    assert_eq!(
+        (
+            after.display_name.as_str(),
+            after.description.as_str(),
+            after.icon.as_str()
+        ),
+        ("Kept Settings", "changed through the full body", "/icon/k8s.png")
+    );
+    assert_eq!(with_metadata_of(&before, &after), after);
+
+    // The same body again changes nothing and, without `name`, still answers the template.
+    let again = client.update_template_meta(created.id, &body).await.unwrap();
+    assert_eq!(again.map(|a| with_metadata_of(&a, &after)), Some(after));
+}
+
+/// Settings Coder refuses in a metadata PATCH, all named in one 400 in Coder's order (the port-sharing level
+/// under a field name of its own; open-source Coder refuses any level but the `public` it renders).
+async fn contract_template_patch_validations(t: &Target) {
+    let client = t.client();
+    let created = template(t, &client, &unique("invalid")).await;
+    let body = UpdateTemplateMeta {
+        default_ttl_ms: -1,
+        autostop_requirement: Some(TemplateAutostopRequirement {
+            days_of_week: vec!["monday".to_owned(), "someday".to_owned()],
+            weeks: 17,
+        }),
+        failure_ttl_ms: 1_000,
+        max_port_share_level: Some("owner".to_owned()),
+        cors_behavior: Some("open".to_owned()),
+        ..UpdateTemplateMeta::from_template(&created)
+    };
+    let answer = patch_template(t, created.id, &serde_json::to_value(&body).unwrap()).await;
+    assert_eq!(answer.status(), 400);
+    let refusal: serde_json::Value = answer.json().await.unwrap();
+    let validation = |field: &str, detail: &str| json!({"field": field, "detail": detail});
+    assert_eq!(
+        refusal,
+        json!({
+            "message": "Invalid request to update template metadata!",
+            "validations": [
+                validation("default_ttl_ms", "Must be a positive integer."),
+                validation("autostop_requirement.days_of_week", "invalid weekday \"someday\""),
+                validation("autostop_requirement.weeks", "Must be less than 16."),
+                validation("failure_ttl_ms", "Value must be at least one minute."),
+                validation(
+                    "max_port_sharing_level",
+                    "Restricting port sharing level is an enterprise feature that is not enabled."
+                ),
+                validation("cors_behavior", "Invalid CORS behavior \"open\". Must be one of [simple, passthru]"),
+            ],
+        })
+    );
+    let err = client.update_template_meta(created.id, &body).await.unwrap_err();
+    assert!(matches!(err, Error::Rejected { status: 400, .. }), "{err:?}");
+    assert_eq!(
+        client.template(created.id).await.unwrap(),
+        created,
+        "nothing changed"
     );
 }
 
@@ -1488,6 +1701,9 @@ contracts! {
     error_409 => contract_error_409,
     premium_routes => contract_premium_routes,
     template_test_calls => contract_template_test_calls,
+    template_patch_resets_left_out_settings => contract_template_patch_resets_left_out_settings,
+    template_full_body_update_keeps_every_setting => contract_template_full_body_update_keeps_every_setting,
+    template_patch_validations => contract_template_patch_validations,
 }
 
 /// The premium list and the reference page name the same routes.

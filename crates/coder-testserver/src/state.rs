@@ -240,8 +240,63 @@ pub(crate) struct Template {
     pub provisioner: String,
     pub active_version_id: Uuid,
     pub created_by: (Uuid, String),
-    pub request: Value,
+    pub settings: TemplateSettings,
     pub deleted: bool,
+}
+
+/// A template's settings as Coder's `templates` row stores them: durations in milliseconds, weekdays as Coder's
+/// bitmaps (bit 0 Monday … bit 6 Sunday), the stored values whatever the license (the API renders some of them
+/// only while the premium feature is licensed).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct TemplateSettings {
+    pub default_ttl_ms: i64,
+    pub activity_bump_ms: i64,
+    pub autostop_requirement_days: u8,
+    /// As stored: 0 reads as 1.
+    pub autostop_requirement_weeks: i64,
+    /// The days autostart is *not* allowed (Coder stores the inverse).
+    pub autostart_block_days: u8,
+    pub allow_user_autostart: bool,
+    pub allow_user_autostop: bool,
+    pub allow_user_cancel_workspace_jobs: bool,
+    pub failure_ttl_ms: i64,
+    pub time_til_dormant_ms: i64,
+    pub time_til_dormant_autodelete_ms: i64,
+    pub require_active_version: bool,
+    /// The deprecation message; empty when not deprecated.
+    pub deprecated: String,
+    /// `owner`, `authenticated`, `organization` or `public`.
+    pub max_port_sharing_level: String,
+    pub use_classic_parameter_flow: bool,
+    /// `simple` or `passthru`.
+    pub cors_behavior: String,
+    /// Whether the organization's Everyone group may use the template.
+    pub everyone_group_access: bool,
+}
+
+impl Default for TemplateSettings {
+    /// The column defaults of Coder's `templates` table.
+    fn default() -> Self {
+        Self {
+            default_ttl_ms: 604_800_000,
+            activity_bump_ms: 3_600_000,
+            autostop_requirement_days: 0,
+            autostop_requirement_weeks: 0,
+            autostart_block_days: 0,
+            allow_user_autostart: true,
+            allow_user_autostop: true,
+            allow_user_cancel_workspace_jobs: true,
+            failure_ttl_ms: 0,
+            time_til_dormant_ms: 0,
+            time_til_dormant_autodelete_ms: 0,
+            require_active_version: false,
+            deprecated: String::new(),
+            max_port_sharing_level: "owner".to_owned(),
+            use_classic_parameter_flow: false,
+            cors_behavior: "simple".to_owned(),
+            everyone_group_access: true,
+        }
+    }
 }
 
 #[derive(Clone, Debug)]

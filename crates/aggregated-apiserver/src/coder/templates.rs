@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use coder_k8s_api::aggregation::{CoderTemplate, GROUP};
+use coder_k8s_api::aggregation::{CoderTemplate, CoderTemplateSpec, GROUP};
 use coder_k8s_coder_client::CoderClient;
 use coder_k8s_coder_client::types::files::ArchiveKind;
 use coder_k8s_coder_client::types::organizations::Organization;
@@ -443,15 +443,8 @@ impl TemplateStorage {
         };
         let current_zip = source_zip(client, ctx.deadline, name, current.active_version_id).await?;
         let current_files = text_files(&current_zip)?;
-        let spec = &desired.spec;
-        let meta = UpdateTemplateMeta {
-            display_name: spec.display_name.clone(),
-            description: spec.description.clone(),
-            icon: spec.icon.clone(),
-        };
-        let meta_changed = meta.display_name != current.display_name
-            || meta.description != current.description
-            || meta.icon != current.icon;
+        let meta_changed =
+            metadata_update(current, &desired.spec) != UpdateTemplateMeta::from_template(current);
         let source_changed = desired_files
             .as_ref()
             .is_some_and(|files| *files != current_files);
@@ -463,6 +456,9 @@ impl TemplateStorage {
             });
         }
         let subject = subject(TEMPLATES, name);
+        // The metadata body is built from the template as last read: after an import, the re-read that found
+        // it unchanged.
+        let mut latest = current.clone();
         if let Some(files) = desired_files.filter(|_| source_changed) {
             let merged = archive::merge(&current_zip, &files).map_err(|e| invalid_files(&e))?;
             let version = self
@@ -475,7 +471,8 @@ impl TemplateStorage {
                     Some(current),
                 )
                 .await?;
-            self.check_unchanged_during_import(ctx, name, client, current, &current_rv)
+            latest = self
+                .check_unchanged_during_import(ctx, name, client, current, &current_rv)
                 .await?;
             within(
                 ctx.deadline,
@@ -488,7 +485,7 @@ impl TemplateStorage {
             within(
                 ctx.deadline,
                 subject,
-                client.update_template_meta(current.id, &meta),
+                client.update_template_meta(current.id, &metadata_update(&latest, &desired.spec)),
             )
             .await?;
         }
@@ -501,7 +498,7 @@ impl TemplateStorage {
     }
 
     /// After a long import the template must still be the one the update was checked against: replaced or changed
-    /// meanwhile, it is left alone (409) and the new version stays inactive.
+    /// meanwhile, it is left alone (409) and the new version stays inactive. Answers the template as re-read.
     async fn check_unchanged_during_import(
         &self,
         ctx: &RequestContext,
@@ -509,7 +506,7 @@ impl TemplateStorage {
         client: &CoderClient,
         before: &Template,
         before_rv: &str,
-    ) -> Result<(), ApiError> {
+    ) -> Result<Template, ApiError> {
         let now = within(
             ctx.deadline,
             subject(TEMPLATES, name),
@@ -525,13 +522,25 @@ impl TemplateStorage {
             None => None,
         };
         let same = now.as_ref().is_some_and(|t| t.id == before.id) && now_rv.as_deref() == Some(before_rv);
-        if same {
-            return Ok(());
+        if let Some(template) = now.filter(|_| same) {
+            return Ok(template);
         }
         Err(conflict(
             name,
             "the template changed in Coder while the new source was importing; the new version was not activated and nothing else was changed: read the template again and retry",
         ))
+    }
+}
+
+/// The metadata body that gives template `current` (read just before) what `spec` sets: Coder resets every setting
+/// a body leaves out, so the body starts from all of `current`'s settings and the spec replaces the ones it
+/// carries (display name, description, icon). A setting added to the spec later is one more line here.
+fn metadata_update(current: &Template, spec: &CoderTemplateSpec) -> UpdateTemplateMeta {
+    UpdateTemplateMeta {
+        display_name: Some(spec.display_name.clone()),
+        description: Some(spec.description.clone()),
+        icon: Some(spec.icon.clone()),
+        ..UpdateTemplateMeta::from_template(current)
     }
 }
 
@@ -745,6 +754,49 @@ mod tests {
             format!(
                 "spec.versionID is read-only; to change the active version, update spec.files instead (current: \"{active}\", requested: \"{other}\")"
             )
+        );
+    }
+
+    #[test]
+    fn the_metadata_body_changes_only_what_the_spec_sets() {
+        let current = Template {
+            display_name: "Docker".into(),
+            description: "old".into(),
+            icon: "/old.png".into(),
+            default_ttl_ms: 7_200_000,
+            activity_bump_ms: 1_800_000,
+            allow_user_cancel_workspace_jobs: true,
+            max_port_share_level: "public".into(),
+            cors_behavior: "passthru".into(),
+            ..coder_template()
+        };
+        let mut spec = desired("5", "acme", "").spec;
+        spec.description = "new".into();
+        let body = metadata_update(&current, &spec);
+        assert_eq!(
+            body,
+            UpdateTemplateMeta {
+                display_name: Some(String::new()),
+                description: Some("new".into()),
+                icon: Some(String::new()),
+                ..UpdateTemplateMeta::from_template(&current)
+            }
+        );
+        assert_eq!(
+            (
+                body.default_ttl_ms,
+                body.activity_bump_ms,
+                body.allow_user_cancel_workspace_jobs
+            ),
+            (7_200_000, 1_800_000, true)
+        );
+        // The same spec as the template changes nothing.
+        spec.display_name = current.display_name.clone();
+        spec.description = current.description.clone();
+        spec.icon = current.icon.clone();
+        assert_eq!(
+            metadata_update(&current, &spec),
+            UpdateTemplateMeta::from_template(&current)
         );
     }
 

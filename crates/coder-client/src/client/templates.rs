@@ -46,7 +46,8 @@ impl CoderClient {
     }
 
     // Template metadata updates (aggregated API, codertemplates).
-    /// `PATCH /api/v2/templates/{id}` with `display_name`, `description` and `icon`: the updated template, or
+    /// `PATCH /api/v2/templates/{id}` with the whole settings body (build it with
+    /// [`UpdateTemplateMeta::from_template`]: Coder resets what a body leaves out): the updated template, or
     /// `None` when Coder answers 304 (nothing changed).
     pub async fn update_template_meta(
         &self,

@@ -31,7 +31,10 @@ pub use logs::ProvisionerJobLog;
 pub use organizations::Organization;
 pub use provisioner_keys::{EnsuredProvisionerKey, ProvisionerKey};
 pub use template_versions::{CreateTemplateVersionRequest, TemplateVersion, VariableValue};
-pub use templates::{CreateTemplateRequest, Template, UpdateTemplateMeta};
+pub use templates::{
+    CreateTemplateRequest, Template, TemplateAutostartRequirement, TemplateAutostopRequirement,
+    UpdateTemplateMeta,
+};
 pub use users::{MinimalUser, Role, User};
 pub use workspace_proxies::{
     CreateWorkspaceProxyRequest, PatchWorkspaceProxy, UpdateWorkspaceProxyResponse, WorkspaceProxy,

@@ -1,6 +1,7 @@
 //! The CoderTemplateTest controller on the real kube-apiserver, PostgreSQL and the Coder API test server: a run from
 //! the create to the deleted workspace, its failure families, the uncertain create, cleanup while Coder is down,
-//! retain, the TTL and operator restarts. Every test checks Coder's whole request log for the creates it made.
+//! retain, the TTL, operator restarts and a foreign workspace ID written into the status. Every test checks Coder's
+//! whole request log for the creates it made.
 
 use std::time::Duration;
 
@@ -410,6 +411,61 @@ async fn a_name_taken_by_someone_else_fails_and_that_workspace_is_never_touched(
 }
 
 #[tokio::test]
+async fn a_foreign_workspace_id_written_into_the_status_is_never_canceled_or_deleted() {
+    let h = harness("ktt-forged").await;
+    let s = setup(&h).await;
+    h.server.set_agents(vec![AgentSpec::new("connecting", "created")]);
+    // Someone's own workspace, with a start build the test would cancel and a delete build it would send.
+    let tester = h.coder(&h.server.mint_token("tester", &[]).await.unwrap());
+    let template = s.coder.template_by_name(&s.organization, "docker").await.unwrap();
+    let request = CreateWorkspaceRequest {
+        template_id: Some(template.id),
+        name: "precious".to_owned(),
+        ..CreateWorkspaceRequest::default()
+    };
+    let precious = tester.create_workspace("me", &request).await.unwrap();
+    let test = create_test(&h, "forged", spec(&format!("{}.docker", s.organization))).await;
+    wait_reason(&h, "forged", "WaitingForAgents").await;
+
+    // A subject with status write access points the test at that workspace, then the test is deleted.
+    h.server.clear_requests();
+    let forged = json!({"status": {"workspaceID": precious.id.to_string()}});
+    h.api::<CoderTemplateTest>()
+        .patch_status("forged", &PatchParams::default(), &Patch::Merge(&forged))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    h.api::<CoderTemplateTest>()
+        .delete("forged", &DeleteParams::default())
+        .await
+        .unwrap();
+    let tests = h.api::<CoderTemplateTest>();
+    wait_for(
+        || async { tests.get_opt("forged").await.unwrap().is_none() },
+        "the test to go",
+    )
+    .await;
+    let aimed: Vec<String> = h
+        .server
+        .requests()
+        .into_iter()
+        .filter(|r| r.method != "GET")
+        .filter(|r| {
+            r.path.contains(&precious.id.to_string())
+                || r.path.contains(&precious.latest_build.id.to_string())
+        })
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect();
+    assert_eq!(aimed, Vec::<String>::new(), "the whole request log");
+    let mut workspaces = h.server.workspaces();
+    workspaces.sort();
+    let mut expected = vec![("precious".to_owned(), false), (workspace_name(&test), true)];
+    expected.sort();
+    assert_eq!(workspaces, expected, "only the test's own workspace is deleted");
+    assert_eq!(creates(&h), 0, "nothing created after the forge");
+}
+
+#[tokio::test]
 async fn an_owner_with_more_than_member_rights_is_refused() {
     let h = harness("ktt-owner").await;
     let s = setup(&h).await;
@@ -635,6 +691,11 @@ async fn a_deprecated_template_and_a_failed_import_fail_before_any_create() {
     let token = h.token_of("codercontrolplane-sample-operator-token").await;
     create_template(&s.coder, &s.organization, "old").await;
     let old = s.coder.template_by_name(&s.organization, "old").await.unwrap();
+    // Coder deprecates a template only with access control licensed.
+    h.server.set_entitlement(
+        "access_control",
+        coder_k8s_coder_testserver::Entitlement::Entitled,
+    );
     patch_template(&h, &token, old.id, json!({"deprecation_message": "use docker"})).await;
     create_test(&h, "deprecated", spec(&format!("{}.old", s.organization))).await;
     let status = wait_reason(&h, "deprecated", "TemplateDeprecated").await;

@@ -6,6 +6,7 @@ mod files;
 mod logs;
 mod organizations;
 mod provisioner_keys;
+mod template_settings;
 mod templates;
 mod users;
 mod workspace_proxies;

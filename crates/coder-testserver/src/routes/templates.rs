@@ -12,6 +12,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
+use super::template_settings::{self, CreateSettings, Licensed, Patched};
 use super::{JsonBody, flag, query_params};
 use crate::auth::{self, Auth};
 use crate::errors::{ApiError, ApiResult, IN_USE, created, ok, parse_uuid};
@@ -72,14 +73,8 @@ pub(super) fn render_version(version: &TemplateVersion, mem: &Mem) -> Value {
     body
 }
 
-pub(super) fn render_template(template: &Template, _mem: &Mem) -> Value {
-    let field = |name: &str, default: Value| template.request.get(name).cloned().unwrap_or(default);
-    let deprecation = template
-        .request
-        .get("deprecation_message")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
-    json!({
+pub(super) fn render_template(template: &Template, licensed: Licensed) -> Value {
+    let mut body = json!({
         "id": template.id,
         "created_at": template.created_at,
         "updated_at": template.updated_at,
@@ -95,29 +90,17 @@ pub(super) fn render_template(template: &Template, _mem: &Mem) -> Value {
         "active_user_count": 0,
         "build_time_stats": { "start": {}, "stop": {}, "delete": {} },
         "description": template.description,
-        // A template is deprecated while a PATCH set a non-empty `deprecation_message`.
-        "deprecated": !deprecation.is_empty(),
-        "deprecation_message": deprecation,
         "icon": template.icon,
-        "default_ttl_ms": field("default_ttl_ms", json!(0)),
-        "activity_bump_ms": field("activity_bump_ms", json!(3_600_000)),
-        "autostop_requirement": field("autostop_requirement", json!({ "days_of_week": [], "weeks": 1 })),
-        "autostart_requirement": field("autostart_requirement", json!({
-            "days_of_week": ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
-        })),
         "created_by_id": template.created_by.0,
         "created_by_name": template.created_by.1,
-        "allow_user_autostart": field("allow_user_autostart", json!(true)),
-        "allow_user_autostop": field("allow_user_autostop", json!(true)),
-        "allow_user_cancel_workspace_jobs": field("allow_user_cancel_workspace_jobs", json!(false)),
-        "failure_ttl_ms": field("failure_ttl_ms", json!(0)),
-        "time_til_dormant_ms": field("dormant_ttl_ms", json!(0)),
-        "time_til_dormant_autodelete_ms": field("delete_ttl_ms", json!(0)),
-        "require_active_version": field("require_active_version", json!(false)),
-        "max_port_share_level": field("max_port_share_level", json!("owner")),
-        "cors_behavior": "simple",
-        "use_classic_parameter_flow": field("template_use_classic_parameter_flow", json!(false)),
-    })
+    });
+    if let (Some(body), Value::Object(settings)) = (
+        body.as_object_mut(),
+        template_settings::render(&template.settings, licensed),
+    ) {
+        body.extend(settings);
+    }
+    body
 }
 
 #[derive(Deserialize)]
@@ -410,8 +393,11 @@ async fn create_template(
     let org = auth::organization(&app, &auth, &org).await?;
     auth.require_org_admin(&app, org.id).await?;
     let raw = raw.parse()?;
-    let body: CreateTemplate = serde_json::from_value(raw.clone())
-        .map_err(|e| ApiError::bad_request("Request body must be valid JSON.").detail(e.to_string()))?;
+    let invalid_json = |e: serde_json::Error| {
+        ApiError::bad_request("Request body must be valid JSON.").detail(e.to_string())
+    };
+    let body: CreateTemplate = serde_json::from_value(raw.clone()).map_err(invalid_json)?;
+    let requested: CreateSettings = serde_json::from_value(raw).map_err(invalid_json)?;
     if body.name.is_empty() {
         return Err(ApiError::required("name"));
     }
@@ -459,6 +445,8 @@ async fn create_template(
         )));
     }
     let provisioner = version.provisioner.clone();
+    let licensed = Licensed::of(&app);
+    let settings = template_settings::create(&requested, licensed)?;
     let stamp = now();
     let template = Template {
         id: Uuid::new_v4(),
@@ -472,23 +460,24 @@ async fn create_template(
         provisioner,
         active_version_id: version_id,
         created_by: (auth.user.id, auth.user.username.clone()),
-        request: raw,
+        settings,
         deleted: false,
     };
     mem.template_versions[version_index].template_id = Some(template.id);
-    let rendered = render_template(&template, &mem);
+    let rendered = render_template(&template, licensed);
     mem.templates.push(template);
     created(rendered)
 }
 
 async fn org_templates(State(app): State<App>, auth: Auth, Path(org): Path<String>) -> ApiResult {
     let org = auth::organization(&app, &auth, &org).await?;
+    let licensed = Licensed::of(&app);
     let mem = app.mem();
     ok(mem
         .templates
         .iter()
         .filter(|t| !t.deleted && t.organization.id == org.id)
-        .map(|t| render_template(t, &mem))
+        .map(|t| render_template(t, licensed))
         .collect())
 }
 
@@ -505,9 +494,10 @@ async fn org_template(
     Path((org, name)): Path<(String, String)>,
 ) -> ApiResult {
     let org = auth::organization(&app, &auth, &org).await?;
+    let licensed = Licensed::of(&app);
     let mem = app.mem();
     let template = template_by_name(&mem, org.id, &name)?;
-    ok(render_template(template, &mem))
+    ok(render_template(template, licensed))
 }
 
 async fn org_template_version(
@@ -560,6 +550,7 @@ async fn list_templates(State(app): State<App>, auth: Auth, uri: Uri) -> ApiResu
     let filters = parse_search(params.get("q").map(String::as_str).unwrap_or_default());
     let memberships = app.db.memberships(auth.user.id).await?;
     let orgs = app.db.organizations().await?;
+    let licensed = Licensed::of(&app);
     let mem = app.mem();
     let templates = mem
         .templates
@@ -581,7 +572,7 @@ async fn list_templates(State(app): State<App>, auth: Auth, uri: Uri) -> ApiResu
                 _ => true,
             })
         })
-        .map(|t| render_template(t, &mem))
+        .map(|t| render_template(t, licensed))
         .collect();
     ok(templates)
 }
@@ -595,18 +586,19 @@ fn template_index(mem: &Mem, id: &str) -> Result<usize, ApiError> {
 }
 
 async fn get_template(State(app): State<App>, _auth: Auth, Path(id): Path<String>) -> ApiResult {
+    let licensed = Licensed::of(&app);
     let mem = app.mem();
     let index = template_index(&mem, &id)?;
-    ok(render_template(&mem.templates[index], &mem))
+    ok(render_template(&mem.templates[index], licensed))
 }
 
-/// `UpdateTemplateMeta`: name, display_name, description, icon and the scheduling fields; 304 when
-/// nothing changed and the request names the template by its current name.
+/// `UpdateTemplateMeta` as Coder v2.30.0 applies it (see [`template_settings`]): a plain field left out is
+/// written as zero; 304 when nothing changes and the request names the template by its current name.
 async fn patch_template(
     State(app): State<App>,
     auth: Auth,
     Path(id): Path<String>,
-    body: JsonBody<serde_json::Map<String, Value>>,
+    body: JsonBody<template_settings::Patch>,
 ) -> ApiResult {
     let body = body.parse()?;
     let org_id = {
@@ -614,47 +606,43 @@ async fn patch_template(
         mem.templates[template_index(&mem, &id)?].organization.id
     };
     auth.require_org_admin(&app, org_id).await?;
+    if !body.name.is_empty() && !valid_template_name(&body.name) {
+        return Err(invalid("name", &body.name, "template_name"));
+    }
+    let licensed = Licensed::of(&app);
     let mut mem = app.mem();
     let index = template_index(&mem, &id)?;
-    let before = render_template(&mem.templates[index], &mem);
-    if let Some(name) = body.get("name").and_then(Value::as_str).filter(|n| !n.is_empty()) {
-        if !valid_template_name(name) {
-            return Err(invalid("name", name, "template_name"));
-        }
-        if mem.templates.iter().enumerate().any(|(i, t)| {
+    let settings = match template_settings::patch(&mem.templates[index], &body, licensed)? {
+        Patched::Unchanged => return Ok(StatusCode::NOT_MODIFIED.into_response()),
+        Patched::Changed(settings) => settings,
+    };
+    let name = &body.name;
+    if !name.is_empty()
+        && mem.templates.iter().enumerate().any(|(i, t)| {
             i != index && !t.deleted && t.organization.id == org_id && t.name.eq_ignore_ascii_case(name)
-        }) {
-            return Err(ApiError::conflict(format!(
-                "Template with name {name:?} already exists."
-            )));
-        }
+        })
+    {
+        return Err(
+            ApiError::conflict(format!("Template with name {name:?} already exists."))
+                .validation("name", IN_USE),
+        );
     }
     let template = &mut mem.templates[index];
-    for (key, value) in &body {
-        match (key.as_str(), value.as_str()) {
-            ("name", Some(v)) if !v.is_empty() => template.name = v.to_owned(),
-            ("display_name", Some(v)) => template.display_name = v.to_owned(),
-            ("description", Some(v)) => template.description = v.to_owned(),
-            ("icon", Some(v)) => template.icon = v.to_owned(),
-            _ => {
-                if let Some(map) = template.request.as_object_mut() {
-                    map.insert(key.clone(), value.clone());
-                }
-            }
+    if !name.is_empty() {
+        template.name.clone_from(name);
+    }
+    for (field, wanted) in [
+        (&mut template.display_name, &body.display_name),
+        (&mut template.description, &body.description),
+        (&mut template.icon, &body.icon),
+    ] {
+        if let Some(value) = wanted {
+            field.clone_from(value);
         }
     }
-    let template = template.clone();
-    let after = render_template(&template, &mem);
-    // Coder answers 304 only when the request also names the template by its current name: a request without
-    // `name` (as the aggregated API sends) counts as a change and answers 200.
-    let names_itself =
-        body.get("name").and_then(Value::as_str) == Some(before["name"].as_str().unwrap_or_default());
-    if before == after && names_itself {
-        return Ok(StatusCode::NOT_MODIFIED.into_response());
-    }
-    mem.templates[index].updated_at = now();
-    let template = mem.templates[index].clone();
-    ok(render_template(&template, &mem))
+    template.settings = settings;
+    template.updated_at = now();
+    ok(render_template(template, licensed))
 }
 
 async fn delete_template(State(app): State<App>, auth: Auth, Path(id): Path<String>) -> ApiResult {

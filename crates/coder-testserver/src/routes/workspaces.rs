@@ -118,13 +118,12 @@ fn render_workspace(ws: &Workspace, mem: &Mem) -> Value {
         "template_name": template.map(|t| t.name.clone()).unwrap_or_default(),
         "template_display_name": template.map(|t| t.display_name.clone()).unwrap_or_default(),
         "template_icon": template.map(|t| t.icon.clone()).unwrap_or_default(),
-        "template_allow_user_cancel_workspace_jobs": false,
+        // The template's stored settings, as Coder renders them on every workspace of the template.
+        "template_allow_user_cancel_workspace_jobs": template
+            .is_some_and(|t| t.settings.allow_user_cancel_workspace_jobs),
         "template_active_version_id": active_version,
-        // The template's own setting, as Coder renders it on every workspace of the template.
-        "template_require_active_version": template
-            .and_then(|t| t.request.get("require_active_version").cloned())
-            .unwrap_or(json!(false)),
-        "template_use_classic_parameter_flow": false,
+        "template_require_active_version": template.is_some_and(|t| t.settings.require_active_version),
+        "template_use_classic_parameter_flow": template.is_some_and(|t| t.settings.use_classic_parameter_flow),
         "latest_build": latest.map_or(Value::Null, |b| render_build(b, mem)),
         "latest_app_status": null,
         "outdated": latest.is_some_and(|b| Some(b.template_version_id) != active_version),
