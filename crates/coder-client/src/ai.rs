@@ -168,7 +168,10 @@ pub enum AiProviderKeyPatch {
     },
 }
 
-/// Patch body of an AI provider; absent fields are unchanged.
+/// Patch body of an AI provider. Coder's fields are pointers: an absent field is unchanged. Two replace what they
+/// name: `api_keys` is the provider's whole key list afterwards, and `settings` replaces the whole settings block
+/// (only the write-only AWS keys, when left out, and the server-owned `external_id` are kept), so a caller sends
+/// the block it read with its own changes over it.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct PatchAiProviderRequest {
     /// Display name.
@@ -291,8 +294,9 @@ pub struct UpdateMcpServerAclRequest {
     pub group_roles: BTreeMap<String, String>,
 }
 
-/// Create/patch body of an MCP server config; absent fields are not sent. Secret values are
-/// [`Secret`]s.
+/// Create/patch body of an MCP server config; absent fields are not sent, and a patch leaves them as Coder has them
+/// (Coder's update fields are pointers), except that a changed `auth_type` clears the other auth types' fields.
+/// Secret values are [`Secret`]s.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct McpServerConfigRequest {
     /// Display name.

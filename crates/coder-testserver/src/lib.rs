@@ -211,6 +211,12 @@ impl TestServer {
         mem.mcp_servers.iter().map(routes::render_mcp_with_acl).collect()
     }
 
+    /// Every AI provider as stored (soft-deleted ones too), with the write-only AWS keys of its settings that the
+    /// API never returns, so a test can check they were kept.
+    pub fn ai_providers(&self) -> Vec<serde_json::Value> {
+        self.app.mem().ai_providers.clone()
+    }
+
     pub fn deployment_id(&self) -> String {
         self.app.deployment_id()
     }

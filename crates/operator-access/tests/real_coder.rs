@@ -377,3 +377,51 @@ async fn every_live_organization_gets_an_admin_membership() {
         r#"{"roles":["owner"],"organization_roles":{}}"#
     );
 }
+
+/// A bootstrap writes the operator user's identity, roles and its own control plane's token, nothing else: a user
+/// column it does not manage (the avatar, set in the database as a login through an identity provider would) and
+/// another token of the operator user are still there after a bootstrap that rotated the control plane's token.
+#[tokio::test]
+async fn a_bootstrap_keeps_what_it_does_not_manage_of_the_operator_user() {
+    let coder = coder().await;
+    let db = sql(coder).await;
+    let name = "keeps";
+    let first = ensure_operator_access(coder.database_url(), NS, name, None)
+        .await
+        .unwrap();
+    let user_id = operator_user_id(&db).await;
+    let avatar = "https://example.com/operator.png";
+    db.execute(
+        "UPDATE users SET avatar_url = $2 WHERE id = $1",
+        &[&user_id, &avatar],
+    )
+    .await
+    .unwrap();
+    // Another token of the operator user, stored as Coder stores the tokens it issues.
+    let own = OperatorToken::generate().unwrap();
+    db.execute(
+        "INSERT INTO api_keys (id, hashed_secret, user_id, last_used, expires_at, created_at, updated_at, \
+         login_type, lifetime_seconds, ip_address, token_name, scopes, allow_list) \
+         VALUES ($1, $2, $3, now(), now() + interval '1 hour', now(), now(), 'token'::login_type, 3600, \
+         '0.0.0.0'::inet, 'keeps-own', ARRAY['coder:all']::api_key_scope[], ARRAY['*:*']::text[])",
+        &[&own.id(), &own.hashed_secret().as_slice(), &user_id],
+    )
+    .await
+    .unwrap();
+    assert_eq!(me_status(coder, &own).await, 200);
+
+    let second = ensure_operator_access(coder.database_url(), NS, name, None)
+        .await
+        .unwrap();
+    assert_ne!(second, first, "the token was rotated");
+    assert_eq!(me_status(coder, &first).await, 401);
+    assert_operator(coder, &second).await;
+    let user = coder.get(&format!("/api/v2/users/{user_id}")).await.unwrap();
+    assert_eq!(user.status, 200, "{}", user.text());
+    assert_eq!(user.json().unwrap()["avatar_url"], avatar);
+    assert_eq!(
+        me_status(coder, &own).await,
+        200,
+        "the operator user's other token survived"
+    );
+}

@@ -152,6 +152,40 @@ fn masked_key(api_key: &str) -> Value {
     json!({ "id": Uuid::new_v4(), "masked": format!("****{tail}"), "created_at": now() })
 }
 
+/// The write-only fields of a provider's settings: Coder stores them and never returns them.
+const SETTINGS_SECRETS: [&str; 2] = ["access_key", "access_key_secret"];
+
+/// A provider as Coder returns it: without internal fields and without the AWS keys of its settings.
+fn render_provider(provider: &Value) -> Value {
+    let mut out = public(provider);
+    if let Some(settings) = out.get_mut("settings").and_then(Value::as_object_mut) {
+        for key in SETTINGS_SECRETS {
+            settings.remove(key);
+        }
+    }
+    out
+}
+
+/// Coder's merge of a PATCH's `settings` into the stored ones: the sent block replaces the stored block whole,
+/// except that the AWS keys left out (or `null`) keep their stored values and the server-owned `external_id` is
+/// carried over. Settings without the `_type` discriminator do not decode (400).
+fn merge_settings(stored: &Value, sent: &Value) -> Result<Value, ApiError> {
+    let Some(sent) = sent.as_object().filter(|s| s.contains_key("_type")) else {
+        return Err(ApiError::bad_request("Request body must be valid JSON.")
+            .detail("decode settings header: settings missing _type discriminator"));
+    };
+    let mut merged = sent.clone();
+    if let Some(stored) = stored.as_object().filter(|s| s.get("_type") == sent.get("_type")) {
+        for key in SETTINGS_SECRETS.into_iter().chain(["external_id"]) {
+            let kept = key == "external_id" || merged.get(key).is_none_or(Value::is_null);
+            if kept && let Some(value) = stored.get(key) {
+                merged.insert(key.to_owned(), value.clone());
+            }
+        }
+    }
+    Ok(Value::Object(merged))
+}
+
 fn provider_index(mem: &crate::state::Mem, param: &str) -> Result<usize, ApiError> {
     let id = Uuid::parse_str(param).ok().map(|id| json!(id));
     mem.ai_providers
@@ -182,7 +216,7 @@ async fn list_providers(State(app): State<App>, auth: Auth) -> ApiResult {
         .ai_providers
         .iter()
         .filter(|p| p["_deleted"] != json!(true))
-        .map(public)
+        .map(render_provider)
         .collect())
 }
 
@@ -235,19 +269,20 @@ async fn create_provider(
         "enabled": body.get("enabled").and_then(Value::as_bool).unwrap_or(false),
         "base_url": str_field(&body, "base_url"),
         "api_keys": api_keys,
-        "settings": body.get("settings").cloned().unwrap_or_else(|| json!({})),
+        // Coder answers `null` for a provider without type-specific settings.
+        "settings": body.get("settings").cloned().unwrap_or(Value::Null),
         "created_at": stamp,
         "updated_at": stamp,
     });
     mem.ai_providers.push(provider.clone());
-    created(public(&provider))
+    created(render_provider(&provider))
 }
 
 async fn get_provider(State(app): State<App>, auth: Auth, Path(param): Path<String>) -> ApiResult {
     auth.require_owner()?;
     let mem = app.mem();
     let index = provider_index(&mem, &param)?;
-    ok(public(&mem.ai_providers[index]))
+    ok(render_provider(&mem.ai_providers[index]))
 }
 
 async fn patch_provider(
@@ -265,13 +300,22 @@ async fn patch_provider(
         .unwrap_or_default()
         .to_owned();
     check_api_keys(&kind, &body)?;
+    // Coder's update request has pointer fields: a field left out (or `null`) keeps the stored value.
+    let sent = |key: &str| body.get(key).filter(|v| !v.is_null());
+    let settings = match sent("settings") {
+        Some(settings) => Some(merge_settings(&mem.ai_providers[index]["settings"], settings)?),
+        None => None,
+    };
     let provider = &mut mem.ai_providers[index];
-    for key in ["display_name", "enabled", "base_url", "settings"] {
-        if let Some(value) = body.get(key) {
+    for key in ["display_name", "enabled", "base_url"] {
+        if let Some(value) = sent(key) {
             provider[key] = value.clone();
         }
     }
-    if let Some(entries) = body.get("api_keys").and_then(Value::as_array) {
+    if let Some(settings) = settings {
+        provider["settings"] = settings;
+    }
+    if let Some(entries) = sent("api_keys").and_then(Value::as_array) {
         // `[{id}]` keeps an existing key, `[{api_key}]` adds one; unlisted keys are removed.
         let existing = provider["api_keys"].as_array().cloned().unwrap_or_default();
         let mut keys = Vec::new();
@@ -285,7 +329,7 @@ async fn patch_provider(
         provider["api_keys"] = Value::Array(keys);
     }
     provider["updated_at"] = json!(now());
-    ok(public(provider))
+    ok(render_provider(provider))
 }
 
 async fn delete_provider(State(app): State<App>, auth: Auth, Path(param): Path<String>) -> ApiResult {
@@ -558,13 +602,60 @@ async fn patch_mcp(
         )));
     }
     let config = &mut mem.mcp_servers[index];
+    let previous_auth = config.get("auth_type").cloned();
+    // Coder's update request has pointer fields: a field left out (or `null`) keeps the stored value.
     for (key, value) in body {
-        if !["id", "organization_id", "created_at", "updated_at"].contains(&key.as_str()) {
+        if !value.is_null() && !["id", "organization_id", "created_at", "updated_at"].contains(&key.as_str())
+        {
             config[key.as_str()] = value;
         }
     }
+    if config.get("auth_type") != previous_auth.as_ref() {
+        clear_other_auth_fields(config);
+    }
     config["updated_at"] = json!(now());
     ok(render_mcp(config))
+}
+
+const OAUTH2_FIELDS: [&str; 5] = [
+    "oauth2_client_id",
+    "oauth2_client_secret",
+    "oauth2_auth_url",
+    "oauth2_token_url",
+    "oauth2_scopes",
+];
+const API_KEY_FIELDS: [&str; 2] = ["api_key_header", "api_key_value"];
+const CUSTOM_HEADER_FIELDS: [&str; 3] = [
+    "custom_headers",
+    "custom_headers_user_keys",
+    "custom_headers_user_key_descriptions",
+];
+
+/// What Coder does when a PATCH changes `auth_type`: the fields of the other auth types are cleared (also when the
+/// same request sent them), so no stale secret stays behind.
+fn clear_other_auth_fields(config: &mut Value) {
+    let auth_type = str_field_of(config, "auth_type").to_owned();
+    let (oauth2, api_key, headers) = match auth_type.as_str() {
+        "oauth2" => (false, true, true),
+        "api_key" => (true, false, true),
+        "custom_headers" => (true, true, false),
+        _ => (true, true, true),
+    };
+    let Some(map) = config.as_object_mut() else {
+        return;
+    };
+    let cleared = [
+        (oauth2, &OAUTH2_FIELDS[..]),
+        (api_key, &API_KEY_FIELDS[..]),
+        (headers, &CUSTOM_HEADER_FIELDS[..]),
+    ];
+    for field in cleared
+        .into_iter()
+        .filter(|(clear, _)| *clear)
+        .flat_map(|(_, f)| f)
+    {
+        map.remove(*field);
+    }
 }
 
 async fn delete_mcp(

@@ -112,6 +112,25 @@ impl Desired {
         Some(settings)
     }
 
+    /// The settings a patch sends. Coder replaces its whole settings block with the one sent and keeps only the
+    /// write-only AWS keys when they are left out, so the block starts from Coder's `live` one (of the same
+    /// `_type`) and the spec's fields go over it: a setting the spec does not set (an admin's `small_fast_model`,
+    /// Coder's own `external_id`) is sent back unchanged instead of being cleared.
+    fn settings_patched(&self, live: &Value) -> Option<Value> {
+        let sent = self.settings_sent()?;
+        let Some(live) = live.as_object().filter(|l| l.get("_type") == sent.get("_type")) else {
+            return Some(sent);
+        };
+        let mut merged = live.clone();
+        // Coder never returns the AWS keys; should one ever appear, it is not echoed back.
+        merged.remove("access_key");
+        merged.remove("access_key_secret");
+        if let Value::Object(spec) = sent {
+            merged.extend(spec);
+        }
+        Some(Value::Object(merged))
+    }
+
     pub fn create_request(&self) -> CreateAiProviderRequest {
         CreateAiProviderRequest {
             provider_type: self.type_.clone(),
@@ -152,7 +171,7 @@ impl Desired {
             .as_ref()
             .is_some_and(|s| !settings_match(s, &live.settings));
         if settings_differ || (send_secrets && self.aws_keys.is_some()) {
-            patch.settings = self.settings_sent();
+            patch.settings = self.settings_patched(&live.settings);
         }
         if send_secrets || self.api_keys.len() != live.api_keys.len() {
             let keys = self
@@ -280,6 +299,44 @@ mod tests {
         assert_eq!(patch.enabled, Some(true));
         assert_eq!(patch.base_url.as_deref(), Some("https://api.openai.com/v1/"));
         assert!(patch.api_keys.is_none() && patch.settings.is_none());
+    }
+
+    fn bedrock() -> CoderAIProviderSpec {
+        spec(json!({
+            "controlPlaneRef": {"name": "coder"}, "type": "bedrock", "baseURL": "https://bedrock.example.com",
+            "settings": {"bedrock": {"region": "eu-west-1", "accessKeyIDSecretRef": {"name": "aws"}, "secretAccessKeySecretRef": {"name": "aws"}}},
+        }))
+    }
+
+    #[test]
+    fn a_settings_patch_sends_back_the_settings_the_spec_does_not_set() {
+        let d = desired(
+            &bedrock(),
+            "bedrock",
+            vec!["AKIA".to_owned(), "s3cr3t".to_owned()],
+        );
+        let mut live = live_of(&d);
+        live.settings = json!({"_type": "bedrock", "_version": 1, "region": "us-east-1",
+                               "small_fast_model": "haiku", "external_id": "coder-1"});
+        let sent = d.patch(&live, false).unwrap().settings.unwrap();
+        assert_eq!(
+            sent,
+            json!({"_type": "bedrock", "_version": 1, "region": "eu-west-1", "small_fast_model": "haiku",
+                   "external_id": "coder-1", "access_key": "AKIA", "access_key_secret": "s3cr3t"}),
+            "the spec's region and AWS keys over Coder's block"
+        );
+    }
+
+    #[test]
+    fn settings_of_another_type_are_not_merged() {
+        let d = desired(&bedrock(), "bedrock", Vec::new());
+        let mut live = live_of(&d);
+        live.settings = json!({"_type": "vertex", "project": "p"});
+        let sent = d.patch(&live, false).unwrap().settings.unwrap();
+        assert_eq!(
+            sent,
+            json!({"_type": "bedrock", "_version": 1, "region": "eu-west-1"})
+        );
     }
 
     #[test]
