@@ -54,7 +54,7 @@ step "cargo test (unit tests and integration tests on the real control plane)"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 set +e
-cargo test --workspace --all-targets --locked -- --test-threads="${CODER_K8S_TEST_THREADS:-4}" 2>&1 | tee "$log"
+cargo test --workspace --all-targets --locked --no-fail-fast -- --test-threads="${CODER_K8S_TEST_THREADS:-4}" 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 set -e
 # One closing line for the whole workspace (cargo prints one result line per test binary).

@@ -1,11 +1,12 @@
 //! The CoderAIProvider controller on the real kube-apiserver, PostgreSQL and the Coder API test server: create with
 //! the keys from a Secret, a patch only for a change, nothing at rest, delete; a missing Secret; a name that belongs
-//! to another provider; a foreign provider ID written into the status; a changed deployment. Each test checks
+//! to another provider; a foreign provider ID written into the status (also of an object that never created one);
+//! an object of the Go operator adopted from its unsigned record and status; a changed deployment. Each test checks
 //! Coder's whole request log for the provider calls.
 
 use std::time::Duration;
 
-use coder_k8s::controller::cleanup_records::record::{LABEL, record_name};
+use coder_k8s::controller::cleanup_records::record::{Created, LABEL, Record, RecordKind, record_name};
 use coder_k8s_api::ai_provider::{CoderAIProvider, CoderAIProviderStatus};
 use coder_k8s_coder_client::CoderClient;
 use coder_k8s_coder_client::ai::CreateAiProviderRequest;
@@ -251,6 +252,131 @@ async fn a_foreign_provider_id_written_into_the_status_is_never_patched_or_delet
         ]
     );
     assert_eq!(coder.ai_provider(&theirs).await.unwrap(), before, "unchanged");
+}
+
+/// The provider with this ID as the test server stores it (masked keys, base URL, times).
+fn stored(h: &Harness, id: &str) -> serde_json::Value {
+    h.server
+        .ai_providers()
+        .into_iter()
+        .find(|p| p["id"] == id)
+        .unwrap_or_else(|| panic!("no provider {id} in Coder"))
+}
+
+async fn forge_provider_id(h: &Harness, name: &str, id: &str) {
+    h.api::<CoderAIProvider>()
+        .patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"status": {"providerID": id}})),
+        )
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_provider_id_forged_into_an_object_that_never_created_one_is_neither_patched_nor_deleted() {
+    let h = harness("aiprov-forged").await;
+    let coder = h.coder(&ready_control_plane(&h).await);
+    // The forger exists first and waits for its Secret: it never creates anything, and it is older than P.
+    let mut forger = spec();
+    forger["name"] = json!("openai");
+    forger["baseURL"] = json!("https://forger.example.com/v1/");
+    forger["apiKeySecretRefs"] = json!([{"name": "forger"}]);
+    create_object(&h, "forger", forger).await;
+    wait_reason(&h, "forger", "SecretNotReady").await;
+    h.put_secret("openai", &[("api-key", "sk-test-0001")]).await;
+    create_object(&h, "openai", spec()).await;
+    let p = wait_reason(&h, "openai", "Synced").await.provider_id.unwrap();
+    h.put_secret("forger", &[("api-key", "sk-forger-9999")]).await;
+    wait_reason(&h, "forger", "NameConflict").await;
+    let before = stored(&h, &p);
+
+    h.server.clear_requests();
+    forge_provider_id(&h, "forger", &p).await;
+    edit_spec(&h, "forger", json!({"displayName": "Forged"})).await;
+    let status = wait_reason(&h, "forger", "NameConflict").await;
+    assert_eq!(
+        status.provider_id.as_deref(),
+        Some(p.as_str()),
+        "the forged ID is shown, not used"
+    );
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(stored(&h, &p), before, "base URL and key unchanged");
+    delete_and_wait(&h, "forger").await;
+    assert_eq!(
+        writes(&h),
+        Vec::<(String, String)>::new(),
+        "no PATCH or DELETE of P (the whole request log)"
+    );
+    assert_eq!(stored(&h, &p), before, "P survives the forger's deletion");
+    let live = coder.ai_provider(&p).await.unwrap();
+    assert_eq!(live.base_url, "https://api.openai.com/v1/");
+}
+
+#[tokio::test]
+async fn an_object_of_the_go_operator_is_adopted_from_its_unsigned_record_and_status_and_re_signed() {
+    let h = harness("aiprov-v015").await;
+    let coder = h.coder(&ready_control_plane(&h).await);
+    // What v0.1.5 left: the provider it created, its unsigned record and the status naming the provider.
+    let request = CreateAiProviderRequest {
+        provider_type: "openai".to_owned(),
+        name: "openai".to_owned(),
+        enabled: true,
+        base_url: "https://old.example.com/v1/".to_owned(),
+        ..CreateAiProviderRequest::default()
+    };
+    let p = coder.create_ai_provider(&request).await.unwrap().id.to_string();
+    let object = create_object(&h, "openai", spec()).await;
+    let uid = object.metadata.uid.clone().unwrap();
+    wait_reason(&h, "openai", "SecretNotReady").await;
+    let unsigned = Record {
+        kind: RecordKind::AIProvider,
+        namespace: h.ns.clone(),
+        name: "openai".to_owned(),
+        uid: uid.clone(),
+        deployment_id: h.server.deployment_id(),
+        created: Created::Provider {
+            name: "openai".to_owned(),
+            id: Some(p.clone()),
+        },
+    }
+    .to_config_map(&h.ns);
+    h.api::<ConfigMap>()
+        .create(&PostParams::default(), &unsigned)
+        .await
+        .unwrap();
+    forge_provider_id(&h, "openai", &p).await;
+
+    h.server.clear_requests();
+    h.put_secret("openai", &[("api-key", "sk-test-0001")]).await;
+    let status = wait_reason(&h, "openai", "Synced").await;
+    assert_eq!(status.provider_id.as_deref(), Some(p.as_str()));
+    assert_eq!(
+        coder.ai_provider(&p).await.unwrap().base_url,
+        "https://api.openai.com/v1/"
+    );
+    assert_eq!(
+        writes(&h),
+        vec![("PATCH".to_owned(), format!("{PROVIDERS}/{p}"))],
+        "adopted, not created again"
+    );
+    let data = h
+        .api::<ConfigMap>()
+        .get(&record_name(&uid))
+        .await
+        .unwrap()
+        .data
+        .unwrap();
+    assert_eq!(data["providerID"], p);
+    assert_eq!(data["signature"].len(), 64, "re-signed");
+    assert!(data.contains_key("writtenAt"));
+    h.server.clear_requests();
+    delete_and_wait(&h, "openai").await;
+    assert_eq!(
+        writes(&h),
+        vec![("DELETE".to_owned(), format!("{PROVIDERS}/{p}"))]
+    );
 }
 
 #[tokio::test]

@@ -2,13 +2,17 @@
 //! their delete in Coder (as in a namespace deletion) leave records; while the control plane reaches another
 //! deployment the records are unmatched (gauge, Warning Event); once the same deployment is back, the sweep deletes
 //! exactly their leftovers. Records the operator did not sign (forged by a ConfigMap writer) are never swept, and
-//! delete nothing.
+//! delete nothing; a signed record saved and re-created later is not taken for a recent one.
 
 use coder_k8s::controller::cleanup_records::record::{Created, Record, RecordKind, record_name};
+use coder_k8s::controller::cleanup_records::signing::{KEY_DATA, KEY_SECRET, SigningKey};
 use coder_k8s_api::ai_gateway_key::{CoderAIGatewayKey, key_name_prefix};
 use coder_k8s_api::ai_provider::CoderAIProvider;
 use coder_k8s_api::mcp_server::CoderMCPServer;
+use coder_k8s_coder_testserver::{Fault, FaultRule};
 use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::Resource;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use serde::de::DeserializeOwned;
@@ -328,4 +332,108 @@ async fn a_namespace_deletion_leaves_records_for_what_stays_in_coder() {
         .delete(&operator_namespace, &DeleteParams::default())
         .await
         .unwrap();
+}
+
+/// The operator's record-signing key, read from its Secret (in the test's namespace, the harness's operator
+/// namespace) once the operator created it.
+async fn operator_signing_key(h: &Harness) -> SigningKey {
+    let secrets = h.api::<Secret>();
+    wait_for(
+        || async { secrets.get_opt(KEY_SECRET).await.unwrap().is_some() },
+        "the signing key",
+    )
+    .await;
+    let secret = secrets.get(KEY_SECRET).await.unwrap();
+    SigningKey::new(secret.data.unwrap()[KEY_DATA].0.clone().try_into().unwrap())
+}
+
+/// A signed record of a gone object whose provider create was sent but never answered (no ID), written at `written`.
+fn pending_provider_record(h: &Harness, key: &SigningKey, provider: &str, written: Timestamp) -> ConfigMap {
+    let record = Record {
+        kind: RecordKind::AIProvider,
+        namespace: h.ns.clone(),
+        name: "gone".to_owned(),
+        uid: uuid::Uuid::new_v4().to_string(),
+        deployment_id: h.server.deployment_id(),
+        created: Created::Provider {
+            name: provider.to_owned(),
+            id: None,
+        },
+    };
+    key.signed_config_map(&record, written, &h.ns)
+}
+
+/// Lets the sweep see `record` only once Coder holds a provider named `provider` created after the record's
+/// ConfigMap: provider reads fail until then, so every pass keeps the record for later.
+async fn sweep_after_a_provider_is_created(
+    h: &Harness,
+    coder: &coder_k8s_coder_client::CoderClient,
+    record: &ConfigMap,
+    provider: &str,
+) -> String {
+    h.server.add_fault(FaultRule {
+        method: Some("GET".to_owned()),
+        path_prefix: PROVIDERS.to_owned(),
+        fault: Fault::ServerError(503),
+        times: None,
+    });
+    records_api(h)
+        .create(&PostParams::default(), record)
+        .await
+        .unwrap();
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    let id = foreign_provider(coder, provider).await;
+    h.server.clear_faults();
+    id
+}
+
+#[tokio::test]
+async fn a_saved_signed_record_re_created_later_is_not_recent_and_sweeps_nothing() {
+    let h = harness("sweep-replay").await;
+    let coder = h.coder(&setup(&h, true).await);
+    let key = operator_signing_key(&h).await;
+
+    // A copy saved two hours ago and re-created now: Coder's provider is newer than the ConfigMap, not than the
+    // record's signed time.
+    let two_hours = SignedDuration::from_hours(2);
+    let saved = pending_provider_record(&h, &key, "victim", Timestamp::now() - two_hours);
+    let victim = sweep_after_a_provider_is_created(&h, &coder, &saved, "victim").await;
+    let kept = saved.metadata.name.clone().unwrap();
+    crate::support::several_requeues().await;
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    assert!(
+        coder.ai_provider(&victim).await.is_ok(),
+        "the victim's provider stays"
+    );
+    assert!(
+        records_api(&h).get_opt(&kept).await.unwrap().is_some(),
+        "the record stays for an admin"
+    );
+
+    // The same record written now (as the operator writes it before a create) is recent: its provider goes.
+    let fresh = pending_provider_record(&h, &key, "lost-answer", Timestamp::now());
+    let leftover = sweep_after_a_provider_is_created(&h, &coder, &fresh, "lost-answer").await;
+    wait_for(
+        || async {
+            coder
+                .ai_provider(&leftover)
+                .await
+                .is_err_and(|e| e.is_not_found())
+        },
+        "the leftover of a recent record swept",
+    )
+    .await;
+    let deletes: Vec<String> = h
+        .server
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "DELETE")
+        .map(|r| r.path)
+        .collect();
+    assert_eq!(
+        deletes,
+        vec![format!("{PROVIDERS}/{leftover}")],
+        "the whole request log"
+    );
+    assert!(coder.ai_provider(&victim).await.is_ok());
 }

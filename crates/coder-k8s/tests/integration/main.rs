@@ -8,6 +8,7 @@ mod ai_provider;
 mod cleanup_records;
 mod cli;
 mod coder_errors;
+mod coder_writes;
 mod compat;
 mod control_plane;
 mod crds;

@@ -23,14 +23,14 @@ const URL: &str = "https://mcp.example.com/mcp";
 
 /// A ready control plane; `operator` is the operator's token, `coder` a client of a second site owner (so the
 /// operator's own requests can be told apart in the log).
-struct Setup {
-    operator: String,
-    coder: CoderClient,
-    organization: String,
-    organization_id: uuid::Uuid,
+pub(crate) struct Setup {
+    pub(crate) operator: String,
+    pub(crate) coder: CoderClient,
+    pub(crate) organization: String,
+    pub(crate) organization_id: uuid::Uuid,
 }
 
-async fn setup(h: &Harness, allow: bool) -> Setup {
+pub(crate) async fn setup(h: &Harness, allow: bool) -> Setup {
     let operator = ready_control_plane(h).await;
     let admin = h.server.mint_token("admin", &["owner"]).await.unwrap();
     let coder = h.coder(&admin);
@@ -69,7 +69,7 @@ pub(crate) async fn create_server(h: &Harness, name: &str, spec: Value) -> Coder
         .unwrap()
 }
 
-async fn patch_spec(h: &Harness, name: &str, spec: Value) {
+pub(crate) async fn patch_spec(h: &Harness, name: &str, spec: Value) {
     h.api::<CoderMCPServer>()
         .patch(
             name,
@@ -99,7 +99,12 @@ pub(crate) fn config(h: &Harness, slug: &str) -> Option<Value> {
     h.server.mcp_servers().into_iter().find(|c| c["slug"] == slug)
 }
 
-async fn wait_config(h: &Harness, slug: &str, what: &str, check: impl Fn(&Value) -> bool) -> Value {
+pub(crate) async fn wait_config(
+    h: &Harness,
+    slug: &str,
+    what: &str,
+    check: impl Fn(&Value) -> bool,
+) -> Value {
     for _ in 0..300 {
         if let Some(config) = config(h, slug).filter(|c| check(c)) {
             return config;
@@ -269,7 +274,7 @@ async fn a_withdrawn_opt_in_disables_the_server_and_a_renewed_one_enables_it() {
     wait_config(&h, "tools", "enabled again", |c| c["enabled"] == true).await;
 }
 
-async fn credential_secret(h: &Harness, destinations: Option<&str>) {
+pub(crate) async fn credential_secret(h: &Harness, destinations: Option<&str>) {
     let mut secret: Secret = serde_json::from_value(json!({
         "metadata": {"name": "mcp-key", "labels": {"coder.com/credential": "true"}},
         "stringData": {"api-key": "Bearer not-a-real-key"},
@@ -852,4 +857,66 @@ async fn a_changed_deployment_creates_nothing_and_the_delete_keeps_the_record() 
         "the record stays for the sweep"
     );
     assert_eq!(h.metrics.cleanup_counts("CoderMCPServer").2, 1);
+}
+
+#[tokio::test]
+async fn a_marker_and_server_id_forged_into_an_object_that_never_created_a_config_adopt_nothing() {
+    let h = harness("mcp-forged-marker").await;
+    // Without the opt-in the object makes no Coder call: it never creates a config, and has no cleanup record.
+    let s = setup(&h, false).await;
+    let secrets = h.api::<Secret>();
+    wait_for(
+        || async {
+            secrets
+                .get_opt("coder-k8s-cleanup-records-key")
+                .await
+                .unwrap()
+                .is_some()
+        },
+        "the operator's signing key (the object is newer than it)",
+    )
+    .await;
+    create_server(&h, "tools", spec(&s.organization)).await;
+    wait_reason(&h, "tools", "MCPServersNotAllowed").await;
+    // Someone else's config under the object's slug, made after the object; the forger writes its ID and a create
+    // marker that matches its creation time.
+    let request = McpServerConfigRequest {
+        display_name: Some("Theirs".into()),
+        slug: Some("tools".into()),
+        transport: Some("streamable_http".into()),
+        url: Some("https://theirs.example.com".into()),
+        enabled: Some(true),
+        ..McpServerConfigRequest::default()
+    };
+    let theirs = s
+        .coder
+        .create_mcp_server_config(&s.organization, &request)
+        .await
+        .unwrap();
+    let before = config(&h, "tools").unwrap();
+    h.server.clear_requests();
+    let forged = json!({"status": {"serverID": theirs.id.to_string(), "createMarker": theirs.created_at}});
+    h.api::<CoderMCPServer>()
+        .patch_status("tools", &PatchParams::default(), &Patch::Merge(&forged))
+        .await
+        .unwrap();
+    crate::support::several_requeues().await;
+    allow_organizations(&h, json!([s.organization])).await;
+    let status = wait_reason(&h, "tools", "SlugConflict").await;
+    assert_eq!(status.phase, Some(MCPServerPhase::Stalled));
+    delete_object(&h, "tools").await;
+    wait_gone(&h, "tools").await;
+    let aimed: Vec<String> = h
+        .server
+        .requests()
+        .into_iter()
+        .filter(|r| r.method != "GET" && r.path.contains("/mcp-servers"))
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect();
+    assert_eq!(
+        aimed,
+        Vec::<String>::new(),
+        "no patch, disable or delete (the whole request log)"
+    );
+    assert_eq!(config(&h, "tools").unwrap(), before, "their config is unchanged");
 }

@@ -1,7 +1,8 @@
 //! Ownership and consent on the real kube-apiserver and the Coder API test server: an owned Secret is never written
 //! over a foreign one (not even one created between the check and the write), objects of the operator's names that
 //! a custom resource does not control are reported and never written, and provisioner keys and workspace proxies in
-//! Coder that were not created for an object are neither used, regenerated nor deleted.
+//! Coder that were not created for an object are neither used, regenerated nor deleted (also when their ID is
+//! written into an object's status).
 
 use std::collections::BTreeMap;
 
@@ -11,7 +12,7 @@ use coder_k8s_coder_client::types::CreateWorkspaceProxyRequest;
 use coder_k8s_coder_testserver::Entitlement;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Secret, Service, ServiceAccount};
-use kube::api::{DeleteParams, PostParams};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use crate::control_plane::{Harness, harness, wait_for};
@@ -244,6 +245,84 @@ async fn a_provisioner_key_not_created_for_the_provisioner_is_neither_used_nor_d
             .is_none(),
         "no Deployment"
     );
+}
+
+#[tokio::test]
+async fn a_provisioner_key_id_forged_into_the_status_is_neither_rotated_out_nor_deleted() {
+    let h = harness("own-key-forged").await;
+    let token = ready_control_plane(&h).await;
+    let coder = h.coder(&token);
+    let org = coder.default_organization().await.unwrap();
+    create_provisioner(&h, "p", sample_spec()).await;
+    create_provisioner(&h, "q", sample_spec()).await;
+    for name in ["p", "q"] {
+        crate::provisioner::wait_reason(&h, name, "ProvisionerKeyReady", "ProvisionerKeyReady").await;
+    }
+    let provisioners = h.api::<coder_k8s_api::provisioner::CoderProvisioner>();
+    let p_key = provisioners
+        .get("p")
+        .await
+        .unwrap()
+        .status
+        .unwrap()
+        .provisioner_key_id
+        .unwrap();
+    let secret = h.api::<Secret>().get("p-provisioner-key").await.unwrap();
+    assert_eq!(
+        secret.metadata.annotations.unwrap()["coder.com/provisioner-key-id"],
+        p_key,
+        "the key Secret records which key it holds"
+    );
+
+    // A subject with status write access points q at p's key; then q's tags change (a rotation) and q is deleted.
+    h.server.clear_requests();
+    let forged = json!({"status": {"provisionerKeyID": p_key, "organizationID": org.id.to_string()}});
+    provisioners
+        .patch_status("q", &PatchParams::default(), &Patch::Merge(&forged))
+        .await
+        .unwrap();
+    let tags = json!({"spec": {"tags": {"scope": "organization", "team": "q"}}});
+    provisioners
+        .patch("q", &PatchParams::default(), &Patch::Merge(&tags))
+        .await
+        .unwrap();
+    wait_for(
+        || async {
+            let status = provisioners.get("q").await.unwrap().status.unwrap_or_default();
+            status.provisioner_key_id.is_some_and(|id| id != p_key)
+                && status.tags_hash.as_deref() != Some("cf1b2b92")
+        },
+        "q's own key rotated",
+    )
+    .await;
+    provisioners.delete("q", &DeleteParams::default()).await.unwrap();
+    wait_for(
+        || async { provisioners.get_opt("q").await.unwrap().is_none() },
+        "q to go",
+    )
+    .await;
+    let deletes: Vec<String> = h
+        .server
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "DELETE")
+        .map(|r| r.path)
+        .collect();
+    // Keys are deleted by name: every delete of the whole request log is one of q's keys (its old one at the
+    // rotation and its new one at the deletion; a pass that still sees the forged status while the operator's own
+    // write is in flight may rotate once more), never p's.
+    let q_keys = format!("/api/v2/organizations/{}/provisionerkeys/q", org.id);
+    assert!(
+        deletes.len() >= 2 && deletes.iter().all(|path| *path == q_keys),
+        "only q's own old and new keys are deleted, never p's (the whole request log): {deletes:?}"
+    );
+    let left: Vec<String> = h
+        .server
+        .provisioner_keys()
+        .iter()
+        .filter_map(|k| k["id"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(left, vec![p_key], "p's key survives");
 }
 
 #[tokio::test]

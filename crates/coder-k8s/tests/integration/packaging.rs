@@ -355,7 +355,7 @@ fn helm(args: &[&str], kubeconfig: Option<&std::path::Path>) -> Output {
     command.output().expect("run helm")
 }
 
-fn template(sets: &[&str]) -> BTreeMap<String, Value> {
+pub(crate) fn template(sets: &[&str]) -> BTreeMap<String, Value> {
     let chart = path(CHART);
     let mut args = vec!["template", "coder-k8s", &chart, "--namespace", "coder-system"];
     for set in sets {

@@ -1,7 +1,8 @@
 //! The CoderAIProvider reconcile (docs/controllers/ai-provider.md): dereference the control plane and the Secret
 //! values → at rest (same generation and Secret values as last synced) no Coder call → the operator client and the
-//! deployment ID → find this object's provider (proved: the recorded ID, or Coder's provider with this name created
-//! after the object) → create it after writing the cleanup record, or patch only what differs → status.
+//! deployment ID → find this object's provider (proved by its signed cleanup record, or for an object of the Go
+//! operator by its unsigned record and status together; never by the status alone) → create it after writing the
+//! cleanup record, or patch only what differs (re-signing the record) → status.
 
 use std::sync::Arc;
 
@@ -32,14 +33,15 @@ type Status = CoderAIProviderStatus;
 /// Fact kept per object: `<generation> <digest of the Secret values>` last synced to Coder.
 const SYNCED: &str = "synced";
 
-/// One pass: the object, its UID, the provider it asks for and its verified cleanup record (with the time the API
-/// server stored it).
+/// One pass: the object, its UID, the provider it asks for, its verified cleanup record (with the time it was
+/// written, when that can be trusted) and, without one, the unsigned record the Go operator (v0.1.5) left.
 struct Pass<'a> {
     provider: &'a CoderAIProvider,
     ctx: &'a Context,
     uid: String,
     desired: Desired,
     record: Option<(Record, Option<Time>)>,
+    unsigned: Option<Record>,
 }
 
 impl Pass<'_> {
@@ -51,31 +53,17 @@ impl Pass<'_> {
         )
     }
 
-    /// Whether Coder's provider is this object's. It must have the object's name, and: the cleanup record names its
-    /// ID; or the record was written before an unanswered create and the provider came after it; or, for an object
-    /// from before cleanup records, the status names it and Coder created it after the object. An ID read from the
-    /// status alone proves nothing, and neither does the name.
+    /// Whether Coder's provider is this object's (see [`owned`]).
     fn owns(&self, live: &AiProvider, status: &Status) -> bool {
-        if live.name != self.desired.name {
-            return false;
-        }
-        let id = live.id.to_string();
-        match &self.record {
-            Some((record, written)) => match &record.created {
-                Created::Provider {
-                    id: Some(recorded), ..
-                } => *recorded == id,
-                Created::Provider { id: None, .. } => created_since(&live.created_at, written.as_ref()),
-                _ => false,
+        owned(
+            live,
+            &self.desired.name,
+            Proof {
+                record: self.record.as_ref().map(|(r, w)| (r, w.as_ref())),
+                unsigned: self.unsigned.as_ref(),
+                status_id: status.provider_id.as_deref(),
             },
-            None => {
-                status.provider_id.as_deref() == Some(id.as_str())
-                    && created_since(
-                        &live.created_at,
-                        self.provider.metadata.creation_timestamp.as_ref(),
-                    )
-            }
-        }
+        )
     }
 
     fn record(&self, deployment: &str, id: Option<String>) -> Record {
@@ -90,6 +78,48 @@ impl Pass<'_> {
                 id,
             },
         }
+    }
+}
+
+/// What can prove that a provider in Coder is the object's.
+struct Proof<'a> {
+    /// The object's signed record and the time it was written, if trusted.
+    record: Option<(&'a Record, Option<&'a Time>)>,
+    /// The Go operator's unsigned record of the object, read only when there is no signed one.
+    unsigned: Option<&'a Record>,
+    /// `status.providerID`, which anyone with status write access can set.
+    status_id: Option<&'a str>,
+}
+
+/// Whether `live` is the object's provider. It must have the object's provider name (`name`), and: the signed
+/// cleanup record names its ID; or the signed record was written before a create whose answer was lost, at a
+/// trusted time, and Coder created the provider after it; or, for an object of the Go operator (no signed record
+/// yet), its unsigned record and `status.providerID` both name that ID — two writes (a ConfigMap in the operator
+/// namespace and the object's status) that no status writer alone can make. An ID in status alone proves nothing,
+/// and neither does the name.
+fn owned(live: &AiProvider, name: &str, proof: Proof<'_>) -> bool {
+    if live.name != name {
+        return false;
+    }
+    let id = live.id.to_string();
+    match proof.record {
+        Some((record, written)) => match &record.created {
+            Created::Provider {
+                id: Some(recorded), ..
+            } => *recorded == id,
+            Created::Provider { id: None, .. } => created_since(&live.created_at, written),
+            _ => false,
+        },
+        None => proof.unsigned.is_some_and(|record| {
+            let recorded = match &record.created {
+                Created::Provider {
+                    name: recorded_name,
+                    id: Some(recorded),
+                } => recorded_name == name && *recorded == id,
+                _ => false,
+            };
+            record.kind == RecordKind::AIProvider && recorded && proof.status_id == Some(id.as_str())
+        }),
     }
 }
 
@@ -138,12 +168,17 @@ async fn prepare<'a>(
     }
     let desired = desired::desired(&provider.spec, provider.coder_name(), values);
     let record = cleanup_records::cached_with_time(ctx, &uid).await;
+    let unsigned = record
+        .is_none()
+        .then(|| cleanup_records::cached_unsigned(ctx, &uid))
+        .flatten();
     Ok(Ok(Pass {
         provider,
         ctx,
         uid,
         desired,
         record,
+        unsigned,
     }))
 }
 
@@ -333,12 +368,17 @@ pub async fn cleanup(object: Arc<CoderAIProvider>, ctx: Arc<Context>) -> Result<
         ));
     }
     let desired = desired::desired(&provider.spec, provider.coder_name(), Vec::new());
+    let unsigned = record
+        .is_none()
+        .then(|| cleanup_records::cached_unsigned(ctx, &uid))
+        .flatten();
     let pass = Pass {
         provider,
         ctx,
         uid: uid.clone(),
         desired,
         record,
+        unsigned,
     };
     let deleted = match find(&pass, &upstream.coder, &status).await {
         Ok(Found::Ours(live)) => {
@@ -353,4 +393,113 @@ pub async fn cleanup(object: Arc<CoderAIProvider>, ctx: Arc<Context>) -> Result<
     cleanup_records::remove(ctx, &uid).await?;
     ctx.set_fact(&uid, SYNCED, None);
     Ok(Cleanup::Done)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const P: &str = "3f2c1a9e-1b2c-4d5e-8f90-0123456789ab";
+
+    fn live() -> AiProvider {
+        AiProvider {
+            id: P.parse().unwrap(),
+            name: "openai".to_owned(),
+            created_at: "2026-01-01T12:00:10Z".to_owned(),
+            ..AiProvider::default()
+        }
+    }
+
+    fn record(id: Option<&str>) -> Record {
+        Record {
+            kind: RecordKind::AIProvider,
+            namespace: "team".to_owned(),
+            name: "openai".to_owned(),
+            uid: "u-1".to_owned(),
+            deployment_id: "d-1".to_owned(),
+            created: Created::Provider {
+                name: "openai".to_owned(),
+                id: id.map(str::to_owned),
+            },
+        }
+    }
+
+    fn none() -> Proof<'static> {
+        Proof {
+            record: None,
+            unsigned: None,
+            status_id: None,
+        }
+    }
+
+    #[test]
+    fn an_id_in_status_alone_proves_nothing() {
+        let proof = Proof {
+            status_id: Some(P),
+            ..none()
+        };
+        assert!(
+            !owned(&live(), "openai", proof),
+            "even a provider made after the object"
+        );
+    }
+
+    #[test]
+    fn the_signed_record_proves_its_id_or_a_provider_made_after_it() {
+        let signed = record(Some(P));
+        let proof = |record| Proof {
+            record: Some(record),
+            ..none()
+        };
+        assert!(owned(&live(), "openai", proof((&signed, None))));
+        let other = record(Some("00000000-0000-0000-0000-000000000001"));
+        let forged = Proof {
+            status_id: Some(P),
+            ..proof((&other, None))
+        };
+        assert!(!owned(&live(), "openai", forged), "the record names another ID");
+        assert!(!owned(&live(), "other-name", proof((&signed, None))));
+        let pending = record(None);
+        let before = Time("2026-01-01T12:00:00Z".parse().unwrap());
+        let after = Time("2026-01-01T13:00:00Z".parse().unwrap());
+        assert!(owned(&live(), "openai", proof((&pending, Some(&before)))));
+        assert!(!owned(&live(), "openai", proof((&pending, Some(&after)))));
+        assert!(
+            !owned(&live(), "openai", proof((&pending, None))),
+            "a record whose write time is not trusted"
+        );
+    }
+
+    #[test]
+    fn the_go_operators_unsigned_record_proves_only_with_the_status_naming_the_same_id() {
+        let unsigned = record(Some(P));
+        let both = Proof {
+            unsigned: Some(&unsigned),
+            status_id: Some(P),
+            ..none()
+        };
+        assert!(owned(&live(), "openai", both));
+        let record_alone = Proof {
+            unsigned: Some(&unsigned),
+            ..none()
+        };
+        assert!(!owned(&live(), "openai", record_alone));
+        let other = record(Some("00000000-0000-0000-0000-000000000001"));
+        let disagreeing = Proof {
+            unsigned: Some(&other),
+            status_id: Some(P),
+            ..none()
+        };
+        assert!(!owned(&live(), "openai", disagreeing));
+        let pending = record(None);
+        let without_id = Proof {
+            unsigned: Some(&pending),
+            status_id: Some(P),
+            ..none()
+        };
+        assert!(
+            !owned(&live(), "openai", without_id),
+            "an unsigned record's time proves nothing"
+        );
+    }
 }

@@ -11,6 +11,7 @@ pub mod sweep;
 use coder_k8s_coder_client::{CoderClient, Error as CoderError};
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
 
 use self::record::{Record, record_name};
 use crate::controller::apply::{self, Applied};
@@ -29,28 +30,49 @@ pub async fn cached(ctx: &Context, uid: &str) -> Option<Record> {
     cached_with_time(ctx, uid).await.map(|(record, _)| record)
 }
 
-/// The verified record of the object with this UID and when the API server stored it first (a time no client can
-/// set). A record that is missing, unreadable or not signed by this operator is `None`.
+/// The verified record of the object with this UID and when it was written, if that can be trusted: its signed
+/// `writtenAt`, when the API server stored the ConfigMap at that time (a record re-created from a saved copy, or one
+/// signed before records carried a time, has `None`). A record that is missing, unreadable or not signed by this
+/// operator is `None`.
 pub async fn cached_with_time(ctx: &Context, uid: &str) -> Option<(Record, Option<Time>)> {
-    let config_map = ctx
-        .caches
-        .cleanup_records
-        .get(&ctx.settings.operator_namespace, &record_name(uid))?;
-    let key = signing::key(ctx).await.ok()?;
-    let record = key.verified(&config_map)?;
-    Some((record, config_map.metadata.creation_timestamp.clone()))
+    let config_map = cached_config_map(ctx, uid)?;
+    let verified = signing::key(ctx).await.ok()?.verified(&config_map)?;
+    let written = verified.trusted_written(config_map.metadata.creation_timestamp.as_ref());
+    Some((verified.record, written))
 }
 
-/// Writes `record`, signed (server-side apply; nothing is sent when the cached record is the same). A failure
-/// means no create may follow.
+fn cached_config_map(ctx: &Context, uid: &str) -> Option<std::sync::Arc<ConfigMap>> {
+    ctx.caches
+        .cleanup_records
+        .get(&ctx.settings.operator_namespace, &record_name(uid))
+}
+
+/// The record the Go operator (v0.1.5) wrote for the object with this UID: a ConfigMap of the record's name in the
+/// operator namespace with no signature at all (a record whose signature fails was changed by someone, and is not
+/// one). Only the operator's admins can write there; on its own it proves nothing (see the AI provider's `owns`).
+pub fn cached_unsigned(ctx: &Context, uid: &str) -> Option<Record> {
+    let config_map = cached_config_map(ctx, uid)?;
+    let data = config_map.data.as_ref()?;
+    if data.contains_key(signing::SIGNATURE) || data.contains_key(signing::WRITTEN_AT) {
+        return None;
+    }
+    Record::from_config_map(&config_map).ok()
+}
+
+/// Writes `record`, signed (server-side apply; nothing is sent when the cached record is the same). The signed
+/// `writtenAt` is that of the object's record already there, so rewriting it (with the ID after a create) keeps the
+/// time of the first write; a new record gets the current time. A failure means no create may follow.
 pub async fn write(ctx: &Context, record: &Record) -> Result<(), kube::Error> {
     let namespace = &ctx.settings.operator_namespace;
-    let desired = signing::key(ctx).await?.signed_config_map(record, namespace);
-    let cached = ctx
-        .caches
-        .cleanup_records
-        .get(namespace, &record_name(&record.uid))
-        .map(|c| c.metadata.clone());
+    let key = signing::key(ctx).await?;
+    let cached = cached_config_map(ctx, &record.uid);
+    let written_at = cached
+        .as_deref()
+        .and_then(|config_map| key.verified(config_map))
+        .and_then(|verified| verified.written_at)
+        .unwrap_or_else(Timestamp::now);
+    let desired = key.signed_config_map(record, written_at, namespace);
+    let cached = cached.map(|c| c.metadata.clone());
     match apply::apply::<ConfigMap>(ctx, desired, cached.as_ref()).await? {
         Applied::Changed(_) | Applied::Unchanged => Ok(()),
     }

@@ -1,13 +1,17 @@
-//! Signed cleanup records: each record carries an HMAC-SHA256 of its contents, made with a key only the operator
-//! reads (the Secret `coder-k8s-cleanup-records-key` in the operator namespace, created with 32 random bytes when
-//! missing). A record someone else wrote or changed — anyone with ConfigMap write access in that namespace — fails
-//! the check, so it can neither aim the sweep at other Coder resources nor point an object at them.
+//! Signed cleanup records: each record carries an HMAC-SHA256 of its contents and of the time the operator first
+//! wrote it (`writtenAt`), made with a key only the operator reads (the Secret `coder-k8s-cleanup-records-key` in the
+//! operator namespace, created with 32 random bytes when missing). A record someone else wrote or changed — anyone
+//! with ConfigMap write access in that namespace — fails the check, so it can neither aim the sweep at other Coder
+//! resources nor point an object at them; a signed record saved and re-created later keeps its old signed time, which
+//! no longer matches the time the API server stored it, so it is not taken for a recent one.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, ObjectMeta, PostParams};
 use sha2::{Digest, Sha256};
 
@@ -22,28 +26,62 @@ pub const KEY_SECRET: &str = "coder-k8s-cleanup-records-key";
 pub const KEY_DATA: &str = "key";
 /// The record's data key that holds the signature.
 pub const SIGNATURE: &str = "signature";
+/// The record's data key that holds when the operator first wrote it (RFC 3339, covered by the signature).
+pub const WRITTEN_AT: &str = "writtenAt";
+/// How far the signed `writtenAt` and the ConfigMap's `creationTimestamp` may lie apart (the operator's and the API
+/// server's clocks, and a write before the watch cache showed the first one) for the record to count as written then.
+pub const WRITTEN_AT_BOUND: SignedDuration = SignedDuration::from_secs(60);
+
+/// A record whose signature checks out, with the signed time it was first written. `written_at` is `None` for a
+/// record signed before records carried that time: its contents are the operator's, but not when it was written.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Verified {
+    pub record: Record,
+    pub written_at: Option<Timestamp>,
+}
+
+impl Verified {
+    /// The time the record was written, when the ConfigMap holding it was stored then (`stored`, its
+    /// `creationTimestamp`): a signed time far from it means the ConfigMap was re-created from a saved copy, and
+    /// such a record proves nothing about what Coder created after it. `None` also without a signed time.
+    pub fn trusted_written(&self, stored: Option<&Time>) -> Option<Time> {
+        let (written, stored) = (self.written_at?, stored?.0);
+        let apart = written.duration_since(stored).abs();
+        (apart <= WRITTEN_AT_BOUND).then_some(Time(written))
+    }
+}
 
 const BLOCK: usize = 64;
 
-/// The operator's record-signing key. Never logged (no `Debug`).
-pub struct SigningKey([u8; 32]);
+/// The operator's record-signing key, and when its Secret was created (the operator's first start: no object
+/// older than that can have a signed record). Never logged (no `Debug`).
+pub struct SigningKey {
+    bytes: [u8; 32],
+    created: Option<Timestamp>,
+}
 
 impl SigningKey {
     pub fn new(bytes: [u8; 32]) -> Self {
-        Self(bytes)
+        Self { bytes, created: None }
     }
 
-    /// The signature of `record`, as lowercase hex.
-    pub fn sign(&self, record: &Record) -> String {
-        hmac_sha256(&self.0, record.canonical().as_bytes())
+    /// When the key's Secret was created, as the API server recorded it.
+    pub fn created(&self) -> Option<Timestamp> {
+        self.created
+    }
+
+    /// The signature of `record` written at `written_at`, as lowercase hex. Without a time it is the signature
+    /// records had before they carried one (still read, never written).
+    pub fn sign(&self, record: &Record, written_at: Option<Timestamp>) -> String {
+        hmac_sha256(&self.bytes, signed_text(record, written_at).as_bytes())
             .iter()
             .map(|b| format!("{b:02x}"))
             .collect()
     }
 
-    /// Whether `signature` is this key's signature of `record` (compared in constant time).
-    pub fn verify(&self, record: &Record, signature: &str) -> bool {
-        let expected = self.sign(record);
+    /// Whether `signature` is this key's signature of `record` and `written_at` (compared in constant time).
+    pub fn verify(&self, record: &Record, written_at: Option<Timestamp>, signature: &str) -> bool {
+        let expected = self.sign(record, written_at);
         expected.len() == signature.len()
             && expected
                 .bytes()
@@ -52,22 +90,41 @@ impl SigningKey {
                 == 0
     }
 
-    /// The record in `config_map` when it parses and its signature checks out.
-    pub fn verified(&self, config_map: &ConfigMap) -> Option<Record> {
+    /// The record in `config_map` when it parses and its signature checks out. A `writtenAt` that is not a time
+    /// fails the check.
+    pub fn verified(&self, config_map: &ConfigMap) -> Option<Verified> {
         let record = Record::from_config_map(config_map).ok()?;
-        let signature = config_map.data.as_ref()?.get(SIGNATURE)?;
-        self.verify(&record, signature).then_some(record)
+        let data = config_map.data.as_ref()?;
+        let written_at = match data.get(WRITTEN_AT) {
+            Some(text) => Some(text.trim().parse::<Timestamp>().ok()?),
+            None => None,
+        };
+        let signature = data.get(SIGNATURE)?;
+        self.verify(&record, written_at, signature)
+            .then_some(Verified { record, written_at })
     }
 
-    /// The record's ConfigMap, signed.
-    pub fn signed_config_map(&self, record: &Record, namespace: &str) -> ConfigMap {
+    /// The record's ConfigMap, signed together with `written_at` (kept to the second, as it is stored).
+    pub fn signed_config_map(&self, record: &Record, written_at: Timestamp, namespace: &str) -> ConfigMap {
+        let written_at = to_the_second(written_at);
         let mut config_map = record.to_config_map(namespace);
-        config_map
-            .data
-            .get_or_insert_with(BTreeMap::new)
-            .insert(SIGNATURE.to_owned(), self.sign(record));
+        let data = config_map.data.get_or_insert_with(BTreeMap::new);
+        data.insert(WRITTEN_AT.to_owned(), written_at.to_string());
+        data.insert(SIGNATURE.to_owned(), self.sign(record, Some(written_at)));
         config_map
     }
+}
+
+/// What the signature covers: the record's fields, then its time when it has one.
+fn signed_text(record: &Record, written_at: Option<Timestamp>) -> String {
+    match written_at {
+        Some(time) => format!("{}\n{WRITTEN_AT}\n{time}", record.canonical()),
+        None => record.canonical(),
+    }
+}
+
+fn to_the_second(time: Timestamp) -> Timestamp {
+    Timestamp::from_second(time.as_second()).unwrap_or(time)
 }
 
 /// HMAC-SHA256 (RFC 2104) of `message` with a key shorter than the block size.
@@ -112,8 +169,9 @@ pub async fn key(ctx: &Context) -> Result<Arc<SigningKey>, kube::Error> {
 
 fn parse(secret: &Secret) -> Option<SigningKey> {
     let bytes = &secret.data.as_ref()?.get(KEY_DATA)?.0;
-    let key: [u8; 32] = bytes.as_slice().try_into().ok()?;
-    Some(SigningKey(key))
+    let bytes: [u8; 32] = bytes.as_slice().try_into().ok()?;
+    let created = secret.metadata.creation_timestamp.as_ref().map(|t| t.0);
+    Some(SigningKey { bytes, created })
 }
 
 async fn create(api: &Api<Secret>) -> Result<Secret, kube::Error> {
@@ -179,11 +237,20 @@ mod tests {
         );
     }
 
+    fn at(text: &str) -> Timestamp {
+        text.parse().unwrap()
+    }
+
     #[test]
     fn a_signed_record_verifies_and_any_change_breaks_it() {
         let key = SigningKey::new([7; 32]);
-        let config_map = key.signed_config_map(&record(), "coder-system");
-        assert_eq!(key.verified(&config_map), Some(record()));
+        let written = at("2026-01-01T12:00:00Z");
+        let config_map = key.signed_config_map(&record(), written, "coder-system");
+        let verified = Verified {
+            record: record(),
+            written_at: Some(written),
+        };
+        assert_eq!(key.verified(&config_map), Some(verified));
         let mut retargeted = config_map.clone();
         retargeted
             .data
@@ -199,5 +266,83 @@ mod tests {
             None,
             "another key"
         );
+    }
+
+    #[test]
+    fn the_signature_covers_when_the_record_was_written() {
+        let key = SigningKey::new([7; 32]);
+        let config_map = key.signed_config_map(&record(), at("2026-01-01T12:00:00.750Z"), "coder-system");
+        assert_eq!(
+            config_map.data.as_ref().unwrap()[WRITTEN_AT],
+            "2026-01-01T12:00:00Z",
+            "stored to the second"
+        );
+        let mut moved = config_map.clone();
+        moved
+            .data
+            .as_mut()
+            .unwrap()
+            .insert(WRITTEN_AT.to_owned(), "2026-06-01T12:00:00Z".to_owned());
+        assert_eq!(key.verified(&moved), None, "a newer time is not signed");
+        let mut dropped = config_map.clone();
+        dropped.data.as_mut().unwrap().remove(WRITTEN_AT);
+        assert_eq!(key.verified(&dropped), None, "the time cannot be dropped");
+        let mut garbage = config_map;
+        garbage
+            .data
+            .as_mut()
+            .unwrap()
+            .insert(WRITTEN_AT.to_owned(), "yesterday".to_owned());
+        assert_eq!(key.verified(&garbage), None);
+    }
+
+    #[test]
+    fn a_record_signed_before_records_carried_a_time_verifies_without_one() {
+        let key = SigningKey::new([7; 32]);
+        let mut config_map = record().to_config_map("coder-system");
+        config_map
+            .data
+            .as_mut()
+            .unwrap()
+            .insert(SIGNATURE.to_owned(), key.sign(&record(), None));
+        let verified = key.verified(&config_map).unwrap();
+        assert_eq!((verified.record, verified.written_at), (record(), None));
+        let stored = Time(at("2026-01-01T12:00:00Z"));
+        let legacy = Verified {
+            record: record(),
+            written_at: None,
+        };
+        assert_eq!(legacy.trusted_written(Some(&stored)), None, "no signed time");
+    }
+
+    #[test]
+    fn a_record_re_created_from_a_saved_copy_is_not_recent() {
+        let verified = Verified {
+            record: record(),
+            written_at: Some(at("2026-01-01T12:00:00Z")),
+        };
+        let stored = |text: &str| Time(at(text));
+        assert_eq!(
+            verified.trusted_written(Some(&stored("2026-01-01T12:00:01Z"))),
+            Some(stored("2026-01-01T12:00:00Z")),
+            "stored when it was signed"
+        );
+        assert!(
+            verified
+                .trusted_written(Some(&stored("2026-01-01T11:59:20Z")))
+                .is_some(),
+            "clocks a little apart"
+        );
+        assert_eq!(
+            verified.trusted_written(Some(&stored("2026-01-01T14:00:00Z"))),
+            None,
+            "re-created two hours later"
+        );
+        assert_eq!(
+            verified.trusted_written(Some(&stored("2026-01-01T11:00:00Z"))),
+            None,
+            "a signed time after the ConfigMap existed is not the first write"
+        );
+        assert_eq!(verified.trusted_written(None), None);
     }
 }

@@ -19,7 +19,7 @@ use kube::{Resource, ResourceExt};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::record::{Created, Record, RecordKind};
-use super::signing::SigningKey;
+use super::signing::{SigningKey, Verified};
 use super::{deployment_id, remove};
 use crate::controller::cache::Change;
 use crate::controller::context::Context;
@@ -30,7 +30,7 @@ pub const NO_MATCHING_DEPLOYMENT: &str = "NoMatchingDeployment";
 
 /// Log line of a record whose leftovers Coder does not show to be the operator's: the record stays, nothing is
 /// deleted.
-pub const NOT_PROVEN_LOG: &str = "cleanup sweep: Coder holds something under the record's name that was not created after the record; nothing is deleted and the record stays";
+pub const NOT_PROVEN_LOG: &str = "cleanup sweep: Coder holds something under the record's name that was not created after the record was written (or the record's signed time does not match when it was stored); nothing is deleted and the record stays";
 
 /// Log line of a record that is not signed by this operator: it is never swept.
 pub const UNVERIFIED_LOG: &str = "cleanup sweep: the record is not signed by this operator (written or changed by someone else); it is left alone";
@@ -91,7 +91,8 @@ async fn sweep_once(ctx: &Context, memory: &mut Memory) {
     let orphans = orphaned_records(ctx, &key);
     let mut unmatched: BTreeMap<RecordKind, i64> = RecordKind::ALL.into_iter().map(|k| (k, 0)).collect();
     let mut reached: HashMap<String, Vec<(Upstream, String)>> = HashMap::new();
-    for (config_map, record) in &orphans {
+    for (config_map, verified) in &orphans {
+        let record = &verified.record;
         if !reached.contains_key(&record.namespace) {
             let deployments = deployments_in(ctx, &record.namespace).await;
             reached.insert(record.namespace.clone(), deployments);
@@ -101,7 +102,7 @@ async fn sweep_once(ctx: &Context, memory: &mut Memory) {
             .find(|(_, deployment)| *deployment == record.deployment_id)
             .map(|(upstream, _)| upstream);
         match matching {
-            Some(upstream) => sweep_record(ctx, &upstream.coder, config_map, record).await,
+            Some(upstream) => sweep_record(ctx, &upstream.coder, config_map, verified).await,
             None => {
                 *unmatched.entry(record.kind).or_default() += 1;
                 warn_unmatched(ctx, memory, config_map, record).await;
@@ -110,7 +111,7 @@ async fn sweep_once(ctx: &Context, memory: &mut Memory) {
     }
     memory
         .warned
-        .retain(|uid, _| orphans.iter().any(|(_, record)| &record.uid == uid));
+        .retain(|uid, _| orphans.iter().any(|(_, verified)| &verified.record.uid == uid));
     for (kind, count) in unmatched {
         ctx.metrics.set_cleanup_records_unmatched(kind.as_str(), count);
     }
@@ -118,7 +119,7 @@ async fn sweep_once(ctx: &Context, memory: &mut Memory) {
 
 /// Records in scope, signed by this operator, whose object the caches do not hold (by UID). A record that is not
 /// signed by this operator is left alone, and logged.
-fn orphaned_records(ctx: &Context, key: &SigningKey) -> Vec<(Arc<ConfigMap>, Record)> {
+fn orphaned_records(ctx: &Context, key: &SigningKey) -> Vec<(Arc<ConfigMap>, Verified)> {
     let watched = ctx.settings.watch_namespace.as_deref();
     ctx.caches
         .cleanup_records
@@ -126,14 +127,14 @@ fn orphaned_records(ctx: &Context, key: &SigningKey) -> Vec<(Arc<ConfigMap>, Rec
         .state()
         .into_iter()
         .filter_map(|cm| match key.verified(&cm) {
-            Some(record) => Some((cm, record)),
+            Some(verified) => Some((cm, verified)),
             None => {
                 tracing::debug!(record = %cm.name_any(), "{UNVERIFIED_LOG}");
                 None
             }
         })
-        .filter(|(_, record)| watched.is_none_or(|ns| ns == record.namespace))
-        .filter(|(_, record)| !object_cached(ctx, record))
+        .filter(|(_, verified)| watched.is_none_or(|ns| ns == verified.record.namespace))
+        .filter(|(_, verified)| !object_cached(ctx, &verified.record))
         .collect()
 }
 
@@ -185,9 +186,10 @@ async fn deployments_in(ctx: &Context, namespace: &str) -> Vec<(Upstream, String
     out
 }
 
-/// Deletes what `record` names (checked against Coder), then the record; leaves both when the object turns out to
+/// Deletes what the record names (checked against Coder), then the record; leaves both when the object turns out to
 /// exist or a delete fails.
-async fn sweep_record(ctx: &Context, coder: &CoderClient, config_map: &ConfigMap, record: &Record) {
+async fn sweep_record(ctx: &Context, coder: &CoderClient, config_map: &ConfigMap, verified: &Verified) {
+    let record = &verified.record;
     // The caches may lag behind a just-created object: the API server has the last word.
     match object_exists(ctx, record).await {
         Ok(false) => {}
@@ -197,8 +199,9 @@ async fn sweep_record(ctx: &Context, coder: &CoderClient, config_map: &ConfigMap
             return;
         }
     }
-    let written = config_map.metadata.creation_timestamp.as_ref();
-    match delete_leftovers(coder, record, written).await {
+    // The signed time, and only when the ConfigMap was stored then: a copy re-created later proves nothing.
+    let written = verified.trusted_written(config_map.metadata.creation_timestamp.as_ref());
+    match delete_leftovers(coder, record, written.as_ref()).await {
         Ok(true) => {}
         Ok(false) => {
             tracing::warn!(record = %config_map.name_any(), "{NOT_PROVEN_LOG}");
@@ -235,7 +238,7 @@ async fn object_exists(ctx: &Context, record: &Record) -> Result<bool, kube::Err
 
 /// Deletes in Coder only what this operator can have created for the record: keys named `ck8s-<uid>-<serial>`;
 /// a provider or MCP server config with the recorded name (and ID, when recorded) that Coder created after the
-/// record was written. `Ok(false)`: Coder holds something under the record's name that it does not prove to be
+/// record was written (`written`: its trusted signed time; `None` proves nothing). `Ok(false)`: Coder holds something under the record's name that it does not prove to be
 /// the operator's; nothing was deleted.
 async fn delete_leftovers(
     coder: &CoderClient,

@@ -35,6 +35,10 @@ pub(super) struct Pass<'a> {
     pub shown: Option<CoderMCPServerStatus>,
     /// The object's signed cleanup record, if any.
     pub record: Option<Record>,
+    /// When that record was written, while it names no config yet and its signed time can be trusted.
+    pub record_written: Option<Timestamp>,
+    /// The object is older than this operator's signed records (the Go operator's, which wrote none for MCP).
+    pub predates_records: bool,
 }
 
 impl Pass<'_> {
@@ -48,6 +52,12 @@ impl Pass<'_> {
             marker: status.create_marker.as_ref().map(|t| t.0),
             object_created: self.server.metadata.creation_timestamp.as_ref().map(|t| t.0),
             create_timeout: self.ctx.settings.coder_request_timeout,
+            record_written: self.record_written,
+            legacy_server_id: status
+                .server_id
+                .as_deref()
+                .and_then(|id| Uuid::parse_str(id).ok())
+                .filter(|_| self.predates_records),
         }
     }
 
@@ -254,6 +264,10 @@ pub(super) async fn sync(
     if !names::differs(config, &desired) && !secrets_changed {
         return None;
     }
+    // Every field of Coder's update request is a pointer: a field left out keeps Coder's value. So the body carries
+    // the spec's fields (all of them, each time) and leaves out the secrets Coder already has and the fields the CRD
+    // does not know (`model_intent`, user-set header keys), which Coder then keeps. A changed `auth_type` makes
+    // Coder clear the other auth types' fields, which the spec no longer sets either.
     let body = if secrets_changed {
         desired.clone()
     } else {
@@ -298,6 +312,7 @@ pub(super) async fn disable(
     if !config.enabled {
         return stall;
     }
+    // Only `enabled` is sent: Coder keeps every field an update leaves out.
     let request = McpServerConfigRequest {
         enabled: Some(false),
         ..McpServerConfigRequest::default()
@@ -337,6 +352,8 @@ pub(super) async fn access(
         Ok(acl) => acl,
         Err(error) => return Some(coder_failed("get MCP server access", &error)),
     };
+    // Coder's access-list update changes only the entries it names (`""` removes one), so the change names exactly
+    // what differs from the list just read, and an entry that stays is not sent.
     if let Some(change) = names::acl_change(&current, &wanted, missing.is_empty())
         && let Err(error) = coder.patch_mcp_server_acl(organization, id, &change).await
     {

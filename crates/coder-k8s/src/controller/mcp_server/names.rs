@@ -218,26 +218,51 @@ pub fn differs(current: &McpServerConfig, desired: &McpServerConfigRequest) -> b
 /// What proves that a config Coder lists under the object's slug was created by this object.
 #[derive(Clone, Debug, Default)]
 pub struct Proof {
-    /// The ID this operator process saw its own create return (or confirmed) for the object.
+    /// The ID this operator process saw its own create return (or confirmed) for the object, or that its signed
+    /// cleanup record names.
     pub recorded_id: Option<Uuid>,
-    /// `status.createMarker`.
+    /// `status.createMarker` (anyone with status write access can set it: it only narrows the window).
     pub marker: Option<Timestamp>,
     /// `metadata.creationTimestamp`, which no one can change.
     pub object_created: Option<Timestamp>,
     /// The create's request timeout: Coder stores the config within it after the marker.
     pub create_timeout: Duration,
+    /// When the object's signed cleanup record, naming no config yet, was written (before the create), if that time
+    /// can be trusted: the proof that this operator sent a create and the config came after it.
+    pub record_written: Option<Timestamp>,
+    /// `status.serverID` of an object created before this operator first signed cleanup records (the Go operator
+    /// v0.1.5 wrote none for MCP server configs): the v0.1.5 proof, marker and ID together.
+    pub legacy_server_id: Option<Uuid>,
 }
 
-/// Whether `config` is the object's own: the ID this process recorded for it, or created by Coder within the
-/// create window after the marker, a marker that cannot be older than the object.
+/// Whether `config` is the object's own: the ID recorded for it; or a config created by Coder within the create
+/// window after the marker (a marker that cannot be older than the object) and after the signed record written
+/// before the create. Without that record, only an object older than signed records (v0.1.5's) may prove it, with
+/// `status.serverID` naming the same config. The marker and `status.serverID` alone prove nothing.
 pub fn owned(config: &McpServerConfig, proof: &Proof) -> bool {
     if proof.recorded_id == Some(config.id) {
         return true;
     }
-    let (Some(marker), Some(object_created)) = (proof.marker, proof.object_created) else {
+    let Ok(created) = config.created_at.parse::<Timestamp>() else {
         return false;
     };
-    let Ok(created) = config.created_at.parse::<Timestamp>() else {
+    if !in_marker_window(created, proof) {
+        return false;
+    }
+    match proof.record_written {
+        Some(written) => {
+            created
+                >= written
+                    .checked_sub(signed(MARKER_TOLERANCE_BEFORE))
+                    .unwrap_or(written)
+        }
+        None => proof.legacy_server_id == Some(config.id),
+    }
+}
+
+/// Whether Coder's `created` lies within the create window after the marker, a marker not older than the object.
+fn in_marker_window(created: Timestamp, proof: &Proof) -> bool {
+    let (Some(marker), Some(object_created)) = (proof.marker, proof.object_created) else {
         return false;
     };
     // A marker before the object existed is not the operator's: it writes the marker after it saw the object.
@@ -430,6 +455,8 @@ mod tests {
             marker: Some(at(10_000)),
             object_created: Some(at(9_000)),
             create_timeout: Duration::from_secs(30),
+            record_written: Some(at(9_999)),
+            legacy_server_id: None,
         };
         assert!(owned(&config(10_001), &proof));
         assert!(
@@ -464,6 +491,55 @@ mod tests {
             ..config(0)
         };
         assert!(!owned(&garbage, &proof));
+    }
+
+    #[test]
+    fn a_marker_and_server_id_in_status_alone_prove_nothing() {
+        let id = Uuid::new_v4();
+        let config = McpServerConfig {
+            id,
+            created_at: at(20_000).to_string(),
+            ..McpServerConfig::default()
+        };
+        // Someone else's config, made after the object; the forger writes the marker to match it.
+        let forged = Proof {
+            recorded_id: None,
+            marker: Some(at(20_000)),
+            object_created: Some(at(9_000)),
+            create_timeout: Duration::from_secs(30),
+            record_written: None,
+            legacy_server_id: None,
+        };
+        assert!(!owned(&config, &forged), "no signed record");
+        let older_record = Proof {
+            record_written: Some(at(19_000)),
+            ..forged.clone()
+        };
+        assert!(
+            owned(&config, &older_record),
+            "the signed record's create came before it (the operator's own lost answer)"
+        );
+        let later_record = Proof {
+            record_written: Some(at(20_100)),
+            ..forged.clone()
+        };
+        assert!(
+            !owned(&config, &later_record),
+            "made before the operator's create"
+        );
+        let legacy = Proof {
+            legacy_server_id: Some(id),
+            ..forged.clone()
+        };
+        assert!(
+            owned(&config, &legacy),
+            "an object of the Go operator: marker and server ID together"
+        );
+        let legacy_elsewhere = Proof {
+            legacy_server_id: Some(Uuid::new_v4()),
+            ..forged
+        };
+        assert!(!owned(&config, &legacy_elsewhere));
     }
 
     #[test]

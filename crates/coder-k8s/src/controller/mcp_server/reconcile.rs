@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use coder_k8s_api::mcp_server::{CoderMCPServer, CoderMCPServerStatus, reasons};
 use coder_k8s_coder_client::CoderClient;
+use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
 
@@ -14,7 +15,8 @@ use super::config::{self, Deleted, Found, Pass};
 use super::inputs::{Reach, credential_values, upstream};
 use super::names;
 use super::status as decide;
-use crate::controller::cleanup_records::{self, record::RecordKind};
+use crate::controller::cleanup_records;
+use crate::controller::cleanup_records::record::{Created, Record, RecordKind};
 use crate::controller::context::Context;
 use crate::controller::error::{Error, Result};
 use crate::controller::runner::Cleanup;
@@ -25,6 +27,42 @@ use crate::controller::sync_status::{Outcome, SyncPhase, outcomes};
 
 type Status = CoderMCPServerStatus;
 
+/// What the operator's own records say about the object's config.
+struct RecordProof {
+    /// The object's signed cleanup record.
+    record: Option<Record>,
+    /// When that record was written, while it names no config yet (a create was sent, its answer may be lost), if
+    /// its signed time can be trusted.
+    written: Option<Timestamp>,
+    /// The object has no record and is older than this operator's signing key: the Go operator (v0.1.5), which wrote
+    /// no records for MCP server configs, made it.
+    predates_records: bool,
+}
+
+impl RecordProof {
+    async fn read(ctx: &Context, server: &CoderMCPServer, uid: &str) -> Self {
+        let Some((record, written)) = cleanup_records::cached_with_time(ctx, uid).await else {
+            let key_created = cleanup_records::signing::key(ctx)
+                .await
+                .ok()
+                .and_then(|key| key.created());
+            let object_created = server.metadata.creation_timestamp.as_ref().map(|t| t.0);
+            let predates_records = matches!((object_created, key_created), (Some(o), Some(k)) if o < k);
+            return Self {
+                record: None,
+                written: None,
+                predates_records,
+            };
+        };
+        let names_no_config = matches!(&record.created, Created::McpServer { id: None, .. });
+        Self {
+            written: written.filter(|_| names_no_config).map(|t| t.0),
+            record: Some(record),
+            predates_records: false,
+        }
+    }
+}
+
 /// One reconcile of a live object.
 pub async fn apply_spec(server: Arc<CoderMCPServer>, ctx: Arc<Context>) -> Result<Action> {
     let (server, ctx) = (server.as_ref(), ctx.as_ref());
@@ -34,13 +72,15 @@ pub async fn apply_spec(server: Arc<CoderMCPServer>, ctx: Arc<Context>) -> Resul
     }
     let shown = ctx.statuses.effective(&uid, server.status.as_ref());
     let mut status = shown.clone().unwrap_or_default();
-    let record = cleanup_records::cached(ctx, &uid).await;
+    let proof = RecordProof::read(ctx, server, &uid).await;
     let mut pass = Pass {
         server,
         ctx,
         uid,
         shown,
-        record,
+        record: proof.record,
+        record_written: proof.written,
+        predates_records: proof.predates_records,
     };
     let outcome = run(&mut pass, &mut status).await?;
     finish(&pass, status, outcome).await
@@ -163,13 +203,15 @@ pub async fn cleanup(server: Arc<CoderMCPServer>, ctx: Arc<Context>) -> Result<C
         .statuses
         .effective(&uid, server.status.as_ref())
         .unwrap_or_default();
-    let record = cleanup_records::cached(ctx, &uid).await;
+    let proof = RecordProof::read(ctx, server, &uid).await;
     let pass = Pass {
         server,
         ctx,
         uid: uid.clone(),
         shown: Some(status.clone()),
-        record,
+        record: proof.record,
+        record_written: proof.written,
+        predates_records: proof.predates_records,
     };
     if !pass.may_have_config(&status) {
         return Ok(Cleanup::Done);

@@ -14,6 +14,9 @@ pub const APP_NAME: &str = "coder-provisioner";
 pub const DEFAULT_ORGANIZATION: &str = "default";
 /// Longest provisioner key name Coder accepts.
 const KEY_NAME_MAX: usize = 128;
+/// Annotation on the owned key Secret: the ID of the key in Coder whose value the Secret holds, written by the
+/// operator once it learnt the ID. The proof that a key is this provisioner's (status can be written by others).
+pub const KEY_ID_ANNOTATION: &str = "coder.com/provisioner-key-id";
 
 /// Names of the objects a provisioner owns.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -18,7 +18,7 @@ use kube::runtime::controller::Action;
 
 use super::desired::{self, Inputs};
 use super::names::{self, ProvisionerNames, tags_hash};
-use super::status::{self as decide, KeyInputs, KeyPlan};
+use super::status::{self as decide, KeyInputs, KeyPlan, KeyProof};
 use crate::controller::apply::{apply_deployment, apply_owned, controlled_by, report_ownership};
 use crate::controller::conditions::Draft;
 use crate::controller::context::Context;
@@ -308,12 +308,18 @@ async fn plan_and_apply_key(
     let organization = coder.organization(&inputs.organization_name).await?;
     let org = organization.id.to_string();
     let drifted = decide::drifted(&run.status, &org, inputs);
-    // The key this provisioner created, as recorded before a rotation forgets it.
-    let recorded_id = run.status.provisioner_key_id.clone();
     let uid = p.metadata.uid.clone().unwrap_or_default();
+    let annotated = annotated_key_id(live_secret, &uid);
+    // The key the status names, before a rotation forgets it: usable as it is only with a key Secret from before
+    // key IDs were recorded there.
+    let legacy_id = run
+        .status
+        .provisioner_key_id
+        .clone()
+        .filter(|_| annotated.is_none() && stored.is_some());
     let created_here = ctx.fact(&uid, facts::CREATED_KEY) == Some(created_fact(&org, &names.key_name));
     if drifted {
-        rotate_out(p, coder, run).await;
+        rotate_out(p, coder, run, annotated.as_deref()).await;
     }
     let listed = coder
         .provisioner_keys(&org)
@@ -323,24 +329,28 @@ async fn plan_and_apply_key(
     run.status.organization_id = Some(org.clone());
     run.status.organization_name = Some(organization.name.clone());
     let listed_id = listed.as_ref().map(|k| k.id.to_string());
-    // The create marker written before an earlier create proves the key when the operator stopped before it could
-    // record the key's ID.
-    let marked = listed
-        .as_ref()
-        .is_some_and(|k| decide::marker_proves(&run.status, &org, &k.name, &k.created_at));
+    let proof = KeyProof {
+        annotated_id: annotated.as_deref(),
+        created_here,
+        legacy_id: legacy_id.as_deref(),
+    };
     let plan = decide::key_plan(
         listed_id
             .as_deref()
             .zip(listed.as_ref())
             .map(|(id, k)| decide::ListedKey { id, name: &k.name }),
-        recorded_id.as_deref(),
-        created_here || marked,
+        proof,
         stored.is_some(),
         drifted,
     );
     match (plan, stored) {
         (KeyPlan::NotOwned { name }, _) => Err(KeyError::NotOwned(decide::key_not_owned(&name))),
+        (KeyPlan::Unproven { name }, _) => Err(KeyError::NotOwned(decide::key_unproven(&name))),
         (KeyPlan::Reuse { key_id }, Some(stored)) => {
+            if created_here && annotated.as_deref() != Some(key_id.as_str()) {
+                // Created by this process, whose earlier pass stopped before the Secret recorded the key's ID.
+                write_key_secret(p, ctx, names, (&stored, Some(&key_id)), live_secret).await?;
+            }
             run.status.provisioner_key_id = Some(key_id);
             Ok(stored)
         }
@@ -359,18 +369,47 @@ fn created_fact(org: &str, key_name: &str) -> String {
     format!("{org} {key_name}")
 }
 
-/// Spec drift: the recorded key is deleted (best effort: a failure leaves it valid in Coder, and says so).
-async fn rotate_out(p: &CoderProvisioner, coder: &CoderClient, run: &mut Run) {
+/// Spec drift: the key the key Secret records is deleted (best effort: a failure leaves it valid in Coder, and says
+/// so). A key only the status names is not deleted.
+async fn rotate_out(p: &CoderProvisioner, coder: &CoderClient, run: &mut Run, annotated: Option<&str>) {
     tracing::info!(name = %p.name_any(), namespace = ?p.namespace(), "{DRIFT_LOG}");
-    if let Err(error) = delete_recorded_key(coder, &run.status).await {
-        tracing::warn!(name = %p.name_any(), %error, "deleting the old provisioner key failed; it stays valid in Coder");
+    match annotated {
+        Some(key_id) => {
+            if let Err(error) = delete_proven_key(coder, &run.status, key_id).await {
+                tracing::warn!(name = %p.name_any(), %error, "deleting the old provisioner key failed; it stays valid in Coder");
+            }
+        }
+        None => unproven_key_stays(p, &run.status),
     }
     run.status.provisioner_key_id = None;
 }
 
-/// Creates the key, writes its Secret first (a key in Coder without its Secret is replaced on the next pass), then
-/// records its ID, the proof that the key is this provisioner's. Until the ID is known, the operator remembers that
-/// it created the key. A key Secret someone created in the meantime is left alone and the new key deleted again.
+/// The key ID recorded on the key Secret, when this provisioner controls that Secret.
+fn annotated_key_id(secret: Option<&Secret>, uid: &str) -> Option<String> {
+    let secret = secret.filter(|s| controlled_by(&s.metadata, uid))?;
+    secret
+        .metadata
+        .annotations
+        .as_ref()?
+        .get(names::KEY_ID_ANNOTATION)
+        .filter(|id| !id.is_empty())
+        .cloned()
+}
+
+/// Logs that the key `status.provisionerKeyID` names is not deleted: nothing the operator wrote proves it is this
+/// provisioner's.
+fn unproven_key_stays(p: &CoderProvisioner, status: &CoderProvisionerStatus) {
+    if status.provisioner_key_id.is_some() {
+        tracing::warn!(name = %p.name_any(), namespace = ?p.namespace(), organization_id = ?status.organization_id,
+            provisioner_key_id = ?status.provisioner_key_id,
+            "the provisioner key status.provisionerKeyID names is not deleted: the key Secret records no key ID, so nothing proves the key is this provisioner's; it stays valid in Coder (delete it with `coder provisioner keys delete`)");
+    }
+}
+
+/// Creates the key, writes its Secret first (a key in Coder without its Secret is replaced on the next pass of this
+/// process), then records its ID on the Secret and in the status: the Secret's record is the proof that the key is
+/// this provisioner's. Until the ID is known, the operator process remembers that it created the key. A key Secret
+/// someone created in the meantime is left alone and the new key deleted again.
 #[allow(clippy::too_many_arguments)]
 async fn create_key(
     p: &CoderProvisioner,
@@ -387,25 +426,31 @@ async fn create_key(
         .await?;
     let uid = p.metadata.uid.clone().unwrap_or_default();
     ctx.set_fact(&uid, facts::CREATED_KEY, Some(created_fact(org, &names.key_name)));
-    if !write_key_secret(p, ctx, names, created.expose(), live_secret).await? {
+    let Some(stored) = write_key_secret(p, ctx, names, (created.expose(), None), live_secret).await? else {
         if let Err(error) = coder.delete_provisioner_key(org, &names.key_name).await {
             tracing::warn!(name = %p.name_any(), %error, "deleting the provisioner key just created failed; it stays valid in Coder");
         }
         ctx.set_fact(&uid, facts::CREATED_KEY, None);
         return Err(KeyError::NotOwned(decide::key_secret_taken(&names.key_secret)));
-    }
+    };
     let listed = coder.provisioner_keys(org).await?;
     let listed = listed
         .into_iter()
         .find(|k| k.name.eq_ignore_ascii_case(&names.key_name));
+    let key_id = listed.map(|k| k.id.to_string());
+    if let Some(key_id) = key_id.as_deref() {
+        // The Secret records which key it holds: the proof of ownership that outlives this process.
+        write_key_secret(p, ctx, names, (created.expose(), Some(key_id)), Some(&stored)).await?;
+    }
     // The in-memory note stays until the status holding this ID is written (`finish`): if this pass fails before
     // that, the next one still knows the key is this provisioner's.
-    run.status.provisioner_key_id = listed.map(|k| k.id.to_string());
+    run.status.provisioner_key_id = key_id;
     Ok(created.expose().to_owned())
 }
 
-/// Records in the status, before the one create call, which key is about to be made and when: the proof of
-/// ownership if the operator stops before it learns the key's ID (see `decide::marker_proves`).
+/// Records in the status, before the one create call, which key is about to be made and when (the Go operator's
+/// fields). It proves nothing: anyone with status write access could write it. A key left by a crash before its
+/// Secret was written is reported as not this provisioner's, never deleted.
 async fn write_create_marker(
     p: &CoderProvisioner,
     ctx: &Context,
@@ -442,16 +487,18 @@ fn record_key(run: &mut Run, inputs: &KeyInputs, names: &ProvisionerNames) {
     run.set_all(decide::key_ready(&names.key_secret));
 }
 
-/// Deletes the key `status` recorded, found by organization ID and key ID (never by spec names).
-async fn delete_recorded_key(
+/// Deletes the key with `key_id` (the one the key Secret records), found in the organization `status` recorded by
+/// its ID (never by spec names).
+async fn delete_proven_key(
     coder: &CoderClient,
     status: &CoderProvisionerStatus,
+    key_id: &str,
 ) -> std::result::Result<(), CoderError> {
-    let (Some(org), Some(key_id)) = (&status.organization_id, &status.provisioner_key_id) else {
+    let Some(org) = &status.organization_id else {
         return Ok(());
     };
     let keys = coder.provisioner_keys(org).await?;
-    match keys.into_iter().find(|k| k.id.to_string() == *key_id) {
+    match keys.into_iter().find(|k| k.id.to_string() == key_id) {
         Some(key) => match coder.delete_provisioner_key(org, &key.name).await {
             Ok(()) | Err(CoderError::NotFound { .. }) => Ok(()),
             Err(e) => Err(e),
@@ -460,19 +507,22 @@ async fn delete_recorded_key(
     }
 }
 
-/// Writes the key into the owned key Secret; `false` when the name is taken by a Secret this provisioner does not
-/// control (nothing is written).
+/// Writes the key (and, once known, its ID in Coder) into the owned key Secret; `None` when the name is taken by a
+/// Secret this provisioner does not control (nothing is written).
 async fn write_key_secret(
     p: &CoderProvisioner,
     ctx: &Context,
     names: &ProvisionerNames,
-    key: &str,
+    (key, key_id): (&str, Option<&str>),
     live: Option<&Secret>,
-) -> Result<bool> {
+) -> Result<Option<Secret>> {
     let secret = OwnedSecret {
         name: &names.key_secret,
         labels: names::labels(&p.name_any()),
-        annotations: Default::default(),
+        annotations: key_id
+            .map(|id| (names::KEY_ID_ANNOTATION.to_owned(), id.to_owned()))
+            .into_iter()
+            .collect(),
         key: &names.key_secret_key,
         value: key.as_bytes(),
     }
@@ -480,10 +530,10 @@ async fn write_key_secret(
     .ok_or(Error::MissingMetadata)?;
     match owned_secret::write(ctx, secret, live).await? {
         Written::Stored(stored) => {
-            ctx.caches.secrets.wrote(*stored);
-            Ok(true)
+            ctx.caches.secrets.wrote((*stored).clone());
+            Ok(Some(*stored))
         }
-        Written::Foreign => Ok(false),
+        Written::Foreign => Ok(None),
     }
 }
 
@@ -559,23 +609,35 @@ async fn finish(p: &CoderProvisioner, ctx: &Context, mut run: Run, requeue: Dura
     Ok(Action::requeue(requeue))
 }
 
-/// Best-effort key deletion (v0.1.5): by the recorded organization and key IDs; no Coder call without a recorded
-/// key; the finalizer is always released in the end, and a failure is logged with the fact that the key stays
-/// valid. Retryable answers are retried within the cleanup window.
+/// Best-effort key deletion (v0.1.5): by the recorded organization and the key ID the key Secret records (the
+/// status's ID alone proves nothing); no Coder call without them; the finalizer is always released in the end, and a
+/// failure or a key left in Coder is logged with the fact that the key stays valid. Retryable answers are retried
+/// within the cleanup window.
 pub async fn cleanup(provisioner: Arc<CoderProvisioner>, ctx: Arc<Context>) -> Result<Cleanup> {
     let (p, ctx) = (provisioner.as_ref(), ctx.as_ref());
     let status = p.status.clone().unwrap_or_default();
     if status.provisioner_key_id.is_none() || status.organization_id.is_none() {
         return Ok(Cleanup::Done);
     }
+    let uid = p.metadata.uid.clone().unwrap_or_default();
+    let names = names::names(&p.name_any(), &p.spec);
+    let namespace = p.namespace().unwrap_or_default();
+    let secret = ctx
+        .caches
+        .secrets
+        .get(&ctx.client, &namespace, &names.key_secret)
+        .await?;
+    let Some(key_id) = annotated_key_id(secret.as_deref(), &uid) else {
+        unproven_key_stays(p, &status);
+        return Ok(Cleanup::Done);
+    };
     let mut scratch = Run::new(CoderProvisionerStatus::default(), None);
     let failure = match upstream(p, ctx, &mut scratch).await {
-        Ok(Some(upstream)) => match delete_recorded_key(&upstream.coder, &status).await {
+        Ok(Some(upstream)) => match delete_proven_key(&upstream.coder, &status, &key_id).await {
             Ok(()) => None,
             Err(error) if error.is_retryable() && deleting_for(p) < ctx.settings.cleanup_retry_window => {
                 // Only Coder's own 404 proves the key is gone; a proxy's 404 or an outage is retried for a while.
                 tracing::info!(name = %p.name_any(), %error, "retrying the provisioner key delete");
-                let uid = p.metadata.uid.clone().unwrap_or_default();
                 return Ok(Cleanup::WaitFor(backoff_for(
                     ctx,
                     &uid,

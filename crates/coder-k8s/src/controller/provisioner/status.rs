@@ -171,37 +171,9 @@ pub enum KeyPlan {
     Replace { old_name: String },
     /// A key of this name that this provisioner did not create: neither used nor deleted.
     NotOwned { name: String },
-}
-
-/// How much earlier than the create marker Coder's clock may date the key it made (clock skew between the operator
-/// and Coder). The marker is written only after a list showed no key of that name, so this bounds only skew.
-pub const MARKER_CLOCK_SKEW: std::time::Duration = std::time::Duration::from_secs(300);
-
-/// Whether the create marker in `status` proves that the key Coder lists (name `listed_name`, made at
-/// `listed_created_at`, RFC 3339) is the one this provisioner asked for: same organization and name, made after the
-/// marker was written (less [`MARKER_CLOCK_SKEW`]). A key of another name, or made before, is not proven.
-pub fn marker_proves(
-    status: &CoderProvisionerStatus,
-    organization_id: &str,
-    listed_name: &str,
-    listed_created_at: &str,
-) -> bool {
-    let Some(started) = status.key_create_started_at.as_ref() else {
-        return false;
-    };
-    let Ok(created) = listed_created_at.parse::<k8s_openapi::jiff::Timestamp>() else {
-        return false;
-    };
-    let earliest = started
-        .0
-        .checked_sub(k8s_openapi::jiff::SignedDuration::try_from(MARKER_CLOCK_SKEW).unwrap_or_default())
-        .unwrap_or(started.0);
-    status.organization_id.as_deref() == Some(organization_id)
-        && status
-            .provisioner_key_name
-            .as_deref()
-            .is_some_and(|name| name.eq_ignore_ascii_case(listed_name))
-        && created >= earliest
+    /// The key only `status.provisionerKeyID` names (a key Secret without a recorded ID) can no longer be used as
+    /// it is (no key in the Secret, or drift): replacing it would delete it on the status's word, so nothing is done.
+    Unproven { name: String },
 }
 
 /// A key Coder lists under the spec's name.
@@ -211,33 +183,49 @@ pub struct ListedKey<'a> {
     pub name: &'a str,
 }
 
-/// Decides from Coder's key of this name (if any), the key ID this provisioner recorded when it created its key,
-/// whether this operator created a key of this name but could not learn its ID (`created_here`), whether the owned
-/// Secret holds a key, and drift. A listed key is this provisioner's only when its ID is the recorded one (or it
-/// was just created here): a key of the same name made by anyone else is never taken over or deleted.
+/// What proves that a key Coder lists is this provisioner's. `status.provisionerKeyID` is not among the proofs:
+/// anyone with status write access can set it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KeyProof<'a> {
+    /// The key ID the operator wrote on the owned key Secret (`coder.com/provisioner-key-id`) once it learnt it.
+    pub annotated_id: Option<&'a str>,
+    /// This operator process created a key of this name in this organization and has not learnt its ID yet.
+    pub created_here: bool,
+    /// `status.provisionerKeyID` of a provisioner whose owned key Secret holds a key but carries no recorded ID (the
+    /// Go operator's, or this operator's from before it recorded IDs there): that key is used as it is, but never
+    /// replaced or deleted on the status's word.
+    pub legacy_id: Option<&'a str>,
+}
+
+/// Decides from Coder's key of this name (if any), the proof of ownership, whether the owned Secret holds a key,
+/// and drift. A listed key is this provisioner's only when the key Secret names its ID (or it was just created
+/// here): a key of the same name made by anyone else is never taken over or deleted, and a key only the status names
+/// is at most used as it is.
 pub fn key_plan(
     listed: Option<ListedKey<'_>>,
-    recorded_id: Option<&str>,
-    created_here: bool,
+    proof: KeyProof<'_>,
     secret_holds_key: bool,
     drifted: bool,
 ) -> KeyPlan {
     let Some(listed) = listed else {
         return KeyPlan::Create;
     };
-    if recorded_id != Some(listed.id) && !created_here {
-        return KeyPlan::NotOwned {
-            name: listed.name.to_owned(),
-        };
-    }
-    if secret_holds_key && !drifted {
-        KeyPlan::Reuse {
+    let proven = proof.created_here || proof.annotated_id == Some(listed.id);
+    let usable = secret_holds_key && !drifted;
+    let legacy = proof.legacy_id == Some(listed.id);
+    match (proven, usable, legacy) {
+        (true, true, _) | (false, true, true) => KeyPlan::Reuse {
             key_id: listed.id.to_owned(),
-        }
-    } else {
-        KeyPlan::Replace {
+        },
+        (true, false, _) => KeyPlan::Replace {
             old_name: listed.name.to_owned(),
-        }
+        },
+        (false, false, true) => KeyPlan::Unproven {
+            name: listed.name.to_owned(),
+        },
+        (false, _, false) => KeyPlan::NotOwned {
+            name: listed.name.to_owned(),
+        },
     }
 }
 
@@ -249,6 +237,18 @@ pub fn key_not_owned(name: &str) -> Decided {
         reasons::PROVISIONER_KEY_NOT_OWNED,
         format!(
             "Coder already has a provisioner key named {name:?} that this provisioner did not create (its ID is not status.provisionerKeyID); it is neither used nor deleted. Delete it in Coder (`coder provisioner keys delete`) or set spec.key.name to another name."
+        ),
+    )
+}
+
+/// `ProvisionerKeyReady` when the key that only `status.provisionerKeyID` names would have to be replaced.
+pub fn key_unproven(name: &str) -> Decided {
+    Decided::new(
+        conditions::PROVISIONER_KEY_READY,
+        ConditionStatus::False,
+        reasons::PROVISIONER_KEY_NOT_OWNED,
+        format!(
+            "Coder has a provisioner key named {name:?} that only status.provisionerKeyID names (the key Secret records no key ID); it is neither replaced nor deleted. Delete it in Coder (`coder provisioner keys delete`) and the next pass creates a new one."
         ),
     )
 }
@@ -370,83 +370,62 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_create_marker_proves_only_a_later_key_of_its_name_and_organization() {
-        use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-        let status = CoderProvisionerStatus {
-            organization_id: Some("org".into()),
-            provisioner_key_name: Some("p".into()),
-            key_create_started_at: Some(Time("2026-11-30T12:00:00Z".parse().unwrap())),
-            ..CoderProvisionerStatus::default()
-        };
-        assert!(marker_proves(&status, "org", "p", "2026-11-30T12:00:01Z"));
-        assert!(
-            marker_proves(&status, "org", "P", "2026-11-30T12:00:01Z"),
-            "Coder names are case-insensitive"
-        );
-        assert!(
-            marker_proves(&status, "org", "p", "2026-11-30T11:56:00Z"),
-            "within the clock skew"
-        );
-        assert!(
-            !marker_proves(&status, "org", "p", "2026-11-30T11:50:00Z"),
-            "made well before the marker"
-        );
-        assert!(!marker_proves(&status, "other", "p", "2026-11-30T12:00:01Z"));
-        assert!(!marker_proves(&status, "org", "q", "2026-11-30T12:00:01Z"));
-        assert!(!marker_proves(&status, "org", "p", "not a time"));
-        let unmarked = CoderProvisionerStatus {
-            key_create_started_at: None,
-            ..status
-        };
-        assert!(!marker_proves(&unmarked, "org", "p", "2026-11-30T12:00:01Z"));
+    fn annotated(id: &str) -> KeyProof<'_> {
+        KeyProof {
+            annotated_id: Some(id),
+            ..KeyProof::default()
+        }
     }
 
     #[test]
     fn key_plans() {
         let k1 = Some(ListedKey { id: "k1", name: "p" });
         assert_eq!(
-            key_plan(k1, Some("k1"), false, true, false),
+            key_plan(k1, annotated("k1"), true, false),
             KeyPlan::Reuse {
                 key_id: "k1".to_owned()
             }
         );
         assert_eq!(
-            key_plan(k1, Some("k1"), false, false, false),
+            key_plan(k1, annotated("k1"), false, false),
             KeyPlan::Replace {
                 old_name: "p".to_owned()
             }
         );
         assert_eq!(
-            key_plan(k1, Some("k1"), false, true, true),
+            key_plan(k1, annotated("k1"), true, true),
             KeyPlan::Replace {
                 old_name: "p".to_owned()
             }
         );
-        assert_eq!(key_plan(None, Some("k1"), false, true, false), KeyPlan::Create);
-        assert_eq!(key_plan(None, None, false, false, false), KeyPlan::Create);
+        assert_eq!(key_plan(None, annotated("k1"), true, false), KeyPlan::Create);
+        assert_eq!(key_plan(None, KeyProof::default(), false, false), KeyPlan::Create);
     }
 
     #[test]
     fn a_key_this_provisioner_did_not_create_is_never_used_or_replaced() {
         let k1 = Some(ListedKey { id: "k1", name: "p" });
         let not_owned = KeyPlan::NotOwned { name: "p".to_owned() };
-        for (recorded, secret_holds_key, drifted) in [
-            (None, false, false),
-            (None, true, false),
-            (None, false, true),
-            (Some("k0"), true, false),
-            (Some("k0"), false, false),
-            (Some("k0"), true, true),
+        for (proof, secret_holds_key, drifted) in [
+            (KeyProof::default(), false, false),
+            (KeyProof::default(), true, false),
+            (KeyProof::default(), false, true),
+            (annotated("k0"), true, false),
+            (annotated("k0"), false, false),
+            (annotated("k0"), true, true),
         ] {
             assert_eq!(
-                key_plan(k1, recorded, false, secret_holds_key, drifted),
+                key_plan(k1, proof, secret_holds_key, drifted),
                 not_owned,
-                "recorded {recorded:?}, secret holds a key {secret_holds_key}, drifted {drifted}"
+                "{proof:?}, secret holds a key {secret_holds_key}, drifted {drifted}"
             );
         }
+        let here = KeyProof {
+            created_here: true,
+            ..KeyProof::default()
+        };
         assert_eq!(
-            key_plan(k1, None, true, false, false),
+            key_plan(k1, here, false, false),
             KeyPlan::Replace {
                 old_name: "p".to_owned()
             },
@@ -457,6 +436,37 @@ mod tests {
             (condition.reason, condition.status),
             (reasons::PROVISIONER_KEY_NOT_OWNED, ConditionStatus::False)
         );
+    }
+
+    #[test]
+    fn a_key_only_the_status_names_is_used_as_it_is_but_never_replaced() {
+        let k1 = Some(ListedKey { id: "k1", name: "p" });
+        let legacy = KeyProof {
+            legacy_id: Some("k1"),
+            ..KeyProof::default()
+        };
+        assert_eq!(
+            key_plan(k1, legacy, true, false),
+            KeyPlan::Reuse {
+                key_id: "k1".to_owned()
+            },
+            "a key the Go operator recorded keeps working"
+        );
+        for (secret_holds_key, drifted) in [(false, false), (true, true)] {
+            assert_eq!(
+                key_plan(k1, legacy, secret_holds_key, drifted),
+                KeyPlan::Unproven { name: "p".to_owned() }
+            );
+        }
+        let other = KeyProof {
+            legacy_id: Some("k0"),
+            ..KeyProof::default()
+        };
+        assert_eq!(
+            key_plan(k1, other, true, false),
+            KeyPlan::NotOwned { name: "p".to_owned() }
+        );
+        assert_eq!(key_unproven("p").reason, reasons::PROVISIONER_KEY_NOT_OWNED);
     }
 
     #[test]

@@ -197,6 +197,10 @@ pub(super) async fn check_readiness(pass: &Pass<'_>, coder: &CoderClient, status
         other => take!(other.map_err(unavailable("get workspace"))),
     };
     take!(pass.answered("workspace", &id.to_string(), &workspace.id.to_string()));
+    if workspace.name != pass.name {
+        let message = forget_foreign_workspace(pass, status, &workspace.name);
+        return Step::wait(reasons::CONFIRMING_CREATE, message);
+    }
     let latest = &workspace.latest_build;
     take!(pass.answered(
         "latest build workspace",
@@ -223,6 +227,22 @@ pub(super) async fn check_readiness(pass: &Pass<'_>, coder: &CoderClient, status
             )
         }
     }
+}
+
+/// `status.workspaceID` names a workspace that is not this test's (its name is not the one derived from the object's
+/// UID): anyone with status write access can set that ID, so it proves nothing. The IDs go from the status, that
+/// workspace is never read for readiness, canceled or deleted, and the test's own workspace is looked up by its name
+/// (and proven by its builds) on the next pass. Returns the message that says so.
+fn forget_foreign_workspace(pass: &Pass<'_>, status: &mut Status, foreign: &str) -> String {
+    tracing::warn!(name = %pass.tt.name_any(), namespace = ?pass.tt.namespace(), workspace = %foreign,
+        "status.workspaceID names a workspace that is not this test's; it is left alone");
+    status.workspace_id = None;
+    status.start_build_id = None;
+    status.delete_build_id = None;
+    format!(
+        "status.workspaceID named workspace {foreign}, which is not this test's workspace {}; it is left alone, and the test's workspace is looked up by its name.",
+        pass.name
+    )
 }
 
 pub(super) fn deleted_externally(name: &str) -> Step {
@@ -316,6 +336,10 @@ pub(super) async fn delete_step(pass: &Pass<'_>, coder: &CoderClient, status: &m
         })
     {
         return Deletion::Stopped(step);
+    }
+    if workspace.name != pass.name {
+        let message = forget_foreign_workspace(pass, status, &workspace.name);
+        return progress(reasons::CLEANUP_PENDING, message);
     }
     let failures = status.delete_attempts.unwrap_or(0);
     let latest = &workspace.latest_build;
