@@ -52,7 +52,7 @@ pub fn taken_over(entries: &[ManagedFieldsEntry], ours: &Value) -> Option<Vec<Ma
     let mut moved = Value::Object(Map::new());
     for entry in entries.iter().filter(|e| is_legacy(e)) {
         if let Some(FieldsV1(fields)) = &entry.fields_v1 {
-            union(&mut moved, &intersection(fields, ours));
+            union(&mut moved, &claimed(fields, ours));
         }
     }
     let mut result: Vec<ManagedFieldsEntry> = entries.iter().filter(|e| !is_legacy(e)).cloned().collect();
@@ -134,7 +134,8 @@ fn node(member: bool, mut children: Map<String, Value>) -> Option<Value> {
 }
 
 /// The paths in both sets.
-pub fn intersection(a: &Value, b: &Value) -> Value {
+#[cfg(test)]
+fn intersection(a: &Value, b: &Value) -> Value {
     let (a, b) = (children(a), children(b));
     let mut result = Map::new();
     for (key, left) in &a {
@@ -146,6 +147,34 @@ pub fn intersection(a: &Value, b: &Value) -> Value {
         }
     }
     Value::Object(result)
+}
+
+/// The paths of a legacy set that our apply takes over: those our desired state `ours` also sets, and every list
+/// item of a list `ours` sets that `ours` no longer has, so that the apply removes an item the desired state dropped
+/// since the legacy write (a Service port whose number changed, an env var that went). Other fields only the legacy
+/// entry holds (values the API server defaulted) stay unowned.
+pub fn claimed(legacy: &Value, ours: &Value) -> Value {
+    let (a, b) = (children(legacy), children(ours));
+    let mut result = Map::new();
+    for (key, left) in &a {
+        let value = match b.get(key) {
+            Some(right) => node(
+                is_member(left) && is_member(right),
+                children(&claimed(left, right)),
+            ),
+            None if is_list_item(key) => Some(left.clone()),
+            None => None,
+        };
+        if let Some(value) = value {
+            result.insert(key.clone(), value);
+        }
+    }
+    Value::Object(result)
+}
+
+/// Whether a field-set key names an item of a list (by key fields, value or index) rather than a field.
+fn is_list_item(key: &str) -> bool {
+    ["k:", "v:", "i:"].iter().any(|prefix| key.starts_with(prefix))
 }
 
 /// The paths in either set.
@@ -193,16 +222,7 @@ where
     if !held_by(live.meta(), &owner) || !entries.iter().any(is_legacy) {
         return Ok(false);
     }
-    let probe = PatchParams::apply(PROBE_MANAGER).force().dry_run();
-    let probed = api.patch(&name, &probe, &Patch::Apply(desired)).await?;
-    let ours = probed
-        .meta()
-        .managed_fields
-        .iter()
-        .flatten()
-        .find(|e| e.manager.as_deref() == Some(PROBE_MANAGER))
-        .and_then(|e| e.fields_v1.as_ref())
-        .map_or_else(|| json!({}), |f| f.0.clone());
+    let ours = probe_fields(&api, desired).await?;
     let Some(entries) = taken_over(&entries, &ours) else {
         return Ok(false);
     };
@@ -213,6 +233,42 @@ where
     tracing::info!(kind = %K::kind(&()), namespace = %desired.namespace().unwrap_or_default(), %name,
         "took over the fields the previous operator wrote with update");
     Ok(true)
+}
+
+/// The field set our desired state sets, as the API server computes it: a dry-run apply under a probe manager. When
+/// the desired state cannot be applied beside the legacy fields (a list item it replaced keeps a unique value, such
+/// as a Service port's name), the dry run is made on an object of another name that does not exist, so that the set
+/// comes from the desired state alone.
+async fn probe_fields<K>(api: &Api<K>, desired: &K) -> Result<Value, kube::Error>
+where
+    K: Namespaced + Serialize,
+{
+    let probe = PatchParams::apply(PROBE_MANAGER).force().dry_run();
+    let name = desired.name_any();
+    let probed = match api.patch(&name, &probe, &Patch::Apply(desired)).await {
+        Err(kube::Error::Api(status)) if status.code == 422 => {
+            let mut alone = desired.clone();
+            let fresh = probe_name(&name);
+            alone.meta_mut().name = Some(fresh.clone());
+            api.patch(&fresh, &probe, &Patch::Apply(&alone)).await?
+        }
+        other => other?,
+    };
+    Ok(probed
+        .meta()
+        .managed_fields
+        .iter()
+        .flatten()
+        .find(|e| e.manager.as_deref() == Some(PROBE_MANAGER))
+        .and_then(|e| e.fields_v1.as_ref())
+        .map_or_else(|| json!({}), |f| f.0.clone()))
+}
+
+/// A name for the dry-run object of [`probe_fields`]: valid wherever `name` is (a DNS label at most), and not one
+/// the operator ever writes.
+fn probe_name(name: &str) -> String {
+    let base: String = name.chars().take(40).collect();
+    format!("{}-ck8s-takeover-probe", base.trim_end_matches(['-', '.']))
 }
 
 #[cfg(test)]
@@ -275,6 +331,47 @@ mod tests {
             "status entries stay"
         );
         assert!(!has_legacy_entries(&entries));
+    }
+
+    #[test]
+    fn list_items_the_desired_state_dropped_move_to_our_apply_entry_so_the_apply_removes_them() {
+        let mut legacy = env(&["A", "OLD"]);
+        legacy["f:spec"]["f:progressDeadlineSeconds"] = json!({});
+        let result = taken_over(&[entry("coder-k8s", UPDATE, legacy)], &env(&["A", "NEW"])).unwrap();
+        assert_eq!(
+            result[0].fields_v1,
+            Some(FieldsV1(env(&["A", "OLD"]))),
+            "the dropped item OLD is ours now (the apply removes it); NEW was never the legacy entry's; the defaulted \
+             field stays unowned"
+        );
+        let service = |port: u16| {
+            json!({"f:spec": {"f:ports": {".": {}, format!("k:{{\"port\":{port},\"protocol\":\"TCP\"}}"): {
+                ".": {}, "f:name": {}, "f:port": {}}}, "f:sessionAffinity": {}}})
+        };
+        let mut ours = service(18080);
+        ours["f:spec"]
+            .as_object_mut()
+            .unwrap()
+            .remove("f:sessionAffinity");
+        let moved = claimed(&service(80), &ours);
+        assert_eq!(
+            moved,
+            json!({"f:spec": {"f:ports": {".": {}, "k:{\"port\":80,\"protocol\":\"TCP\"}": {
+                ".": {}, "f:name": {}, "f:port": {}}}}}),
+            "the old port is taken over whole; the defaulted session affinity is not"
+        );
+        assert_eq!(
+            claimed(&service(80), &json!({})),
+            json!({}),
+            "nothing under a field ours does not set"
+        );
+    }
+
+    #[test]
+    fn the_probe_name_is_a_dns_label_for_any_name() {
+        assert_eq!(probe_name("coder"), "coder-ck8s-takeover-probe");
+        let long = probe_name(&format!("{}-x", "a".repeat(39)));
+        assert!(long.len() <= 63 && !long.contains("--"), "{long}");
     }
 
     #[test]

@@ -17,7 +17,7 @@ use coder_k8s_coder_testserver::{Config, Entitlement, TestServer};
 use coder_k8s_testenv::{ControlPlane, postgres};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{Secret, Service};
 use k8s_openapi::api::networking::v1::Ingress;
 use k8s_openapi::api::rbac::v1::Role;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -679,6 +679,44 @@ async fn exposure_and_workspace_rbac_follow_the_spec() {
     )
     .await;
     assert_eq!(count(&own_roles).await, 1, "the own namespace keeps its Role");
+}
+
+/// A Service created with one port and settled there (its fields recorded under the create, not an apply) follows a
+/// later port change: the old port goes, instead of staying beside the new one (which kube-apiserver refused as a
+/// duplicate port name).
+#[tokio::test]
+async fn a_changed_service_port_replaces_the_old_one() {
+    let h = harness("ccp-port").await;
+    let first = h.create("coder", json!({})).await.spec.service.port;
+    let second = first.checked_add(1).unwrap_or(first - 1);
+    let services = h.api::<Service>();
+    let ports = |services: Api<Service>| async move {
+        services
+            .get_opt("coder")
+            .await
+            .unwrap()
+            .and_then(|s| s.spec)
+            .and_then(|s| s.ports)
+            .unwrap_or_default()
+            .iter()
+            .map(|p| (p.name.clone().unwrap_or_default(), p.port))
+            .collect::<Vec<_>>()
+    };
+    wait_for(
+        || async { ports(services.clone()).await == [("http".to_owned(), first)] },
+        "the Service on its first port",
+    )
+    .await;
+    let patch = json!({"spec": {"service": {"port": second}}});
+    h.api::<CoderControlPlane>()
+        .patch("coder", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    wait_for(
+        || async { ports(services.clone()).await == [("http".to_owned(), second)] },
+        "the Service on the second port only",
+    )
+    .await;
 }
 
 #[tokio::test]
