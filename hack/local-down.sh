@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Stops the local environment started by hack/local-up.sh and removes its state (.local/).
+# Stops the local environment started by hack/local-up.sh and removes its state (.local/, or $CODER_K8S_LOCAL_STATE).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-state="$root/.local"
+state=${CODER_K8S_LOCAL_STATE:-$root/.local}
 for name in operator coder testenv; do
   pidfile="$state/$name.pid"
   [[ -f "$pidfile" ]] || continue

@@ -52,6 +52,10 @@ pub enum EchoTemplate {
     FailingApply,
     /// One resource with one agent (token auth, random token).
     WithAgent,
+    /// Like `Success`, with four rich parameters, each with a default: `region` (mutable, options `eu-west` and
+    /// `us-east`), `cpus` (mutable number, 1 to 8), `disk` (immutable) and `api_key` (mutable). They are in the
+    /// archive's `main.tf` too, which Coder's dynamic parameters evaluate.
+    WithParameters,
 }
 
 impl EchoTemplate {
@@ -61,9 +65,70 @@ impl EchoTemplate {
             Self::Success => "success",
             Self::FailingApply => "failing-apply",
             Self::WithAgent => "with-agent",
+            Self::WithParameters => "with-parameters",
         }
     }
 }
+
+/// The rich parameters of [`EchoTemplate::WithParameters`] as the `main.tf` of a Terraform template, for the Coder
+/// API test server (it reads a template version's parameters from its Terraform files).
+pub const WITH_PARAMETERS_MAIN_TF: &str = r#"terraform {
+  required_providers {
+    coder = {
+      source = "coder/coder"
+    }
+  }
+}
+
+data "coder_parameter" "region" {
+  name         = "region"
+  display_name = "Region"
+  mutable      = true
+  order        = 1
+  default      = "eu-west"
+  type         = "string"
+  form_type    = "dropdown"
+  option {
+    name  = "EU West"
+    value = "eu-west"
+  }
+  option {
+    name  = "US East"
+    value = "us-east"
+  }
+}
+
+data "coder_parameter" "cpus" {
+  name         = "cpus"
+  display_name = "CPUs"
+  mutable      = true
+  order        = 2
+  default      = 2
+  type         = "number"
+  validation {
+    min = 1
+    max = 8
+  }
+}
+
+data "coder_parameter" "disk" {
+  name         = "disk"
+  display_name = "Disk"
+  mutable      = false
+  order        = 3
+  default      = "small"
+  type         = "string"
+}
+
+data "coder_parameter" "api_key" {
+  name         = "api_key"
+  display_name = "API key"
+  mutable      = true
+  order        = 4
+  default      = "none"
+  type         = "string"
+}
+"#;
 
 /// An answer of the Coder API: status code and body.
 #[derive(Debug, Clone)]

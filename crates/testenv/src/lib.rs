@@ -28,7 +28,7 @@ mod pki;
 pub mod postgres;
 mod process;
 
-pub use archive::one_file_tar;
+pub use archive::{EchoVariable, echo_with_variables, one_file_tar, tar_entries, tar_of};
 pub use binaries::{Binaries, CoderBinaries, build_script};
 pub use coder::RealCoder;
 pub use control_plane::{ControlPlane, ControlPlaneBuilder, DEFAULT_STARTUP_TIMEOUT};

@@ -271,22 +271,23 @@ async fn dormant_quickstart_and_examples_build_and_the_served_kinds_pass_the_api
     );
     assert_success(&out, "stub CRDs established");
 
-    // The aggregated API's kinds (aggregation.coder.com) have no server in this release: built and named only.
+    // The aggregated API's kinds (aggregation.coder.com) need the aggregated API server: built and named here,
+    // applied through it in manifests.rs.
     let quickstart = objects(&kustomize("config/quickstart"));
     assert_eq!(
         kinds(&quickstart),
         [
-            "CoderTemplate/coder/default.quickstart-template",
-            "CoderWorkspace/coder/default.me.quickstart-workspace",
+            "CoderTemplate/coder/coder.quickstart-template",
+            "CoderWorkspace/coder/coder.coder-k8s-operator.quickstart-workspace",
             "Namespace//coder",
         ]
     );
     assert_eq!(
-        quickstart["CoderWorkspace/coder/default.me.quickstart-workspace"]["spec"]["running"],
+        quickstart["CoderWorkspace/coder/coder.coder-k8s-operator.quickstart-workspace"]["spec"]["running"],
         false
     );
     let templates = objects(&kustomize("examples/coder-templates"));
-    assert_eq!(kinds(&templates), ["CoderTemplate/coder/default.smoke-scratch"]);
+    assert_eq!(kinds(&templates), ["CoderTemplate/coder/coder.smoke-scratch"]);
 
     for (dir, expected) in [
         (
