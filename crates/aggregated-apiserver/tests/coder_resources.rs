@@ -250,11 +250,24 @@ async fn templates_and_versions_list_and_get_from_coder() {
         template["status"]["activeVersionID"],
         t.active_version_id.to_string()
     );
-    // A single get also carries the active version's source; lists leave it out.
+    // A single get also carries the active version's source, tags, variables, name and message; lists leave them
+    // out.
     let mut single = get(&registry, "codertemplates", NAMESPACE, &name).await.unwrap();
     assert_eq!(single["spec"]["files"], json!({"main.tf": "terraform {}\n"}));
-    assert!(template["spec"].get("files").is_none(), "{template}");
-    single["spec"].as_object_mut().unwrap().remove("files");
+    assert_eq!(
+        single["spec"]["provisionerTags"],
+        json!({"owner": "", "scope": "organization"})
+    );
+    assert_eq!(single["spec"]["variables"], json!([]));
+    assert_eq!(single["status"]["activeVersionName"], "v1.0.0");
+    for key in ["files", "provisionerTags", "variables"] {
+        assert!(template["spec"].get(key).is_none(), "{key}: {template}");
+        single["spec"].as_object_mut().unwrap().remove(key);
+    }
+    for key in ["activeVersionName", "activeVersionMessage"] {
+        assert!(template["status"].get(key).is_none(), "{key}: {template}");
+        single["status"].as_object_mut().unwrap().remove(key);
+    }
     assert_eq!(&single, template);
     let cased = get(
         &registry,

@@ -601,7 +601,6 @@ async fn update_changes_only_spec_running_with_the_current_resource_version() {
     );
     for edit in [
         (|o: &mut Value| o["spec"]["templateName"] = json!("other")) as fn(&mut Value),
-        |o| o["spec"]["ttlMillis"] = json!(5),
         |o| o["spec"]["templateVersionID"] = json!(Uuid::new_v4().to_string()),
     ] {
         let immutable = put_edited(&env, &name, edit).await;

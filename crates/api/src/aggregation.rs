@@ -75,12 +75,68 @@ pub struct CoderWorkspaceSpec {
     /// Whether the workspace should run: changing it queues a start or stop build. Always written.
     #[serde(default)]
     pub running: bool,
-    /// Time to live of a running workspace in milliseconds.
+    /// How long a started workspace runs before Coder stops it, in milliseconds (Coder keeps whole minutes, at least
+    /// one minute and at most 30 days; 0 turns autostop off). Reads show Coder's value here, left out when autostop
+    /// is off. Left out of a write, Coder's value is kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttl_millis: Option<i64>,
-    /// Cron schedule of automatic starts.
+    /// The same time to live as a duration (`8h`, `90m`, `1h30m`; `0s` turns autostop off), for writes: it is
+    /// stored as `ttlMillis` and reads show only `ttlMillis`. With both set they must agree, unless one of them is
+    /// the value Coder has (then the other is the change).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl: Option<String>,
+    /// Weekly schedule of automatic starts: `[CRON_TZ=<IANA zone> ]<minute> <hour> * * <days of week>`, for example
+    /// `CRON_TZ=Europe/Berlin 30 8 * * 1-5` (UTC without the prefix); an empty string turns autostart off. Left out
+    /// of a write, Coder's schedule is kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub autostart_schedule: Option<String>,
+    /// `always`: every start uses the template's active version; `never`: a start keeps the version of the previous
+    /// build. Reads show Coder's setting; left out of a write, it is kept (a new workspace gets `never`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ["always", "never"]))]
+    pub automatic_updates: Option<String>,
+    /// Rich parameter values of the template, by name. A single get shows every value of the latest build (a value
+    /// set from a Secret as its reference); lists and watches leave them out. A write sets only the parameters it
+    /// lists: the others keep their values. A changed value is built at once when the workspace runs (a start
+    /// build), otherwise with a stop build, and the next start uses it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parameters: Option<Vec<CoderWorkspaceParameter>>,
+}
+
+/// One rich parameter value: exactly one of `value` and `valueFrom`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CoderWorkspaceParameter {
+    /// The parameter's name in the template version. Required.
+    #[serde(default)]
+    pub name: String,
+    /// The value as text (numbers, booleans and lists as Coder writes them: `4`, `true`, `["a","b"]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+    /// Where a sensitive value comes from. The value never appears in this object.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value_from: Option<CoderWorkspaceParameterSource>,
+}
+
+/// The source of a sensitive parameter value.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CoderWorkspaceParameterSource {
+    /// A key of a Secret in the workspace's namespace. The caller of a write must be allowed to `get` that Secret.
+    #[serde(default)]
+    pub secret_key_ref: CoderWorkspaceSecretKeyRef,
+}
+
+/// A key of a Secret in the same namespace.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CoderWorkspaceSecretKeyRef {
+    /// The Secret's name.
+    #[serde(default)]
+    pub name: String,
+    /// The key in the Secret's data; its value must be UTF-8 text.
+    #[serde(default)]
+    pub key: String,
 }
 
 /// The observed state of a workspace.
@@ -101,6 +157,11 @@ pub struct CoderWorkspaceStatus {
     /// Coder's status of the latest build (`running`, `stopped`, `failed`, ...).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub latest_build_status: String,
+    /// Why Coder ran the latest build: `initiator` (a user or the API, also every build this API queues),
+    /// `autostart`, `autostop`, `dormancy`, `dashboard`, `cli`, `ssh_connection`, `vscode_connection` or
+    /// `jetbrains_connection`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub latest_build_reason: String,
     /// When the running workspace stops automatically.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auto_shutdown: Option<Time>,
@@ -163,6 +224,180 @@ pub struct CoderTemplateSpec {
     /// Legacy flag, kept for compatibility.
     #[serde(default, skip_serializing_if = "is_false")]
     pub running: bool,
+    /// Coder's settings of the template. Each is optional: a setting left out is left as Coder has it, a setting
+    /// given is written. Reads show Coder's current values.
+    #[serde(flatten)]
+    pub settings: CoderTemplateSettings,
+    /// Provisioner tags of the version `files` imports (Coder's `tags`): only provisioners with these tags run
+    /// the import. Coder adds `scope` (`organization` unless given) and `owner`, and drops tags with an empty value;
+    /// reads show the active version's tags as Coder holds them. Left out: a new version gets the active
+    /// version's tags.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provisioner_tags: Option<BTreeMap<String, String>>,
+    /// Values of the Terraform variables the source declares, for the version `files` imports (Coder's
+    /// `user_variable_values`); a declared variable not listed gets its default. Reads show the active version's
+    /// variables. Left out: a new version gets the active version's values.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub variables: Option<Vec<CoderTemplateVariable>>,
+    /// Name of the version `files` imports (Coder picks a random one when left out). Unique within the template,
+    /// so a new version needs a new name; a name other than the active version's imports a new version. Write-only:
+    /// reads show the active version's name in `status.activeVersionName`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version_name: Option<String>,
+    /// Message of the version `files` imports; a message other than the active version's imports a new version.
+    /// Write-only: reads show the active version's message in `status.activeVersionMessage`. Left out: a new version
+    /// gets no message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version_message: Option<String>,
+}
+
+/// Coder's template settings, in the spec (what to write; reads show Coder's values) and mirrored in the status
+/// (what Coder holds, so a change made in Coder shows there too). Durations are Kubernetes durations (`8h`,
+/// `30m`, `1h30m`, `0s`) of whole milliseconds, read back in the shortest form.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CoderTemplateSettings {
+    /// How long a workspace runs before it stops on its own, unless its owner sets another time (`0s`: no
+    /// automatic stop). Coder's `default_ttl_ms`.
+    #[serde(default, rename = "defaultTTL", skip_serializing_if = "Option::is_none")]
+    pub default_ttl: Option<String>,
+    /// How far activity in a workspace pushes its automatic stop back (`0s`: activity does not). Coder's
+    /// `activity_bump_ms`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub activity_bump: Option<String>,
+    /// When workspaces must restart to pick up the active version. Coder's `autostop_requirement`; premium
+    /// (advanced template scheduling).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autostop_requirement: Option<CoderTemplateAutostopRequirement>,
+    /// On which days workspaces may start automatically. Coder's `autostart_requirement`; premium (advanced
+    /// template scheduling).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autostart_requirement: Option<CoderTemplateAutostartRequirement>,
+    /// Whether workspace owners may set their own autostart schedule. Coder's `allow_user_autostart`; premium
+    /// (advanced template scheduling).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow_user_autostart: Option<bool>,
+    /// Whether workspace owners may set their own automatic stop. Coder's `allow_user_autostop`; premium
+    /// (advanced template scheduling).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow_user_autostop: Option<bool>,
+    /// Whether workspace owners may cancel their workspaces' builds. Coder's
+    /// `allow_user_cancel_workspace_jobs`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow_user_cancel_workspace_jobs: Option<bool>,
+    /// How long after a failed build a workspace is stopped (`0s` or at least `1m`). Coder's `failure_ttl_ms`;
+    /// premium (advanced template scheduling).
+    #[serde(default, rename = "failureTTL", skip_serializing_if = "Option::is_none")]
+    pub failure_ttl: Option<String>,
+    /// How long an unused workspace stays before it turns dormant (`0s` or at least `1m`). Coder's
+    /// `time_til_dormant_ms`; premium (advanced template scheduling).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_til_dormant: Option<String>,
+    /// How long a dormant workspace stays before it is deleted (`0s` or at least `1m`). Coder's
+    /// `time_til_dormant_autodelete_ms`; premium (advanced template scheduling).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_til_dormant_auto_delete: Option<String>,
+    /// Whether workspaces must be built from the active version. Coder's `require_active_version`; premium
+    /// (access control).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub require_active_version: Option<bool>,
+    /// Why the template is deprecated (`""`: not deprecated). Coder's `deprecation_message`; setting one is
+    /// premium (access control), clearing it is not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deprecation_message: Option<String>,
+    /// The widest level at which workspace ports may be shared: `owner`, `authenticated`, `organization` or
+    /// `public`. Coder's `max_port_share_level`; premium (control shared ports): open-source Coder shows `public`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_port_share_level: Option<String>,
+    /// Who may use or administer the template, by user and group name. Coder's template access list; premium
+    /// (Template RBAC). Each list given is the whole list: entries not listed are removed. Shown on a single get
+    /// only, and only when Coder serves access lists.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acl: Option<CoderTemplateAcl>,
+}
+
+/// When workspaces must restart (Coder's autostop requirement).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CoderTemplateAutostopRequirement {
+    /// Lower-case weekday names (`monday` … `sunday`); empty: no required restart. Read back Monday first.
+    /// Left out: kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub days_of_week: Option<Vec<String>>,
+    /// Every how many weeks the restart is required (1 to 16). Left out: kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weeks: Option<i64>,
+}
+
+/// When workspaces may start automatically (Coder's autostart requirement).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CoderTemplateAutostartRequirement {
+    /// Lower-case weekday names (`monday` … `sunday`); empty: never. Read back Monday first. Left out: kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub days_of_week: Option<Vec<String>>,
+}
+
+/// A template access list by name. A list left out is kept as Coder has it; a list given is the whole list.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CoderTemplateAcl {
+    /// Coder groups of the template's organization by name (the built-in `Everyone` group included).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub groups: Option<Vec<CoderTemplateAclEntry>>,
+    /// Coder users by username.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub users: Option<Vec<CoderTemplateAclEntry>>,
+}
+
+/// One user or group of an access list.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CoderTemplateAclEntry {
+    /// The username or the group name, exactly as Coder spells it.
+    #[serde(default)]
+    pub name: String,
+    /// `use` (create workspaces from the template) or `admin` (also edit it).
+    #[serde(default)]
+    pub role: String,
+}
+
+/// A Terraform variable value: `value`, or `valueFrom` for a value held in a Secret.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CoderTemplateVariable {
+    /// The variable's name in the source.
+    #[serde(default)]
+    pub name: String,
+    /// The value. Not for variables the source declares `sensitive`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+    /// Where the value is read from when a version is imported. The caller must be allowed to `get` the Secret;
+    /// the value itself is never shown. Reads show the reference a version was imported with; a sensitive
+    /// variable set another way shows its name only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value_from: Option<CoderTemplateVariableSource>,
+}
+
+/// The source of a variable's value.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CoderTemplateVariableSource {
+    /// A key of a Secret in the object's namespace.
+    #[serde(default)]
+    pub secret_key_ref: CoderTemplateSecretKeyRef,
+}
+
+/// A key of a Secret in the object's namespace.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CoderTemplateSecretKeyRef {
+    /// The Secret's name.
+    #[serde(default)]
+    pub name: String,
+    /// The key in the Secret's data; its value must be UTF-8.
+    #[serde(default)]
+    pub key: String,
 }
 
 /// The observed state of a template.
@@ -183,6 +418,17 @@ pub struct CoderTemplateStatus {
     /// Legacy timestamp, kept for compatibility.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auto_shutdown: Option<Time>,
+    /// The active version's name (single get only). A write names a new version with `spec.versionName`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub active_version_name: String,
+    /// The active version's message (single get only). A write gives a new version one with
+    /// `spec.versionMessage`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub active_version_message: String,
+    /// The settings as Coder holds them (the same as the spec shows on a read), so that a change made in Coder
+    /// shows in the status. Read-only.
+    #[serde(flatten)]
+    pub settings: CoderTemplateSettings,
 }
 
 /// A list of templates.
@@ -483,6 +729,86 @@ mod tests {
             }
         }));
         assert_eq!(template.spec.files.unwrap().len(), 1);
+    }
+
+    #[test]
+    fn template_settings_round_trip_in_spec_and_status() {
+        let settings = json!({
+            "defaultTTL": "8h",
+            "activityBump": "1h30m",
+            "autostopRequirement": {"daysOfWeek": ["monday", "saturday"], "weeks": 2},
+            "autostartRequirement": {"daysOfWeek": ["monday"]},
+            "allowUserAutostart": false,
+            "allowUserAutostop": true,
+            "allowUserCancelWorkspaceJobs": false,
+            "failureTTL": "1h",
+            "timeTilDormant": "168h",
+            "timeTilDormantAutoDelete": "0s",
+            "requireActiveVersion": true,
+            "deprecationMessage": "use v2",
+            "maxPortShareLevel": "authenticated",
+            "acl": {
+                "groups": [{"name": "Everyone", "role": "use"}],
+                "users": [{"name": "alice", "role": "admin"}]
+            }
+        });
+        let mut spec = json!({
+            "organization": "acme",
+            "versionID": "",
+            "provisionerTags": {"env": "prod"},
+            "variables": [
+                {"name": "region", "value": "eu"},
+                {"name": "db_password", "valueFrom": {"secretKeyRef": {"name": "db", "key": "password"}}},
+                {"name": "token"}
+            ],
+            "versionName": "v2",
+            "versionMessage": "second"
+        });
+        let mut status = json!({"activeVersionName": "v1", "activeVersionMessage": "first"});
+        for (key, value) in settings.as_object().unwrap() {
+            spec[key] = value.clone();
+            status[key] = value.clone();
+        }
+        let template: CoderTemplate = round_trip(json!({"metadata": {}, "spec": spec, "status": status}));
+        assert_eq!(template.spec.settings, template.status.settings);
+        assert_eq!(template.spec.settings.default_ttl.as_deref(), Some("8h"));
+        assert_eq!(
+            template.spec.variables.as_ref().map(Vec::len),
+            Some(3),
+            "{:?}",
+            template.spec.variables
+        );
+        assert_eq!(template.status.active_version_name, "v1");
+    }
+
+    #[test]
+    fn every_template_setting_is_described_in_the_schema() {
+        let schema = serde_json::to_value(schemars::schema_for!(CoderTemplateSpec)).unwrap();
+        for field in [
+            "defaultTTL",
+            "activityBump",
+            "autostopRequirement",
+            "autostartRequirement",
+            "allowUserAutostart",
+            "allowUserAutostop",
+            "allowUserCancelWorkspaceJobs",
+            "failureTTL",
+            "timeTilDormant",
+            "timeTilDormantAutoDelete",
+            "requireActiveVersion",
+            "deprecationMessage",
+            "maxPortShareLevel",
+            "acl",
+            "provisionerTags",
+            "variables",
+            "versionName",
+            "versionMessage",
+        ] {
+            let description = schema["properties"][field]["description"]
+                .as_str()
+                .unwrap_or_default();
+            assert!(description.len() > 20, "{field}: {description:?}");
+        }
     }
 
     #[test]

@@ -10,6 +10,7 @@
 //!   Events; a `Retry-After` is capped at [`error::MAX_RETRY_AFTER`].
 //! * [`backoff`] computes requeue delays for rate-limited calls.
 //! * [`ai`] holds the unstable AI routes in one place.
+//! * [`schedule`] holds Coder's rules for a workspace's time to live and autostart schedule.
 //! * The crate installs rustls' ring provider ([`install_ring_provider`]); aws-lc-rs is not used.
 
 pub mod ai;
@@ -18,6 +19,7 @@ mod client;
 pub mod error;
 pub mod redact;
 pub mod redirect;
+pub mod schedule;
 mod secret;
 pub mod types;
 

@@ -127,12 +127,75 @@ impl<'de> Deserialize<'de> for Secret {
     }
 }
 
-/// Replaces every occurrence of each sensitive string in `text` with [`REDACTED`].
+/// Replaces every occurrence of each sensitive string in `text` with [`REDACTED`]: the value itself, and the forms
+/// Coder and its Terraform provider write it in, Go's `%q` and JSON string escaping (without the quotes), so a
+/// value with a newline, quote or tab is removed from a message that quotes it too.
 pub(crate) fn scrub(text: &str, sensitive: &[&str]) -> String {
+    let mut forms: Vec<String> = sensitive
+        .iter()
+        .filter(|s| !s.is_empty())
+        .flat_map(|s| {
+            [
+                (*s).to_owned(),
+                go_quoted(s),
+                json_escaped(s, true),
+                json_escaped(s, false),
+            ]
+        })
+        .collect();
+    // Longest first, so no form is half-replaced by a shorter one it contains.
+    forms.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
+    forms.dedup();
     let mut out = text.to_owned();
-    for s in sensitive {
-        if !s.is_empty() && out.contains(s) {
-            out = out.replace(s, REDACTED);
+    for form in &forms {
+        if out.contains(form.as_str()) {
+            out = out.replace(form.as_str(), REDACTED);
+        }
+    }
+    out
+}
+
+/// `value` as Go's `strconv.Quote` writes it, without the surrounding quotes. Go's printable set is approximated
+/// by "not a control character".
+fn go_quoted(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for c in value.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\u{7}' => out.push_str("\\a"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{b}' => out.push_str("\\v"),
+            c if c.is_ascii_control() => out.push_str(&format!("\\x{:02x}", u32::from(c))),
+            c if c.is_control() => out.push_str(&format!("\\u{:04x}", u32::from(c))),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// `value` as Go's `encoding/json` writes a string, without the surrounding quotes; `html` adds the escapes of
+/// `<`, `>` and `&` that Go writes by default.
+fn json_escaped(value: &str, html: bool) -> String {
+    let mut out = String::with_capacity(value.len());
+    for c in value.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            '<' | '>' | '&' if html => out.push_str(&format!("\\u{:04x}", u32::from(c))),
+            c if u32::from(c) < 0x20 || c == '\u{2028}' || c == '\u{2029}' => {
+                out.push_str(&format!("\\u{:04x}", u32::from(c)))
+            }
+            c => out.push(c),
         }
     }
     out
@@ -186,5 +249,50 @@ mod tests {
         let out = scrub(&text, &t.sensitive_parts());
         assert!(!out.contains(TOKEN));
         assert!(!out.contains("0123456789abcdefghijkl"));
+    }
+
+    /// Each form a value can take in Coder's messages, for a value that needs escaping.
+    fn assert_scrubbed(value: &str, quoted: &str) {
+        for text in [
+            format!("parameter \"region\": value \"{quoted}\" does not match"),
+            format!("plain {value} end"),
+        ] {
+            let out = scrub(&text, &[value]);
+            assert!(!out.contains(quoted) && !out.contains(value), "{out}");
+            assert!(out.contains(REDACTED), "{out}");
+        }
+    }
+
+    #[test]
+    fn scrub_removes_a_value_ending_in_a_newline_as_go_and_json_quote_it() {
+        assert_scrubbed("hunter2\n", r"hunter2\n");
+    }
+
+    #[test]
+    fn scrub_removes_a_value_with_a_quote_as_go_and_json_quote_it() {
+        assert_scrubbed(r#"pa"ss"#, r#"pa\"ss"#);
+    }
+
+    #[test]
+    fn scrub_removes_a_value_with_a_tab_as_go_and_json_quote_it() {
+        assert_scrubbed("pa\tss", r"pa\tss");
+    }
+
+    #[test]
+    fn scrub_removes_the_forms_only_go_or_only_json_write() {
+        let value = "a<b\u{1}\u{7f}";
+        let go = r"a<b\x01\x7f";
+        let json = "a\\u003cb\\u0001\u{7f}";
+        for text in [format!("value \"{go}\""), format!(r#"{{"value":"{json}"}}"#)] {
+            let out = scrub(&text, &[value]);
+            assert!(!out.contains("a<b") && !out.contains(r"a\u003cb"), "{out}");
+            assert!(out.contains(REDACTED), "{out}");
+        }
+    }
+
+    #[test]
+    fn scrub_removes_a_value_quoted_inside_a_longer_form_whole() {
+        let out = scrub(r#"bad "a\\" here"#, &[r"a\"]);
+        assert_eq!(out, format!(r#"bad "{REDACTED}" here"#));
     }
 }

@@ -17,12 +17,20 @@ use coder_k8s_coder_client::types::{
     Template, TemplateAutostartRequirement, TemplateAutostopRequirement, TemplateVersion, Transition,
     UpdateTemplateMeta, Workspace, WorkspaceBuild, WorkspaceBuildStatus,
 };
-use coder_k8s_coder_client::{CoderClient, Error, SessionToken, UnavailableReason, found};
+use coder_k8s_coder_client::types::{
+    RichParameterValue, UpdateWorkspaceAutomaticUpdatesRequest, UpdateWorkspaceAutostartRequest,
+    UpdateWorkspaceTtlRequest,
+};
+use coder_k8s_coder_client::types::{
+    TemplateAcl, TemplateAclGroup, TemplateAclUser, UpdateTemplateAcl, VariableValue,
+};
+use coder_k8s_coder_client::{CoderClient, Error, Secret, SessionToken, UnavailableReason, found};
 use coder_k8s_coder_testserver::{BuildOutcome, Config, Entitlement, TestServer};
 use coder_k8s_operator_access::ensure_operator_access;
 use coder_k8s_testenv::RealCoder;
 use coder_k8s_testenv::coder::EchoTemplate;
 use coder_k8s_testenv::postgres;
+use coder_k8s_testenv::{EchoVariable, echo_with_variables};
 use futures::StreamExt;
 use serde_json::json;
 use url::Url;
@@ -46,6 +54,8 @@ pub const PREMIUM_ONLY: &[(&str, &str)] = &[
     ("GET", "/api/v2/organizations/{organization}/provisionerkeys"),
     ("GET", "/api/v2/workspaceproxies/{proxy}"),
     ("GET", "/api/v2/organizations/{organization}/groups"),
+    ("GET", "/api/v2/organizations/{organization}/groups/{group}"),
+    ("GET", "/api/v2/templates/{template}/acl"),
     ("GET", "/api/v2/ai-gateway/keys"),
     ("GET", "/api/v2/ai/providers"),
 ];
@@ -79,7 +89,12 @@ impl Target {
             .unwrap()
             .expose();
         let mut config = Config::new(&db_url);
-        for feature in ["external_provisioner_daemons", "workspace_proxy", "aibridge"] {
+        for feature in [
+            "external_provisioner_daemons",
+            "workspace_proxy",
+            "aibridge",
+            "template_rbac",
+        ] {
             config
                 .entitlements
                 .insert(feature.to_owned(), Entitlement::Entitled);
@@ -1569,6 +1584,7 @@ async fn contract_error_409(t: &Target) {
 /// Coder (which the client reports as "not supported", never as a missing object).
 async fn contract_premium_routes(t: &Target) {
     let client = t.client();
+    let acl_template = template(t, &client, &unique("prem")).await;
     let results: Vec<(&str, Result<(), Error>)> = vec![
         ("entitlements", client.entitlements().await.map(drop)),
         ("licenses", client.licenses().await.map(drop)),
@@ -1581,6 +1597,14 @@ async fn contract_premium_routes(t: &Target) {
             client.workspace_proxy("primary").await.map(drop),
         ),
         ("groups", client.groups("default").await.map(drop)),
+        (
+            "groups/{group}",
+            client.group_by_name("default", "Everyone").await.map(drop),
+        ),
+        (
+            "templates/{template}/acl",
+            client.template_acl(acl_template.id).await.map(drop),
+        ),
         ("ai-gateway/keys", client.ai_gateway_keys().await.map(drop)),
         ("ai/providers", client.ai_providers().await.map(drop)),
     ];
@@ -1662,6 +1686,719 @@ async fn contract_template_test_calls(t: &Target) {
     assert!(err.status().is_some_and(|s| (400..500).contains(&s)), "{err:?}");
 }
 
+// ---------------------------------------------------------------------------------------------------------
+// Workspace settings and rich parameters (the aggregated API's `coderworkspaces` writes)
+// ---------------------------------------------------------------------------------------------------------
+
+/// A template archive with the rich parameters of `EchoTemplate::WithParameters`: real Coder replays echotar's
+/// responses (and evaluates its `main.tf`); the test server reads the parameters from the `main.tf`.
+fn parameters_template(t: &Target) -> Bytes {
+    match &t.backend {
+        Backend::Real(coder) => Bytes::from(coder.echo_template(EchoTemplate::WithParameters).unwrap()),
+        Backend::TestServer(_) => tar_with(
+            "main.tf",
+            coder_k8s_testenv::coder::WITH_PARAMETERS_MAIN_TF.as_bytes(),
+        ),
+    }
+}
+
+/// A new template with the rich parameters of [`parameters_template`].
+async fn parameters_template_of(t: &Target, client: &CoderClient) -> Template {
+    let file = client
+        .upload_file(ArchiveKind::Tar, parameters_template(t))
+        .await
+        .unwrap();
+    let mut request = CreateTemplateVersionRequest::terraform(file.id);
+    request.provisioner = "echo".to_owned();
+    let version = client.create_template_version("default", &request).await.unwrap();
+    let version = wait_version(client, version.id).await;
+    assert_eq!(version.job.status, JobStatus::Succeeded, "{version:?}");
+    client
+        .create_template(
+            "default",
+            &CreateTemplateRequest {
+                name: unique("params"),
+                template_version_id: version.id,
+                ..CreateTemplateRequest::default()
+            },
+        )
+        .await
+        .unwrap()
+}
+
+/// The values of a build, sorted by name (Coder keeps no order).
+async fn build_values(client: &CoderClient, build: Uuid) -> Vec<(String, String)> {
+    let mut values: Vec<(String, String)> = client
+        .workspace_build_parameters(build)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|p| (p.name, p.value))
+        .collect();
+    values.sort();
+    values
+}
+
+fn values(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    pairs
+        .iter()
+        .map(|(n, v)| ((*n).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
+fn rich(name: &str, value: &str) -> RichParameterValue {
+    RichParameterValue {
+        name: name.to_owned(),
+        value: value.to_owned(),
+    }
+}
+
+/// `PUT /workspaces/{id}/ttl`: whole minutes are kept, `null` turns autostop off, and out-of-range values are a 400
+/// naming `ttl_ms`.
+async fn contract_workspace_ttl(t: &Target) {
+    let client = t.client();
+    let (_, ws) = workspace(t, &client).await;
+    let ttl = |ms: Option<i64>| UpdateWorkspaceTtlRequest { ttl_ms: ms };
+    client
+        .update_workspace_ttl(ws.id, &ttl(Some(28_800_000)))
+        .await
+        .unwrap();
+    assert_eq!(client.workspace(ws.id).await.unwrap().ttl_ms, Some(28_800_000));
+    client
+        .update_workspace_ttl(ws.id, &ttl(Some(90_500)))
+        .await
+        .unwrap();
+    assert_eq!(client.workspace(ws.id).await.unwrap().ttl_ms, Some(60_000));
+    client.update_workspace_ttl(ws.id, &ttl(None)).await.unwrap();
+    assert_eq!(client.workspace(ws.id).await.unwrap().ttl_ms, None);
+    client
+        .update_workspace_ttl(ws.id, &ttl(Some(3_600_000)))
+        .await
+        .unwrap();
+    client.update_workspace_ttl(ws.id, &ttl(Some(0))).await.unwrap();
+    assert_eq!(client.workspace(ws.id).await.unwrap().ttl_ms, None);
+    for (ms, detail) in [
+        (59_999, "time until shutdown must be at least one minute"),
+        (-60_000, "time until shutdown must be at least one minute"),
+        (
+            30 * 24 * 3_600_000 + 60_000,
+            "time until shutdown must be less than 30 days",
+        ),
+    ] {
+        let err = client
+            .update_workspace_ttl(ws.id, &ttl(Some(ms)))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, Error::Rejected { status: 400, .. }), "{err:?}");
+        assert_eq!(
+            err.message(),
+            format!("Error updating workspace time until shutdown. [ttl_ms: {detail}]")
+        );
+    }
+    assert_eq!(client.workspace(ws.id).await.unwrap().ttl_ms, None);
+    let err = client
+        .update_workspace_ttl(Uuid::new_v4(), &ttl(None))
+        .await
+        .unwrap_err();
+    assert!(err.is_not_found(), "{err:?}");
+}
+
+/// `PUT /workspaces/{id}/autostart`: the schedule is stored as sent, no schedule turns autostart off, and a bad
+/// schedule is a 400 with the cron parser's reason; a create checks it the same way.
+async fn contract_workspace_autostart(t: &Target) {
+    let client = t.client();
+    let (template, ws) = workspace(t, &client).await;
+    let schedule = |s: Option<&str>| UpdateWorkspaceAutostartRequest {
+        schedule: s.map(str::to_owned),
+    };
+    for set in ["CRON_TZ=Europe/Berlin 30 8 * * 1-5", "0 9 * * MON"] {
+        client
+            .update_workspace_autostart(ws.id, &schedule(Some(set)))
+            .await
+            .unwrap();
+        assert_eq!(
+            client
+                .workspace(ws.id)
+                .await
+                .unwrap()
+                .autostart_schedule
+                .as_deref(),
+            Some(set)
+        );
+    }
+    client
+        .update_workspace_autostart(ws.id, &schedule(None))
+        .await
+        .unwrap();
+    assert_eq!(client.workspace(ws.id).await.unwrap().autostart_schedule, None);
+    client
+        .update_workspace_autostart(ws.id, &schedule(Some("0 9 * * 1")))
+        .await
+        .unwrap();
+    client
+        .update_workspace_autostart(ws.id, &schedule(Some("")))
+        .await
+        .unwrap();
+    assert_eq!(client.workspace(ws.id).await.unwrap().autostart_schedule, None);
+    for (bad, detail) in [
+        (
+            "0 9 * *",
+            "validate weekly schedule: expected schedule to consist of 5 fields with an optional CRON_TZ=<timezone> prefix",
+        ),
+        (
+            "60 9 * * 1",
+            "parse schedule: end of range (60) above maximum (59): 60",
+        ),
+        (
+            "CRON_TZ=Mars/Olympus 0 9 * * 1",
+            "parse schedule: provided bad location Mars/Olympus: unknown time zone Mars/Olympus",
+        ),
+        (
+            "0 9 1 * 1",
+            "validate weekly schedule: expected day-of-month and month to be *",
+        ),
+    ] {
+        let err = client
+            .update_workspace_autostart(ws.id, &schedule(Some(bad)))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, Error::Rejected { status: 400, .. }), "{err:?}");
+        assert_eq!(
+            err.message(),
+            format!("Invalid autostart schedule. [schedule: {detail}]")
+        );
+    }
+    let err = client
+        .create_workspace(
+            "me",
+            &CreateWorkspaceRequest {
+                template_id: Some(template.id),
+                name: unique("ws"),
+                autostart_schedule: Some("0 25 * * 1".to_owned()),
+                ..CreateWorkspaceRequest::default()
+            },
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Rejected { status: 400, .. }), "{err:?}");
+    assert_eq!(
+        err.message(),
+        "Invalid Autostart Schedule. [schedule: parse schedule: end of range (25) above maximum (23): 25]"
+    );
+}
+
+/// `PUT /workspaces/{id}/autoupdates`: `always` or `never`, anything else a 400.
+async fn contract_workspace_automatic_updates(t: &Target) {
+    let client = t.client();
+    let (_, ws) = workspace(t, &client).await;
+    assert_eq!(ws.automatic_updates, "never");
+    let updates = |value: &str| UpdateWorkspaceAutomaticUpdatesRequest {
+        automatic_updates: value.to_owned(),
+    };
+    client
+        .update_workspace_automatic_updates(ws.id, &updates("always"))
+        .await
+        .unwrap();
+    assert_eq!(client.workspace(ws.id).await.unwrap().automatic_updates, "always");
+    let err = client
+        .update_workspace_automatic_updates(ws.id, &updates("sometimes"))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Rejected { status: 400, .. }), "{err:?}");
+    assert_eq!(
+        err.message(),
+        "Invalid request [automatic_updates: must be always or never]"
+    );
+    client
+        .update_workspace_automatic_updates(ws.id, &updates("never"))
+        .await
+        .unwrap();
+    assert_eq!(client.workspace(ws.id).await.unwrap().automatic_updates, "never");
+}
+
+/// Rich parameters: a template version lists them; a create stores every value (defaults too); a build keeps the
+/// values it does not name; an immutable one cannot change; unknown names are dropped.
+async fn contract_rich_parameters(t: &Target) {
+    let client = t.client();
+    let template = parameters_template_of(t, &client).await;
+    let parameters = client
+        .template_version_rich_parameters(template.active_version_id)
+        .await
+        .unwrap();
+    let described: Vec<(&str, &str, bool, &str, bool)> = parameters
+        .iter()
+        .map(|p| {
+            (
+                p.name.as_str(),
+                p.type_.as_str(),
+                p.mutable,
+                p.default_value.as_str(),
+                p.required,
+            )
+        })
+        .collect();
+    assert_eq!(
+        described,
+        vec![
+            ("region", "string", true, "eu-west", false),
+            ("cpus", "number", true, "2", false),
+            ("disk", "string", false, "small", false),
+            ("api_key", "string", true, "none", false),
+        ]
+    );
+    let options: Vec<&str> = parameters[0].options.iter().map(|o| o.value.as_str()).collect();
+    assert_eq!(options, ["eu-west", "us-east"]);
+    assert_eq!(
+        (parameters[1].validation_min, parameters[1].validation_max),
+        (Some(1), Some(8))
+    );
+
+    let ws = client
+        .create_workspace(
+            "me",
+            &CreateWorkspaceRequest {
+                template_id: Some(template.id),
+                name: unique("ws"),
+                rich_parameter_values: vec![rich("region", "us-east"), rich("api_key", "s3cr3t-value")],
+                ..CreateWorkspaceRequest::default()
+            },
+        )
+        .await
+        .unwrap();
+    let first = wait_build(&client, ws.latest_build.id).await;
+    assert_eq!(first.status, WorkspaceBuildStatus::Running, "{first:?}");
+    assert_eq!(
+        build_values(&client, first.id).await,
+        values(&[
+            ("api_key", "s3cr3t-value"),
+            ("cpus", "2"),
+            ("disk", "small"),
+            ("region", "us-east")
+        ])
+    );
+
+    // A stop build with one new value keeps the others; the next start without values keeps them all.
+    let stop = client
+        .create_workspace_build(
+            ws.id,
+            &CreateWorkspaceBuildRequest {
+                rich_parameter_values: vec![rich("cpus", "4")],
+                ..CreateWorkspaceBuildRequest::transition(Transition::Stop)
+            },
+        )
+        .await
+        .unwrap();
+    wait_build(&client, stop.id).await;
+    let changed = values(&[
+        ("api_key", "s3cr3t-value"),
+        ("cpus", "4"),
+        ("disk", "small"),
+        ("region", "us-east"),
+    ]);
+    assert_eq!(build_values(&client, stop.id).await, changed);
+    let start = client
+        .create_workspace_build(ws.id, &CreateWorkspaceBuildRequest::transition(Transition::Start))
+        .await
+        .unwrap();
+    wait_build(&client, start.id).await;
+    assert_eq!(build_values(&client, start.id).await, changed);
+
+    // The immutable parameter keeps its first value; the same value again is fine.
+    let immutable = CreateWorkspaceBuildRequest {
+        rich_parameter_values: vec![rich("disk", "large")],
+        ..CreateWorkspaceBuildRequest::transition(Transition::Start)
+    };
+    let err = client
+        .create_workspace_build(ws.id, &immutable)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Rejected { status: 400, .. }), "{err:?}");
+    assert_eq!(
+        err.message(),
+        "Unable to validate parameters [disk: Immutable parameter changed; Parameter \"disk\" is not mutable, so it can't be updated after creating a workspace.]"
+    );
+    // Values that are not parameters of the version are dropped.
+    let same = client
+        .create_workspace_build(
+            ws.id,
+            &CreateWorkspaceBuildRequest {
+                rich_parameter_values: vec![rich("disk", "small"), rich("nope", "x")],
+                ..CreateWorkspaceBuildRequest::transition(Transition::Start)
+            },
+        )
+        .await
+        .unwrap();
+    wait_build(&client, same.id).await;
+    assert_eq!(build_values(&client, same.id).await, changed);
+
+    // A value that is not an option, and a number out of bounds, are refused with the value in the reason.
+    let option = "Value must be a valid option";
+    let bounds = "Invalid parameter value according to 'validation' block";
+    for (name, value, reason) in [
+        (
+            "region",
+            "mars",
+            format!("{option}; the value \"mars\" must be defined as one of options"),
+        ),
+        (
+            "region",
+            "",
+            format!(
+                "{option}. The value is empty, did you forget to set it with a default or from user input?; the value \"\" must be defined as one of options"
+            ),
+        ),
+        (
+            "cpus",
+            "9",
+            format!("{bounds}; value 9 is more than the maximum 8"),
+        ),
+        (
+            "cpus",
+            "0",
+            format!("{bounds}; value 0 is less than the minimum 1"),
+        ),
+        ("cpus", "2.5", format!("{bounds}; value \"2.5\" is not a number")),
+    ] {
+        let err = client
+            .create_workspace_build(
+                ws.id,
+                &CreateWorkspaceBuildRequest {
+                    rich_parameter_values: vec![rich(name, value)],
+                    ..CreateWorkspaceBuildRequest::transition(Transition::Start)
+                },
+            )
+            .await
+            .unwrap_err();
+        assert!(matches!(err, Error::Rejected { status: 400, .. }), "{err:?}");
+        assert_eq!(
+            err.message(),
+            format!("Unable to validate parameters [{name}: {reason}]")
+        );
+    }
+    // An error never repeats a value the caller asked to keep out of it.
+    let err = client
+        .create_workspace_build_redacting(
+            ws.id,
+            &CreateWorkspaceBuildRequest {
+                rich_parameter_values: vec![rich("region", "top-secret-region")],
+                ..CreateWorkspaceBuildRequest::transition(Transition::Start)
+            },
+            &["top-secret-region"],
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Rejected { status: 400, .. }), "{err:?}");
+    assert!(
+        err.message()
+            .starts_with("Unable to validate parameters [region: Value must be a valid option; the value "),
+        "{}",
+        err.message()
+    );
+    assert!(!err.message().contains("top-secret"), "{}", err.message());
+    assert!(!format!("{err:?}").contains("top-secret"), "{err:?}");
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Template access lists, version inputs and user lookups (the aggregated API's `codertemplates` settings)
+// ---------------------------------------------------------------------------------------------------------
+
+/// The variables of [`variables_template`]: a plain one with a default, a plain one with another, and a sensitive
+/// required one.
+const VARIABLES: [EchoVariable; 3] = [
+    EchoVariable {
+        name: "region",
+        default: Some("eu-west"),
+        sensitive: false,
+    },
+    EchoVariable {
+        name: "size",
+        default: Some("small"),
+        sensitive: false,
+    },
+    EchoVariable {
+        name: "token",
+        default: None,
+        sensitive: true,
+    },
+];
+
+/// An archive whose source declares [`VARIABLES`]: real Coder's echo provisioner reads them from the replayed parse
+/// answer, the test server from the archive's `main.tf`.
+fn variables_template(t: &Target) -> Bytes {
+    let echo = match &t.backend {
+        Backend::Real(coder) => coder.echo_template(EchoTemplate::Success).unwrap(),
+        Backend::TestServer(_) => coder_k8s_testenv::one_file_tar("README.md", b"echo\n"),
+    };
+    Bytes::from(echo_with_variables(&echo, &VARIABLES))
+}
+
+/// A version of [`variables_template`] with `values`, `tags` and `message`, its import followed to its end.
+async fn version_with(
+    t: &Target,
+    client: &CoderClient,
+    values: &[(&str, &str)],
+    tags: &[(&str, &str)],
+    message: &str,
+) -> TemplateVersion {
+    let file = client
+        .upload_file(ArchiveKind::Tar, variables_template(t))
+        .await
+        .unwrap();
+    let mut request = CreateTemplateVersionRequest::terraform(file.id);
+    request.provisioner = "echo".to_owned();
+    request.message = message.to_owned();
+    request.tags = tags
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    request.user_variable_values = values
+        .iter()
+        .map(|(name, value)| VariableValue {
+            name: (*name).to_owned(),
+            value: Secret::new(*value),
+        })
+        .collect();
+    let version = client.create_template_version("default", &request).await.unwrap();
+    wait_version(client, version.id).await
+}
+
+/// Version create with provisioner tags and variable values: Coder drops tags with an empty value and adds `scope`
+/// and `owner`; the import stores each declared variable with the given value or its default, redacts a sensitive
+/// one, ignores values for variables the source does not declare, and fails naming a required variable left
+/// without a value. The message is kept byte for byte.
+async fn contract_template_version_inputs(t: &Target) {
+    let client = t.client();
+    let message = "release notes\n\ncoder-k8s-variable-from: token=db/key";
+    let version = version_with(
+        t,
+        &client,
+        &[
+            ("region", "us-east"),
+            ("token", "s3cr3t-value"),
+            ("undeclared", "x"),
+        ],
+        &[("scope", "organization"), ("empty", "")],
+        message,
+    )
+    .await;
+    assert_eq!(version.job.status, JobStatus::Succeeded, "{version:?}");
+    assert_eq!(version.message, message);
+    assert_eq!(
+        version.job.tags,
+        BTreeMap::from([
+            ("owner".to_owned(), String::new()),
+            ("scope".to_owned(), "organization".to_owned()),
+        ])
+    );
+    let mut variables = client.template_version_variables(version.id).await.unwrap();
+    variables.sort_by(|a, b| a.name.cmp(&b.name));
+    let shown: Vec<(&str, &str, &str, bool, bool)> = variables
+        .iter()
+        .map(|v| {
+            (
+                v.name.as_str(),
+                v.value.as_str(),
+                v.default_value.as_str(),
+                v.required,
+                v.sensitive,
+            )
+        })
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            ("region", "us-east", "eu-west", false, false),
+            ("size", "small", "small", false, false),
+            ("token", "*redacted*", "*redacted*", true, true),
+        ]
+    );
+    assert!(variables.iter().all(|v| v.type_ == "string"), "{variables:?}");
+
+    let missing = version_with(t, &client, &[("region", "us-east")], &[], "").await;
+    assert_eq!(missing.job.status, JobStatus::Failed, "{missing:?}");
+    assert_eq!(
+        missing.job.error_code.as_deref(),
+        Some("REQUIRED_TEMPLATE_VARIABLES")
+    );
+    let error = missing.job.error.clone().unwrap_or_default();
+    assert!(
+        error.contains("required template variables need values: token"),
+        "{error}"
+    );
+}
+
+/// The template access list: premium (Template RBAC), simulated by the test server with the feature licensed,
+/// `Route not found.` on open-source Coder. A new template gives the Everyone group `use` (unless the create asks
+/// not to); an update merges (a role of `""` removes, entries left out stay); Coder's validation names each bad
+/// entry; the group list is Coder's `group` field; a group is found by its exact name only.
+async fn contract_template_acl(t: &Target) {
+    let client = t.client();
+    let tpl = template(t, &client, &unique("acl")).await;
+    if !t.simulates_premium() {
+        for result in [
+            client.template_acl(tpl.id).await.map(drop),
+            client
+                .update_template_acl(tpl.id, &UpdateTemplateAcl::default())
+                .await,
+            client.group_by_name("default", "Everyone").await.map(drop),
+        ] {
+            let err = result.unwrap_err();
+            assert!(err.is_route_not_found(), "{err:?}");
+        }
+        return;
+    }
+    let acl = client.template_acl(tpl.id).await.unwrap();
+    let everyone = client.group_by_name("default", "Everyone").await.unwrap();
+    assert_eq!(
+        everyone.id, t.organization_id,
+        "Everyone's ID is the organization's"
+    );
+    assert_eq!(acl.users, []);
+    assert_eq!(
+        acl.groups,
+        [TemplateAclGroup {
+            id: everyone.id,
+            name: "Everyone".to_owned(),
+            role: "use".to_owned(),
+        }]
+    );
+    let err = client.group_by_name("default", "everyone").await.unwrap_err();
+    assert!(err.is_not_found(), "exact names only: {err:?}");
+
+    let member = t.client_as(&t.member_token().await).me().await.unwrap();
+    let grant = UpdateTemplateAcl {
+        user_perms: BTreeMap::from([(member.id, "admin".to_owned())]),
+        group_perms: BTreeMap::new(),
+    };
+    client.update_template_acl(tpl.id, &grant).await.unwrap();
+    let acl = client.template_acl(tpl.id).await.unwrap();
+    assert_eq!(
+        acl.users,
+        [TemplateAclUser {
+            id: member.id,
+            username: member.username.clone(),
+            role: "admin".to_owned(),
+        }]
+    );
+    assert_eq!(acl.groups.len(), 1, "entries left out stay: {acl:?}");
+    let remove = UpdateTemplateAcl {
+        user_perms: BTreeMap::new(),
+        group_perms: BTreeMap::from([(everyone.id, String::new())]),
+    };
+    client.update_template_acl(tpl.id, &remove).await.unwrap();
+    let acl = client.template_acl(tpl.id).await.unwrap();
+    assert_eq!((acl.users.len(), acl.groups.len()), (1, 0), "{acl:?}");
+
+    let answer = patch_acl(
+        t,
+        tpl.id,
+        &json!({"user_perms": {"not-a-uuid": "use", member.id.to_string(): "owner"}}),
+    )
+    .await;
+    assert_eq!(answer.status(), 400);
+    let body: serde_json::Value = answer.json().await.unwrap();
+    assert_eq!(body["message"], "Invalid request to update template ACL");
+    let mut details: Vec<String> = body["validations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| {
+            format!(
+                "{}: {}",
+                v["field"].as_str().unwrap(),
+                v["detail"].as_str().unwrap()
+            )
+        })
+        .collect();
+    details.sort();
+    assert_eq!(
+        details,
+        [
+            "user_perms: not-a-uuid is not a valid UUID.",
+            "user_perms: role \"owner\" is not a valid template role",
+        ]
+    );
+    let ghost = Uuid::new_v4();
+    let err = client
+        .update_template_acl(
+            tpl.id,
+            &UpdateTemplateAcl {
+                user_perms: BTreeMap::from([(ghost, "use".to_owned())]),
+                group_perms: BTreeMap::new(),
+            },
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.status(), Some(400), "{err:?}");
+    assert!(
+        err.message()
+            .contains(&format!("user with ID {ghost} does not exist")),
+        "{err:?}"
+    );
+    // Removing an entry that does not exist is not checked.
+    client
+        .update_template_acl(
+            tpl.id,
+            &UpdateTemplateAcl {
+                user_perms: BTreeMap::from([(ghost, String::new())]),
+                group_perms: BTreeMap::new(),
+            },
+        )
+        .await
+        .unwrap();
+
+    // A create can leave the Everyone group out.
+    let version = import(t, &client, None).await;
+    let private = client
+        .create_template(
+            "default",
+            &CreateTemplateRequest {
+                name: unique("private"),
+                template_version_id: version.id,
+                disable_everyone_group_access: true,
+                ..CreateTemplateRequest::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        client.template_acl(private.id).await.unwrap(),
+        TemplateAcl::default()
+    );
+}
+
+/// `PATCH /api/v2/templates/{id}/acl` with a raw body, answered as sent back.
+async fn patch_acl(t: &Target, id: Uuid, body: &serde_json::Value) -> reqwest::Response {
+    reqwest::Client::new()
+        .patch(t.url.join(&format!("api/v2/templates/{id}/acl")).unwrap())
+        .header("Coder-Session-Token", &t.token)
+        .json(body)
+        .send()
+        .await
+        .unwrap()
+}
+
+/// A user by username, as the access list resolves names: Coder finds a username in any casing (answering its own
+/// spelling) and answers 400 for one it does not know.
+async fn contract_user_lookups(t: &Target) {
+    let client = t.client();
+    let member = t.client_as(&t.member_token().await).me().await.unwrap();
+    let found = client.user(&member.username).await.unwrap();
+    assert_eq!(
+        (found.id, found.username.as_str()),
+        (member.id, member.username.as_str())
+    );
+    let upper = client.user(&member.username.to_uppercase()).await.unwrap();
+    assert_eq!(upper.username, member.username);
+    let err = client.user(&unique("nobody")).await.unwrap_err();
+    assert_eq!(err.status(), Some(400), "{err:?}");
+    assert!(
+        err.message()
+            .starts_with("\"user\" must be an existing uuid or username."),
+        "{err:?}"
+    );
+}
+
 /// Two tests per contract: `<contract>::test_server` and `<contract>::real_coder`.
 macro_rules! contracts {
     ($($name:ident => $contract:ident),* $(,)?) => {$(
@@ -1680,6 +2417,10 @@ macro_rules! contracts {
 }
 
 contracts! {
+    workspace_ttl => contract_workspace_ttl,
+    workspace_autostart => contract_workspace_autostart,
+    workspace_automatic_updates => contract_workspace_automatic_updates,
+    rich_parameters => contract_rich_parameters,
     buildinfo => contract_buildinfo,
     users => contract_users,
     organizations => contract_organizations,
@@ -1704,6 +2445,9 @@ contracts! {
     template_patch_resets_left_out_settings => contract_template_patch_resets_left_out_settings,
     template_full_body_update_keeps_every_setting => contract_template_full_body_update_keeps_every_setting,
     template_patch_validations => contract_template_patch_validations,
+    template_version_inputs => contract_template_version_inputs,
+    template_acl => contract_template_acl,
+    user_lookups => contract_user_lookups,
 }
 
 /// The premium list and the reference page name the same routes.

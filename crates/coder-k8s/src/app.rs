@@ -145,7 +145,7 @@ async fn run_components(
                 .await
                 .map_err(|error| anyhow::anyhow!("configure delegated authentication: {error}"))?;
             let client = kube_requests.client(config).context("connect to Kubernetes")?;
-            let provider = standalone_provider(startup, settings)?;
+            let provider = standalone_provider(startup, settings, &client)?;
             let ready = move || admin_state.set_ready(true);
             aggregated::run(
                 client,
@@ -215,13 +215,20 @@ fn client_settings(settings: &Settings) -> ClientSettings {
     }
 }
 
-/// Standalone mode's provider: the static backend of the flags, or (none given) one that answers 503.
-fn standalone_provider(startup: &Startup, settings: &Settings) -> Result<Arc<dyn Provider>> {
+/// Standalone mode's provider: the static backend of the flags (reading the Secrets template variables refer to
+/// with `client`), or (none given) one that answers 503.
+fn standalone_provider(
+    startup: &Startup,
+    settings: &Settings,
+    client: &kube::Client,
+) -> Result<Arc<dyn Provider>> {
     Ok(match &startup.standalone_backend {
         Some(backend) => {
             tracing::info!(namespace = %backend.namespace, "aggregated API provider: static Coder backend from the flags");
             Arc::new(
-                StaticProvider::new(backend, &client_settings(settings)).context("build the Coder client")?,
+                StaticProvider::new(backend, &client_settings(settings))
+                    .context("build the Coder client")?
+                    .with_secrets(client.clone()),
             )
         }
         None => {

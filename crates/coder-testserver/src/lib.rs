@@ -30,11 +30,13 @@ mod conn;
 mod db;
 mod errors;
 mod faults;
+mod parameters;
 mod provisioner;
 mod recording;
 mod routes;
 mod state;
 mod util;
+mod variables;
 
 use std::net::SocketAddr;
 

@@ -117,6 +117,12 @@ async fn run(app: App, job_id: Uuid) {
                 stages[running - 1],
                 FAILURE_MESSAGE,
             );
+        } else if let Err(message) = finish_import(&mut mem, job_id, kind) {
+            if let Some(job) = mem.jobs.get_mut(&job_id) {
+                job.error = Some(message.clone());
+                job.error_code = Some(crate::variables::REQUIRED_VARIABLES_CODE.to_owned());
+            }
+            mem.push_log(job_id, "provisioner", "error", stages[1], &message);
         } else {
             mem.push_log(job_id, "provisioner_daemon", "info", stages[running], "");
             if let JobKind::WorkspaceBuild { build_id } = kind {
@@ -136,6 +142,30 @@ fn fails(outcome: BuildOutcome, kind: JobKind, mem: &Mem) -> bool {
         }
         _ => false,
     }
+}
+
+/// An import stores the variables its source declares with the values it used, or fails (as Coder's job does)
+/// when a required variable has no value. Other jobs have nothing to finish here.
+fn finish_import(mem: &mut Mem, job_id: Uuid, kind: JobKind) -> Result<(), String> {
+    let JobKind::TemplateVersionImport { version_id } = kind else {
+        return Ok(());
+    };
+    let Some(file_id) = mem.jobs.get(&job_id).map(|j| j.file_id) else {
+        return Ok(());
+    };
+    let Some((content_type, data)) = mem
+        .files
+        .iter()
+        .find(|f| f.id == file_id)
+        .map(|f| (f.content_type.clone(), f.data.clone()))
+    else {
+        return Ok(());
+    };
+    let Some(version) = mem.template_versions.iter_mut().find(|v| v.id == version_id) else {
+        return Ok(());
+    };
+    version.variables = crate::variables::import(&content_type, &data, &version.user_variable_values)?;
+    Ok(())
 }
 
 /// A successful delete build marks its workspace deleted.
@@ -233,13 +263,18 @@ pub(crate) fn render_job(job: &Job, mem: &Mem) -> Value {
     body
 }
 
-/// Provisioner tags with Coder's `provisionersdk.MutateTags` applied: `scope=user` sets `owner` to the user; otherwise
-/// `scope` becomes `organization` with an empty `owner`.
+/// Provisioner tags with Coder's `provisionersdk.MutateTags` applied: empty values are dropped, `scope=user` sets
+/// `owner` to the user; otherwise `scope` becomes `organization` with an empty `owner`.
 pub(crate) fn mutate_tags(
     user_id: Uuid,
     tags: &std::collections::BTreeMap<String, String>,
 ) -> std::collections::BTreeMap<String, String> {
-    let mut out = tags.clone();
+    // Coder's merge skips empty values: a tag sent as "" is not set.
+    let mut out: std::collections::BTreeMap<String, String> = tags
+        .iter()
+        .filter(|(_, value)| !value.is_empty())
+        .map(|(key, value)| (key.clone(), value.clone()))
+        .collect();
     match out.get("scope").map(String::as_str) {
         Some("user") => {
             out.insert("owner".to_owned(), user_id.to_string());

@@ -225,6 +225,24 @@ pub(crate) struct TemplateVersion {
     pub archived: bool,
     /// `terraform` or `echo`; a template takes it from its first version.
     pub provisioner: String,
+    /// `user_variable_values` of the create request: `(name, value)`.
+    pub user_variable_values: Vec<(String, String)>,
+    /// The variables the import found in the source, with the values it used (set when the import succeeds).
+    pub variables: Vec<VersionVariable>,
+}
+
+/// A Terraform variable of a template version as Coder stores it (`template_version_variables`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct VersionVariable {
+    pub name: String,
+    pub description: String,
+    /// `string`, `number` or `bool`.
+    pub type_: String,
+    pub default_value: String,
+    pub required: bool,
+    pub sensitive: bool,
+    /// The value the import used: the request's, else the default.
+    pub value: String,
 }
 
 #[derive(Clone, Debug)]
@@ -241,6 +259,10 @@ pub(crate) struct Template {
     pub active_version_id: Uuid,
     pub created_by: (Uuid, String),
     pub settings: TemplateSettings,
+    /// `user_acl`: user ID → `admin` or `use`.
+    pub user_acl: BTreeMap<Uuid, String>,
+    /// `group_acl`: group ID → `admin` or `use` (the organization's Everyone group has the organization's ID).
+    pub group_acl: BTreeMap<Uuid, String>,
     pub deleted: bool,
 }
 
@@ -270,8 +292,6 @@ pub(crate) struct TemplateSettings {
     pub use_classic_parameter_flow: bool,
     /// `simple` or `passthru`.
     pub cors_behavior: String,
-    /// Whether the organization's Everyone group may use the template.
-    pub everyone_group_access: bool,
 }
 
 impl Default for TemplateSettings {
@@ -294,7 +314,6 @@ impl Default for TemplateSettings {
             max_port_sharing_level: "owner".to_owned(),
             use_classic_parameter_flow: false,
             cors_behavior: "simple".to_owned(),
-            everyone_group_access: true,
         }
     }
 }
@@ -325,6 +344,8 @@ pub(crate) struct Build {
     pub initiator: (Uuid, String),
     pub job_id: Uuid,
     pub reason: String,
+    /// The rich parameter values the build used (`workspace_build_parameters`), in the version's order.
+    pub parameters: Vec<(String, String)>,
 }
 
 /// Every in-memory Coder object.

@@ -234,6 +234,9 @@ impl RealCoder {
             "--block-direct-connections",
             "--provisioner-daemons",
             "2",
+            // The tests of one binary share this server and together pass Coder's 512 API requests per minute
+            // and user; how the clients meet a 429 is tested against the Coder API test server's faults.
+            "--dangerous-disable-rate-limits",
         ]
         .map(String::from)
         .to_vec();

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use coder_k8s_api::aggregation::{
     API_VERSION, CoderTemplate, CoderTemplateSpec, CoderTemplateStatus, CoderTemplateVersion,
     CoderTemplateVersionJob, CoderTemplateVersionSpec, CoderTemplateVersionStatus, CoderWorkspace,
-    CoderWorkspaceSpec, CoderWorkspaceStatus, ORGANIZATION_LABEL, TEMPLATE_LABEL,
+    CoderWorkspaceParameter, CoderWorkspaceSpec, CoderWorkspaceStatus, ORGANIZATION_LABEL, TEMPLATE_LABEL,
 };
 use coder_k8s_coder_client::types::builds::{Transition, WorkspaceBuildStatus};
 use coder_k8s_coder_client::types::template_versions::TemplateVersion;
@@ -18,7 +18,7 @@ use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::names;
+use super::{names, template_settings};
 use crate::generic::ApiError;
 
 /// A Coder time (RFC 3339); `None` when absent, unparsable or Go's zero time.
@@ -67,8 +67,25 @@ fn build_status(status: WorkspaceBuildStatus) -> String {
         .unwrap_or_default()
 }
 
-/// A `CoderWorkspace` in `namespace`.
+/// A `CoderWorkspace` in `namespace`, without parameter values (lists and watches).
 pub fn workspace(namespace: &str, w: &Workspace) -> Result<Value, ApiError> {
+    to_value(&workspace_object(namespace, w)?)
+}
+
+/// A `CoderWorkspace` in `namespace` with `parameters`, the values of its latest build (a single get and the
+/// answers of writes; left out when there are none, as in a list). They do not enter the resourceVersion: they
+/// follow from the latest build, whose ID does.
+pub fn workspace_with_parameters(
+    namespace: &str,
+    w: &Workspace,
+    parameters: Vec<CoderWorkspaceParameter>,
+) -> Result<Value, ApiError> {
+    let mut object = workspace_object(namespace, w)?;
+    object.spec.parameters = Some(parameters).filter(|p| !p.is_empty());
+    to_value(&object)
+}
+
+fn workspace_object(namespace: &str, w: &Workspace) -> Result<CoderWorkspace, ApiError> {
     let name = names::workspace_name(&w.organization_name, &w.owner_name, &w.name)?;
     let build = &w.latest_build;
     let mut object = CoderWorkspace {
@@ -81,7 +98,10 @@ pub fn workspace(namespace: &str, w: &Workspace) -> Result<Value, ApiError> {
             template_version_id: build.template_version_id.to_string(),
             running: workspace_running(w),
             ttl_millis: w.ttl_ms,
+            ttl: None,
             autostart_schedule: w.autostart_schedule.clone(),
+            automatic_updates: Some(w.automatic_updates.clone()).filter(|u| !u.is_empty()),
+            parameters: None,
         },
         status: CoderWorkspaceStatus {
             id: w.id.to_string(),
@@ -90,15 +110,17 @@ pub fn workspace(namespace: &str, w: &Workspace) -> Result<Value, ApiError> {
             template_name: w.template_name.clone(),
             latest_build_id: build.id.to_string(),
             latest_build_status: build_status(build.status),
+            latest_build_reason: build.reason.clone(),
             auto_shutdown: build.deadline.as_deref().and_then(time),
             last_used_at: time(&w.last_used_at),
         },
     };
     object.metadata.resource_version = Some(fingerprint(&object)?);
-    to_value(&object)
+    Ok(object)
 }
 
-/// A `CoderTemplate` in `namespace`, without `spec.files`.
+/// A `CoderTemplate` in `namespace`, without `spec.files`, the access list and the active version's inputs (a single
+/// get adds them). The settings read back from Coder's template go into the spec and, mirrored, the status.
 pub fn template(namespace: &str, t: &Template) -> Result<Value, ApiError> {
     let name = names::template_name(&t.organization_name, &t.name)?;
     let updated_at = time(&t.updated_at);
@@ -124,6 +146,8 @@ pub fn template(namespace: &str, t: &Template) -> Result<Value, ApiError> {
             icon: t.icon.clone(),
             files: None,
             running: false,
+            settings: template_settings::read_back(t),
+            ..CoderTemplateSpec::default()
         },
         status: CoderTemplateStatus {
             id: t.id.to_string(),
@@ -132,6 +156,8 @@ pub fn template(namespace: &str, t: &Template) -> Result<Value, ApiError> {
             deprecated: t.deprecated,
             updated_at,
             auto_shutdown: None,
+            settings: template_settings::read_back(t),
+            ..CoderTemplateStatus::default()
         },
     })
 }
@@ -187,6 +213,9 @@ mod tests {
     use super::*;
     use coder_k8s_coder_client::types::builds::WorkspaceBuild;
     use coder_k8s_coder_client::types::jobs::{JobStatus, ProvisionerJob};
+    use coder_k8s_coder_client::types::templates::{
+        TemplateAutostartRequirement, TemplateAutostopRequirement,
+    };
     use coder_k8s_coder_client::types::users::MinimalUser;
     use serde_json::json;
     use uuid::Uuid;
@@ -289,7 +318,21 @@ mod tests {
             active_version_id: Uuid::from_u128(11),
             description: "Containers".into(),
             deprecated: true,
+            deprecation_message: "use podman".into(),
             icon: "/icon/docker.png".into(),
+            default_ttl_ms: 7_200_000,
+            activity_bump_ms: 1_800_000,
+            autostop_requirement: TemplateAutostopRequirement {
+                days_of_week: vec!["sunday".into()],
+                weeks: 0,
+            },
+            autostart_requirement: TemplateAutostartRequirement {
+                days_of_week: vec!["friday".into(), "monday".into()],
+            },
+            allow_user_autostop: true,
+            allow_user_cancel_workspace_jobs: true,
+            time_til_dormant_ms: 86_400_000,
+            max_port_share_level: "public".into(),
             ..Template::default()
         }
     }
@@ -300,16 +343,35 @@ mod tests {
         assert_eq!(object["metadata"]["name"], "acme.docker");
         assert_eq!(object["metadata"]["resourceVersion"], "1767344400500000000");
         assert_eq!(object["metadata"]["uid"], Uuid::from_u128(10).to_string());
-        assert_eq!(
-            object["spec"],
-            json!({
-                "organization": "acme",
-                "versionID": Uuid::from_u128(11).to_string(),
-                "displayName": "Docker",
-                "description": "Containers",
-                "icon": "/icon/docker.png"
-            })
-        );
+        let settings = json!({
+            "defaultTTL": "2h",
+            "activityBump": "30m",
+            "autostopRequirement": {"daysOfWeek": ["sunday"], "weeks": 1},
+            "autostartRequirement": {"daysOfWeek": ["monday", "friday"]},
+            "allowUserAutostart": false,
+            "allowUserAutostop": true,
+            "allowUserCancelWorkspaceJobs": true,
+            "failureTTL": "0s",
+            "timeTilDormant": "24h",
+            "timeTilDormantAutoDelete": "0s",
+            "requireActiveVersion": false,
+            "deprecationMessage": "use podman",
+            "maxPortShareLevel": "public"
+        });
+        let mut spec = json!({
+            "organization": "acme",
+            "versionID": Uuid::from_u128(11).to_string(),
+            "displayName": "Docker",
+            "description": "Containers",
+            "icon": "/icon/docker.png"
+        });
+        for (key, value) in settings.as_object().unwrap() {
+            spec[key] = value.clone();
+        }
+        assert_eq!(object["spec"], spec);
+        for (key, value) in settings.as_object().unwrap() {
+            assert_eq!(&object["status"][key], value, "status.{key} mirrors the spec");
+        }
         assert_eq!(object["status"]["deprecated"], true);
         assert_eq!(
             object["status"]["activeVersionID"],

@@ -4,20 +4,29 @@
 pub mod archive;
 pub mod convert;
 pub mod errors;
+pub mod field_errors;
+pub mod first_build_stop;
 pub mod names;
 pub mod promote;
 pub mod provider;
 pub mod resources;
+pub mod template_acl;
 pub mod template_import;
+pub mod template_inputs;
+pub mod template_plan;
+pub mod template_settings;
 pub mod template_versions;
 pub mod templates;
 pub mod transitions;
 pub mod workspace_log;
 pub mod workspace_rules;
+pub mod workspace_secrets;
+pub mod workspace_settings;
+pub mod workspace_writes;
 pub mod workspaces;
 pub mod world_watch;
 
 pub use provider::{
     Backend, ControlPlaneProvider, Provider, StaticBackend, StaticProvider, UnconfiguredProvider,
 };
-pub use resources::registry;
+pub use resources::{registry, registry_with};

@@ -33,6 +33,29 @@ pub trait Provider: Send + Sync {
     /// The backends serving `namespace` (`None`: every namespace). `Ok(vec![])` means the namespace is not served:
     /// lists answer empty and gets 404.
     async fn resolve(&self, namespace: Option<&str>) -> Result<Vec<Backend>, ApiError>;
+
+    /// Secret `name` in `namespace`, read with the server's own Kubernetes credentials (`Ok(None)` when there is
+    /// none). Callers first make sure the request's caller may read it (`generic::caller`). A provider without a
+    /// Kubernetes client refuses.
+    async fn read_secret(&self, _namespace: &str, _name: &str) -> Result<Option<Secret>, ApiError> {
+        Err(ApiError::internal(NO_SECRETS))
+    }
+}
+
+/// The refusal of a provider that cannot read Secrets.
+pub const NO_SECRETS: &str =
+    "this server was started without a Kubernetes client for Secrets, so values from Secrets cannot be read";
+
+/// Reads Secret `name` in `namespace` with `client` (the error names the Secret, never its data).
+async fn read_secret_with(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+) -> Result<Option<Secret>, ApiError> {
+    Api::<Secret>::namespaced(client.clone(), namespace)
+        .get_opt(name)
+        .await
+        .map_err(|e| ApiError::internal(format!("read Secret {namespace}/{name}: {e}")))
 }
 
 /// The annotation that picks the control plane serving a namespace with more than one eligible control plane: the
@@ -217,6 +240,10 @@ impl Provider for ControlPlaneProvider {
         }
         Ok(backends)
     }
+
+    async fn read_secret(&self, namespace: &str, name: &str) -> Result<Option<Secret>, ApiError> {
+        read_secret_with(&self.kube, namespace, name).await
+    }
 }
 
 /// The standalone backend from `--coder-url`, `--coder-session-token` and `--coder-namespace`.
@@ -239,9 +266,20 @@ impl std::fmt::Debug for StaticBackend {
 
 /// Standalone mode: one Coder deployment serving one namespace. Other namespaces are not served (empty lists,
 /// 404 gets); an all-namespaces request gets the one namespace.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct StaticProvider {
     backend: Backend,
+    /// Reads Secrets (template variables from Secrets); without one they are refused.
+    kube: Option<kube::Client>,
+}
+
+impl std::fmt::Debug for StaticProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StaticProvider")
+            .field("backend", &self.backend)
+            .field("reads_secrets", &self.kube.is_some())
+            .finish()
+    }
 }
 
 impl StaticProvider {
@@ -255,7 +293,15 @@ impl StaticProvider {
                 namespace: config.namespace.clone(),
                 client,
             },
+            kube: None,
         })
+    }
+
+    /// Reads Secrets with `client` (the server's own credentials).
+    #[must_use]
+    pub fn with_secrets(mut self, client: kube::Client) -> Self {
+        self.kube = Some(client);
+        self
     }
 
     /// The served namespace.
@@ -270,6 +316,13 @@ impl Provider for StaticProvider {
         match namespace {
             Some(ns) if ns != self.backend.namespace => Ok(Vec::new()),
             _ => Ok(vec![self.backend.clone()]),
+        }
+    }
+
+    async fn read_secret(&self, namespace: &str, name: &str) -> Result<Option<Secret>, ApiError> {
+        match &self.kube {
+            Some(client) => read_secret_with(client, namespace, name).await,
+            None => Err(ApiError::internal(NO_SECRETS)),
         }
     }
 }

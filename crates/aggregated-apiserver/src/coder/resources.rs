@@ -11,6 +11,7 @@ use serde_json::Value;
 
 use super::errors::Subject;
 use super::provider::{Backend, Provider};
+use super::workspace_secrets::ParameterSecrets;
 use super::{promote, template_versions, templates, transitions, workspace_log, workspaces};
 use crate::generic::{ApiError, Column, Registry, RequestContext, ResourceDef, SubresourceDef, Verb};
 
@@ -20,14 +21,22 @@ pub const TEMPLATE_VERSIONS: &str = "codertemplateversions";
 
 pub(super) const READ: &[Verb] = &[Verb::Get, Verb::List];
 
-/// The served resources, backed by Coder through `provider`.
+/// The served resources, backed by Coder through `provider`; workspace parameters from Secrets are refused.
 pub fn registry(provider: Arc<dyn Provider>) -> Registry {
+    registry_with(provider, None)
+}
+
+/// The served resources; `parameter_secrets` serves workspace parameter values from Secrets.
+pub fn registry_with(
+    provider: Arc<dyn Provider>,
+    parameter_secrets: Option<Arc<dyn ParameterSecrets>>,
+) -> Registry {
     Registry {
         group: GROUP,
         version: VERSION,
         resources: vec![
             with_subresources(
-                workspaces::resource(provider.clone()),
+                workspaces::resource_with(provider.clone(), parameter_secrets),
                 vec![
                     workspace_log::subresource(provider.clone()),
                     transitions::start(provider.clone()),
@@ -48,21 +57,10 @@ fn with_subresources(mut resource: ResourceDef, subresources: Vec<SubresourceDef
     resource
 }
 
-/// The OpenAPI v3 schema of `T`: every subschema inlined (no `$ref`), without the meta-schema keyword.
+/// The OpenAPI v3 schema of `T`: every subschema inlined (no `$ref`), without the meta-schema keyword. The API
+/// crate builds it, so the generated reference pages show the schema this server publishes.
 pub fn schema<T: JsonSchema>() -> Value {
-    let generator = schemars::generate::SchemaSettings::openapi3()
-        .with(|settings| {
-            settings.inline_subschemas = true;
-            settings.meta_schema = None;
-        })
-        .into_generator();
-    let mut schema = generator.into_root_schema_for::<T>().to_value();
-    if let Some(object) = schema.as_object_mut() {
-        for keyword in ["$schema", "title", "components", "definitions", "$defs"] {
-            object.remove(keyword);
-        }
-    }
-    schema
+    coder_k8s_api::generate::openapi_schema::<T>()
 }
 
 pub(super) fn at<'a>(object: &'a Value, path: &[&str]) -> &'a Value {

@@ -5,8 +5,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use coder_k8s_coder_client::CoderClient;
 use coder_k8s_coder_client::types::jobs::JobStatus;
+use coder_k8s_coder_client::{CoderClient, REDACTED};
 use tokio::time::Instant;
 use uuid::Uuid;
 
@@ -216,6 +216,68 @@ impl Failure {
     }
 }
 
+/// The forms in which Coder's text can carry each of `secrets` (the values a request read from Secrets): as is, without
+/// trailing whitespace, JSON-escaped and Go-quoted (`%q`, as Terraform and Coder quote values), longest first so that
+/// a form containing a shorter one is replaced whole.
+pub fn secret_forms(secrets: &[&str]) -> Vec<String> {
+    let mut forms: Vec<String> = Vec::new();
+    for secret in secrets {
+        let json = serde_json::to_string(secret).unwrap_or_default();
+        let candidates = [
+            (*secret).to_owned(),
+            secret.trim_end().to_owned(),
+            json.trim_matches('"').to_owned(),
+            go_quoted(secret),
+        ];
+        forms.extend(candidates.into_iter().filter(|f| !f.is_empty()));
+    }
+    forms.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
+    forms.dedup();
+    forms
+}
+
+/// Go's `strconv.Quote` without the quotes: the escapes of `\a \b \f \n \r \t \v`, `\\`, `\"`, and `\x..`
+/// or `\u....` for other control characters.
+fn go_quoted(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\u{7}' => out.push_str("\\a"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{b}' => out.push_str("\\v"),
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            c if (c as u32) < 0x20 || c == '\u{7f}' => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c if c.is_control() => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// `error` with every one of `forms` (from [`secret_forms`]) replaced by [`REDACTED`] in its message and causes: Coder's
+/// text (an import's Terraform error above all) can quote a variable's value.
+pub fn scrubbed(mut error: ApiError, forms: &[String]) -> ApiError {
+    let scrub = |text: &mut String| {
+        for form in forms {
+            if text.contains(form.as_str()) {
+                *text = text.replace(form.as_str(), REDACTED);
+            }
+        }
+    };
+    scrub(&mut error.message);
+    if let Some(details) = error.details.as_mut() {
+        for cause in &mut details.causes {
+            scrub(&mut cause.message);
+        }
+    }
+    error
+}
+
 /// Polls template version `version` until its import succeeds. A failed or canceled import is a 400, the
 /// configured timeout a 400, the request's `deadline` a 504; a failing poll is mapped as any Coder error.
 pub async fn wait_for_import(
@@ -376,6 +438,33 @@ mod tests {
         assert_eq!(go_duration(Duration::from_millis(1500)), "1.5s");
         assert_eq!(go_duration(Duration::from_secs(3600 + 61)), "1h1m1s");
         assert_eq!(go_duration(Duration::ZERO), "0s");
+    }
+
+    #[test]
+    fn secret_values_are_scrubbed_from_coder_text_in_every_quoted_form() {
+        let forms = secret_forms(&["hunter2\n", "a\"b\\c\u{1}"]);
+        let job_error = "variable \"db\": value \"hunter2\\n\" is invalid; raw hunter2\n and trimmed hunter2; \
+                         go \"a\\\"b\\\\c\\x01\" json \"a\\\"b\\\\c\\u0001\"";
+        let error = Failure::Ended {
+            status: JobStatus::Failed,
+            detail: job_error.into(),
+        }
+        .into_api_error(Uuid::from_u128(5));
+        let out = scrubbed(error, &forms).message;
+        for leak in ["hunter2", "a\\\"b", "b\\\\c"] {
+            assert!(!out.contains(leak), "{leak:?} in {out}");
+        }
+        assert!(
+            out.ends_with(
+                "variable \"db\": value \"[redacted]\" is invalid; raw [redacted] and trimmed [redacted]; go \"[redacted]\" json \"[redacted]\""
+            ),
+            "{out}"
+        );
+        assert_eq!(
+            secret_forms(&[""]),
+            Vec::<String>::new(),
+            "an empty value redacts nothing"
+        );
     }
 
     #[test]

@@ -10,12 +10,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use coder_k8s_api::aggregation::{CoderTemplate, CoderTemplateSpec, GROUP};
-use coder_k8s_coder_client::CoderClient;
+use coder_k8s_api::aggregation::{CoderTemplate, CoderTemplateAcl, CoderTemplateSpec, GROUP};
 use coder_k8s_coder_client::types::files::ArchiveKind;
 use coder_k8s_coder_client::types::organizations::Organization;
-use coder_k8s_coder_client::types::template_versions::CreateTemplateVersionRequest;
+use coder_k8s_coder_client::types::template_acl::UpdateTemplateAcl;
+use coder_k8s_coder_client::types::template_versions::{
+    CreateTemplateVersionRequest, TemplateVersionVariable,
+};
 use coder_k8s_coder_client::types::templates::{CreateTemplateRequest, Template, UpdateTemplateMeta};
+use coder_k8s_coder_client::{CoderClient, Error as CoderError};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::DeleteOptions;
 use serde_json::Value;
 use tokio::time::Instant;
@@ -24,10 +27,14 @@ use uuid::Uuid;
 use super::archive;
 use super::convert;
 use super::errors::within;
+use super::field_errors::FieldError;
 use super::names::{self, TemplateName};
 use super::provider::{Backend, Provider};
 use super::resources::{TEMPLATES, at, backend_of, column, schema, subject};
-use super::template_import::{SettingsSource, WaitSettings, process_environment, wait_for_import};
+use super::template_import::{self, SettingsSource, WaitSettings, process_environment, wait_for_import};
+use super::template_inputs::{self, Active, Wanted};
+use super::template_settings::{self, Desired, Texts};
+use super::{template_acl, template_plan};
 use crate::generic::{
     ApiError, Column, Deleted, EventType, RequestContext, ResourceDef, Storage, Verb, Written,
 };
@@ -229,27 +236,61 @@ fn wait_deadline(ctx: &RequestContext) -> Instant {
         .unwrap_or(ctx.deadline)
 }
 
-/// The raw zip of a template version's source.
-async fn source_zip(
+/// The active version of a template as reads and updates need it: its source (zip and UTF-8 files) and the
+/// inputs it was imported with.
+struct ActiveVersion {
+    zip: bytes::Bytes,
+    files: BTreeMap<String, String>,
+    inputs: Active,
+}
+
+/// Reads the active version of `template`: the version, its source archive and its variables.
+async fn active_version(
     client: &CoderClient,
     deadline: Instant,
     name: &str,
-    version: Uuid,
-) -> Result<bytes::Bytes, ApiError> {
+    template: &Template,
+) -> Result<ActiveVersion, ApiError> {
     let subject = subject(TEMPLATES, name);
-    let version = within(deadline, subject, client.template_version(version)).await?;
+    let version = within(
+        deadline,
+        subject,
+        client.template_version(template.active_version_id),
+    )
+    .await?;
     if version.job.file_id.is_nil() {
         return Err(ApiError::internal(format!(
             "Coder returned template version {} without a source file",
             version.id
         )));
     }
-    within(
+    let zip = within(
         deadline,
         subject,
         client.download_file_zip(version.job.file_id, archive::MAX_ZIP_BYTES + 1),
     )
-    .await
+    .await?;
+    let variables = version_variables(client, deadline, subject, version.id).await?;
+    Ok(ActiveVersion {
+        files: text_files(&zip)?,
+        zip,
+        inputs: Active::of(&version, variables),
+    })
+}
+
+/// The variables of a version; none while its import has not finished (Coder answers 403 then).
+async fn version_variables(
+    client: &CoderClient,
+    deadline: Instant,
+    subject: super::errors::Subject<'_>,
+    version: Uuid,
+) -> Result<Vec<TemplateVersionVariable>, ApiError> {
+    match tokio::time::timeout_at(deadline, client.template_version_variables(version)).await {
+        Ok(Ok(variables)) => Ok(variables),
+        Ok(Err(CoderError::Forbidden { .. })) => Ok(Vec::new()),
+        Ok(Err(error)) => Err(super::errors::map_coder_error(&error, subject)),
+        Err(_) => Err(super::errors::timed_out(subject)),
+    }
 }
 
 fn text_files(zip: &[u8]) -> Result<BTreeMap<String, String>, ApiError> {
@@ -265,6 +306,86 @@ fn with_files(mut object: Value, files: BTreeMap<String, String>) -> Result<Valu
     Ok(object)
 }
 
+fn json_of(value: &impl serde::Serialize) -> Result<Value, ApiError> {
+    serde_json::to_value(value).map_err(|e| ApiError::internal(format!("serialize the object: {e}")))
+}
+
+/// What a single get adds to the converted template: the active version's source, tags and variables in the spec,
+/// its name and message in the status, and the access list (where Coder serves one) in both.
+fn with_details(
+    object: Value,
+    active: &ActiveVersion,
+    acl: Option<&CoderTemplateAcl>,
+) -> Result<Value, ApiError> {
+    let mut object = with_files(object, active.files.clone())?;
+    object["spec"]["provisionerTags"] = json_of(&active.inputs.tags)?;
+    object["spec"]["variables"] = json_of(&active.inputs.shown_variables())?;
+    for (key, value) in [
+        ("activeVersionName", &active.inputs.name),
+        ("activeVersionMessage", &active.inputs.message),
+    ] {
+        if !value.is_empty() {
+            object["status"][key] = Value::String(value.clone());
+        }
+    }
+    if let Some(acl) = acl {
+        object["spec"]["acl"] = json_of(acl)?;
+        object["status"]["acl"] = json_of(acl)?;
+    }
+    Ok(object)
+}
+
+/// The texts of a spec the metadata body carries.
+fn texts(spec: &CoderTemplateSpec) -> Texts {
+    Texts {
+        display_name: spec.display_name.clone(),
+        description: spec.description.clone(),
+        icon: spec.icon.clone(),
+    }
+}
+
+/// The version-input fields a create without `spec.files` must leave out (they describe the version `files`
+/// imports).
+fn inputs_without_files(spec: &CoderTemplateSpec) -> Vec<FieldError> {
+    template_inputs::any_set(spec)
+        .into_iter()
+        .map(|path| {
+            FieldError::forbidden(
+                path,
+                "describes the version spec.files imports: give spec.files too",
+            )
+        })
+        .collect()
+}
+
+/// The name of Coder's built-in group of every organization.
+const EVERYONE: &str = "Everyone";
+
+/// Everything an update will change, checked before the first write.
+struct UpdatePlan {
+    desired: Desired,
+    texts: Texts,
+    body: UpdateTemplateMeta,
+    meta_changed: bool,
+    /// Coder will refuse the metadata change with its own message: sent before anything else.
+    metadata_first: bool,
+    new_version: Option<NewVersion>,
+    acl: UpdateTemplateAcl,
+}
+
+/// A new version to import: the files to merge over the active source, its inputs and resolved values.
+struct NewVersion {
+    files: BTreeMap<String, String>,
+    wanted: Wanted,
+    resolved: template_inputs::Resolved,
+}
+
+impl UpdatePlan {
+    fn changes_nothing(&self) -> bool {
+        !self.meta_changed && self.new_version.is_none() && self.acl.is_empty()
+    }
+}
+
 impl TemplateStorage {
     async fn backend(&self, ctx: &RequestContext, name: &str) -> Result<Backend, ApiError> {
         backend_of(self.provider.as_ref(), ctx)
@@ -272,7 +393,7 @@ impl TemplateStorage {
             .ok_or_else(|| ApiError::not_found(GROUP, TEMPLATES, name))
     }
 
-    /// The template and its converted object with `spec.files`.
+    /// The template and its converted object with the details of a single get.
     async fn read(
         &self,
         backend: &Backend,
@@ -300,10 +421,18 @@ impl TemplateStorage {
         name: &str,
         template: &Template,
     ) -> Result<Value, ApiError> {
-        let zip = source_zip(&backend.client, ctx.deadline, name, template.active_version_id).await?;
-        with_files(
+        let active = active_version(&backend.client, ctx.deadline, name, template).await?;
+        let acl = template_acl::shown(
+            &backend.client,
+            ctx.deadline,
+            subject(TEMPLATES, name),
+            template.id,
+        )
+        .await?;
+        with_details(
             convert::template(&backend.namespace, template)?,
-            text_files(&zip)?,
+            &active,
+            acl.as_ref(),
         )
     }
 
@@ -312,7 +441,10 @@ impl TemplateStorage {
             .map_err(|e| ApiError::internal(format!("invalid template build wait settings: {e}")))
     }
 
-    /// Uploads `zip`, creates a version from it (attached to `template` when given) and waits for its import.
+    /// Uploads `zip`, creates a version from it with `inputs` (attached to `template` when given), waits for its
+    /// import and checks that its source declares the variables given. The values read from Secrets never show in
+    /// the error, whatever Coder's text quotes.
+    #[allow(clippy::too_many_arguments)]
     async fn import(
         &self,
         backend: &Backend,
@@ -321,6 +453,24 @@ impl TemplateStorage {
         organization: &str,
         zip: Vec<u8>,
         template: Option<&Template>,
+        inputs: (&Wanted, template_inputs::Resolved),
+    ) -> Result<Uuid, ApiError> {
+        let forms = template_import::secret_forms(&inputs.1.secret_values());
+        self.import_unscrubbed(backend, ctx, name, organization, zip, template, inputs)
+            .await
+            .map_err(|error| template_import::scrubbed(error, &forms))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn import_unscrubbed(
+        &self,
+        backend: &Backend,
+        ctx: &RequestContext,
+        name: &str,
+        organization: &str,
+        zip: Vec<u8>,
+        template: Option<&Template>,
+        inputs: (&Wanted, template_inputs::Resolved),
     ) -> Result<Uuid, ApiError> {
         let client = &backend.client;
         let subject = subject(TEMPLATES, name);
@@ -330,14 +480,16 @@ impl TemplateStorage {
             client.upload_file(ArchiveKind::Zip, zip.into()),
         )
         .await?;
-        let mut request = CreateTemplateVersionRequest::terraform(file.id);
+        let mut base = CreateTemplateVersionRequest::terraform(file.id);
         if let Some(template) = template {
-            request.template_id = Some(template.id);
+            base.template_id = Some(template.id);
             // A new version of an existing template is imported by the template's own provisioner.
             if !template.provisioner.is_empty() {
-                request.provisioner = template.provisioner.clone();
+                base.provisioner = template.provisioner.clone();
             }
         }
+        let (wanted, resolved) = inputs;
+        let request = template_inputs::request(base, wanted, resolved);
         let version = within(
             ctx.deadline,
             subject,
@@ -346,7 +498,27 @@ impl TemplateStorage {
         .await?;
         let settings = self.wait_settings()?;
         wait_for_import(client, &settings, version.id, wait_deadline(ctx), subject).await?;
+        if !wanted.variables.is_empty() {
+            let declared = version_variables(client, ctx.deadline, subject, version.id).await?;
+            template_plan::check(name, &template_inputs::check_imported(wanted, &declared))?;
+        }
         Ok(version.id)
+    }
+
+    /// The inputs of a version to import, its variables' values resolved (Secrets read for an allowed caller).
+    async fn version_inputs(
+        &self,
+        ctx: &RequestContext,
+        backend: &Backend,
+        name: &str,
+        spec: &CoderTemplateSpec,
+        active: Option<&Active>,
+    ) -> Result<(Wanted, template_inputs::Resolved), ApiError> {
+        let wanted = template_inputs::wanted(spec, active);
+        let resolved =
+            template_plan::variable_values(ctx, self.provider.as_ref(), &backend.namespace, name, &wanted)
+                .await?;
+        Ok((wanted, resolved))
     }
 
     async fn create_template(
@@ -380,17 +552,33 @@ impl TemplateStorage {
                 ))
             })?),
         };
+        let settings = template_plan::validate(&name, spec)?;
+        if source.is_none() {
+            template_plan::check(&name, &inputs_without_files(spec))?;
+        }
         let backend = self.backend(ctx, &name).await?;
-        let org = named_organization(
-            &backend.client,
-            ctx.deadline,
-            TEMPLATES,
-            &name,
-            &parsed.organization,
-        )
-        .await?;
+        let client = &backend.client;
+        let subject = subject(TEMPLATES, &name);
+        let org = named_organization(client, ctx.deadline, TEMPLATES, &name, &parsed.organization).await?;
+        let premium = template_settings::premium_on_create(&settings);
+        template_plan::premium(client, ctx.deadline, subject, &name, &premium).await?;
+        let acl = match &spec.settings.acl {
+            Some(acl) => {
+                // Coder's own refusal of access lists, as an update gets it, before the upload.
+                if let Err(error) = template_acl::served(client, ctx.deadline, subject).await? {
+                    return Err(template_plan::refused(&name, &[error]));
+                }
+                Some(template_plan::resolve_acl(client, ctx.deadline, subject, &name, &org.name, acl).await?)
+            }
+            None => None,
+        };
         let version_id = match (source, pinned) {
-            (Some(zip), _) => self.import(&backend, ctx, &name, &org.name, zip, None).await?,
+            (Some(zip), _) => {
+                let inputs = self.version_inputs(ctx, &backend, &name, spec, None).await?;
+                let wanted = inputs.0.clone();
+                self.import(&backend, ctx, &name, &org.name, zip, None, (&wanted, inputs.1))
+                    .await?
+            }
             (None, Some(version)) => version,
             (None, None) => {
                 return Err(ApiError::internal(
@@ -398,24 +586,143 @@ impl TemplateStorage {
                 ));
             }
         };
-        let request = CreateTemplateRequest {
+        let mut request = CreateTemplateRequest {
             name: parsed.template.clone(),
             template_version_id: version_id,
             display_name: spec.display_name.clone(),
             description: spec.description.clone(),
             icon: spec.icon.clone(),
+            // A given group list without Everyone: the group never gets the access Coder gives it by default.
+            disable_everyone_group_access: spec
+                .settings
+                .acl
+                .as_ref()
+                .and_then(|a| a.groups.as_ref())
+                .is_some_and(|groups| !groups.iter().any(|g| g.name == EVERYONE)),
             ..CreateTemplateRequest::default()
         };
-        let created = within(
-            ctx.deadline,
-            subject(TEMPLATES, &name),
-            backend.client.create_template(&org.name, &request),
-        )
-        .await?;
+        template_settings::create_settings(&settings, &mut request);
+        let created = within(ctx.deadline, subject, client.create_template(&org.name, &request)).await?;
+        let written = self
+            .finish_create(ctx, &backend, &name, &created, spec, &settings, acl)
+            .await?;
         Ok(Written {
-            object: convert::template(&backend.namespace, &created)?,
+            object: convert::template(&backend.namespace, &written)?,
             created: true,
             event: Some(EventType::Added),
+        })
+    }
+
+    /// After the create: what it could not carry (the deprecation message, the access list), then the check that
+    /// Coder took every setting. Answers the template as read last.
+    #[allow(clippy::too_many_arguments)]
+    async fn finish_create(
+        &self,
+        ctx: &RequestContext,
+        backend: &Backend,
+        name: &str,
+        created: &Template,
+        spec: &CoderTemplateSpec,
+        settings: &Desired,
+        acl: Option<template_acl::Resolved>,
+    ) -> Result<Template, ApiError> {
+        let client = &backend.client;
+        let subject = subject(TEMPLATES, name);
+        let body = template_settings::metadata_body(created, &texts(spec), settings);
+        let mut extra = false;
+        if template_settings::changes(created, &body) {
+            template_plan::write_metadata(client, ctx.deadline, subject, created.id, &body).await?;
+            extra = true;
+        }
+        if let Some(resolved) = acl {
+            let current = match template_acl::current(client, ctx.deadline, subject, created.id).await? {
+                Ok(current) => current,
+                Err(error) => return Err(template_plan::refused(name, &[error])),
+            };
+            let update = template_acl::difference(&current, &resolved);
+            template_acl::write(client, ctx.deadline, subject, created.id, &update).await?;
+        }
+        let after = if extra {
+            within(ctx.deadline, subject, client.template(created.id)).await?
+        } else {
+            created.clone()
+        };
+        template_plan::check_applied(settings, &after)?;
+        Ok(after)
+    }
+
+    /// Works out and checks everything an update will do, before anything is written.
+    async fn plan_update(
+        &self,
+        ctx: &RequestContext,
+        backend: &Backend,
+        name: &str,
+        current: &Template,
+        active: &ActiveVersion,
+        spec: &CoderTemplateSpec,
+    ) -> Result<UpdatePlan, ApiError> {
+        let client = &backend.client;
+        let subject = subject(TEMPLATES, name);
+        let desired = template_plan::validate(name, spec)?;
+        let desired_files = match &spec.files {
+            Some(files) => {
+                archive::build(files).map_err(|e| invalid_files(&e))?;
+                Some(archive::normalize(files).map_err(|e| invalid_files(&e))?)
+            }
+            None => None,
+        };
+        let body = template_settings::metadata_body(current, &texts(spec), &desired);
+        let meta_changed = template_settings::changes(current, &body);
+        let premium = template_settings::premium_changes(current, &body);
+        let metadata_first = template_plan::premium(client, ctx.deadline, subject, name, &premium).await?;
+        let acl = match &spec.settings.acl {
+            Some(acl) => {
+                template_plan::acl_update(
+                    client,
+                    ctx.deadline,
+                    subject,
+                    name,
+                    &current.organization_name,
+                    current.id,
+                    acl,
+                )
+                .await?
+            }
+            None => UpdateTemplateAcl::default(),
+        };
+        let source_changed = desired_files.as_ref().is_some_and(|f| *f != active.files);
+        let inputs_changed = !template_inputs::differences(spec, &active.inputs).is_empty();
+        let new_version = if source_changed || inputs_changed {
+            template_plan::version_name_free(
+                client,
+                ctx.deadline,
+                subject,
+                name,
+                current.id,
+                spec.version_name.as_deref(),
+            )
+            .await?;
+            // Before any Secret is read: what the active version holds that only the spec may give again.
+            template_plan::check(name, &template_inputs::unkept(spec, &active.inputs))?;
+            let (wanted, resolved) = self
+                .version_inputs(ctx, backend, name, spec, Some(&active.inputs))
+                .await?;
+            Some(NewVersion {
+                files: desired_files.unwrap_or_else(|| active.files.clone()),
+                wanted,
+                resolved,
+            })
+        } else {
+            None
+        };
+        Ok(UpdatePlan {
+            desired,
+            texts: texts(spec),
+            body,
+            meta_changed,
+            metadata_first,
+            new_version,
+            acl,
         })
     }
 
@@ -434,34 +741,58 @@ impl TemplateStorage {
             .unwrap_or_default()
             .to_owned();
         check_update(name, current, &current_rv, &desired)?;
-        let desired_files = match &desired.spec.files {
-            Some(files) => {
-                archive::build(files).map_err(|e| invalid_files(&e))?;
-                Some(archive::normalize(files).map_err(|e| invalid_files(&e))?)
-            }
-            None => None,
-        };
-        let current_zip = source_zip(client, ctx.deadline, name, current.active_version_id).await?;
-        let current_files = text_files(&current_zip)?;
-        let meta_changed =
-            metadata_update(current, &desired.spec) != UpdateTemplateMeta::from_template(current);
-        let source_changed = desired_files
-            .as_ref()
-            .is_some_and(|files| *files != current_files);
-        if !meta_changed && !source_changed {
+        let active = active_version(client, ctx.deadline, name, current).await?;
+        let plan = self
+            .plan_update(ctx, backend, name, current, &active, &desired.spec)
+            .await?;
+        if plan.changes_nothing() {
+            let acl = template_acl::shown(client, ctx.deadline, subject(TEMPLATES, name), current.id).await?;
             return Ok(Written {
-                object: with_files(current_object, current_files)?,
+                object: with_details(current_object, &active, acl.as_ref())?,
                 created: false,
                 event: None,
             });
         }
+        let refreshed = self
+            .apply_update(ctx, name, backend, current, &active, plan)
+            .await?;
+        Ok(Written {
+            object: self.object_of(backend, ctx, name, &refreshed).await?,
+            created: false,
+            event: Some(EventType::Modified),
+        })
+    }
+
+    /// The writes of a checked plan, in order: a metadata change Coder will refuse first; the new version
+    /// (imported, checked, the template unchanged meanwhile, activated); the metadata built from the template as last
+    /// read; the access list. Answers the template read afterwards, once Coder is seen to hold every setting.
+    async fn apply_update(
+        &self,
+        ctx: &RequestContext,
+        name: &str,
+        backend: &Backend,
+        current: &Template,
+        active: &ActiveVersion,
+        plan: UpdatePlan,
+    ) -> Result<Template, ApiError> {
+        let client = &backend.client;
         let subject = subject(TEMPLATES, name);
-        // The metadata body is built from the template as last read: after an import, the re-read that found
-        // it unchanged.
         let mut latest = current.clone();
-        if let Some(files) = desired_files.filter(|_| source_changed) {
-            let merged = archive::merge(&current_zip, &files).map_err(|e| invalid_files(&e))?;
-            let version = self
+        let mut latest_rv = convert::template("", current)?["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        if plan.meta_changed && plan.metadata_first {
+            template_plan::write_metadata(client, ctx.deadline, subject, current.id, &plan.body).await?;
+            latest = within(ctx.deadline, subject, client.template(current.id)).await?;
+            latest_rv = convert::template("", &latest)?["metadata"]["resourceVersion"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+        }
+        if let Some(version) = plan.new_version {
+            let merged = archive::merge(&active.zip, &version.files).map_err(|e| invalid_files(&e))?;
+            let id = self
                 .import(
                     backend,
                     ctx,
@@ -469,32 +800,28 @@ impl TemplateStorage {
                     &current.organization_name,
                     merged,
                     Some(current),
+                    (&version.wanted, version.resolved),
                 )
                 .await?;
             latest = self
-                .check_unchanged_during_import(ctx, name, client, current, &current_rv)
+                .check_unchanged_during_import(ctx, name, client, &latest, &latest_rv)
                 .await?;
             within(
                 ctx.deadline,
                 subject,
-                client.promote_template_version(current.id, version),
+                client.promote_template_version(current.id, id),
             )
             .await?;
         }
-        if meta_changed {
-            within(
-                ctx.deadline,
-                subject,
-                client.update_template_meta(current.id, &metadata_update(&latest, &desired.spec)),
-            )
-            .await?;
+        if plan.meta_changed && !plan.metadata_first {
+            // Built again from the template as last read (after an import, the re-read that found it unchanged).
+            let body = template_settings::metadata_body(&latest, &plan.texts, &plan.desired);
+            template_plan::write_metadata(client, ctx.deadline, subject, current.id, &body).await?;
         }
+        template_acl::write(client, ctx.deadline, subject, current.id, &plan.acl).await?;
         let refreshed = within(ctx.deadline, subject, client.template(current.id)).await?;
-        Ok(Written {
-            object: self.object_of(backend, ctx, name, &refreshed).await?,
-            created: false,
-            event: Some(EventType::Modified),
-        })
+        template_plan::check_applied(&plan.desired, &refreshed)?;
+        Ok(refreshed)
     }
 
     /// After a long import the template must still be the one the update was checked against: replaced or changed
@@ -529,18 +856,6 @@ impl TemplateStorage {
             name,
             "the template changed in Coder while the new source was importing; the new version was not activated and nothing else was changed: read the template again and retry",
         ))
-    }
-}
-
-/// The metadata body that gives template `current` (read just before) what `spec` sets: Coder resets every setting
-/// a body leaves out, so the body starts from all of `current`'s settings and the spec replaces the ones it
-/// carries (display name, description, icon). A setting added to the spec later is one more line here.
-fn metadata_update(current: &Template, spec: &CoderTemplateSpec) -> UpdateTemplateMeta {
-    UpdateTemplateMeta {
-        display_name: Some(spec.display_name.clone()),
-        description: Some(spec.description.clone()),
-        icon: Some(spec.icon.clone()),
-        ..UpdateTemplateMeta::from_template(current)
     }
 }
 
@@ -611,12 +926,33 @@ fn check_preconditions(name: &str, current: &Value, options: &DeleteOptions) -> 
     Ok(())
 }
 
+/// Drops `valueFrom` from every entry of `spec.variables`, leaving its name.
+fn without_secret_references(object: &mut Value) {
+    if let Some(variables) = object
+        .pointer_mut("/spec/variables")
+        .and_then(Value::as_array_mut)
+    {
+        for variable in variables.iter_mut().filter_map(Value::as_object_mut) {
+            variable.remove("valueFrom");
+        }
+    }
+}
+
 #[async_trait]
 impl Storage for TemplateStorage {
     async fn get(&self, ctx: &RequestContext, name: &str) -> Result<Value, ApiError> {
         let parsed = names::parse_template_name(name)?;
         let backend = self.backend(ctx, name).await?;
         Ok(self.read(&backend, ctx, name, &parsed).await?.1)
+    }
+
+    /// The object without the Secret references of its variables: they are read back from the active version's
+    /// message, which Coder users who may edit the template can write, so a patch that does not give a reference
+    /// itself must not send that Secret's value to Coder (a new version then asks for it in `spec.variables`).
+    async fn patch_base(&self, ctx: &RequestContext, name: &str) -> Result<Value, ApiError> {
+        let mut object = self.get(ctx, name).await?;
+        without_secret_references(&mut object);
+        Ok(object)
     }
 
     async fn list(&self, ctx: &RequestContext) -> Result<Vec<Value>, ApiError> {
@@ -772,7 +1108,8 @@ mod tests {
         };
         let mut spec = desired("5", "acme", "").spec;
         spec.description = "new".into();
-        let body = metadata_update(&current, &spec);
+        let settings = template_plan::validate("acme.docker", &spec).unwrap();
+        let body = template_settings::metadata_body(&current, &texts(&spec), &settings);
         assert_eq!(
             body,
             UpdateTemplateMeta {
@@ -794,9 +1131,53 @@ mod tests {
         spec.display_name = current.display_name.clone();
         spec.description = current.description.clone();
         spec.icon = current.icon.clone();
+        let body = template_settings::metadata_body(&current, &texts(&spec), &settings);
+        assert_eq!(body, UpdateTemplateMeta::from_template(&current));
+        assert!(!template_settings::changes(&current, &body));
+    }
+
+    #[test]
+    fn every_rule_of_the_spec_is_reported_in_one_422() {
+        let mut spec = desired("5", "acme", "").spec;
+        spec.settings.default_ttl = Some("2x".into());
+        spec.settings.acl = Some(coder_k8s_api::aggregation::CoderTemplateAcl {
+            users: Some(vec![coder_k8s_api::aggregation::CoderTemplateAclEntry {
+                name: "alice".into(),
+                role: "owner".into(),
+            }]),
+            groups: None,
+        });
+        spec.version_name = Some("not valid".into());
+        let error = template_plan::validate("acme.docker", &spec).unwrap_err();
+        assert_eq!((error.code, error.reason), (422, "Invalid"));
+        assert!(
+            error.message.starts_with(
+                "CoderTemplate.aggregation.coder.com \"acme.docker\" is invalid: [spec.defaultTTL: Invalid value: \"2x\""
+            ),
+            "{}",
+            error.message
+        );
+        for field in ["spec.acl.users[0].role", "spec.versionName"] {
+            assert!(error.message.contains(field), "{field}: {}", error.message);
+        }
+    }
+
+    #[test]
+    fn a_create_without_files_leaves_the_version_inputs_out() {
+        let mut spec = desired("", "acme", "").spec;
+        assert!(inputs_without_files(&spec).is_empty());
+        spec.version_name = Some("v1".into());
+        spec.provisioner_tags = Some(BTreeMap::new());
+        let errors: Vec<String> = inputs_without_files(&spec)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
         assert_eq!(
-            metadata_update(&current, &spec),
-            UpdateTemplateMeta::from_template(&current)
+            errors,
+            [
+                "spec.provisionerTags: Forbidden: describes the version spec.files imports: give spec.files too",
+                "spec.versionName: Forbidden: describes the version spec.files imports: give spec.files too",
+            ]
         );
     }
 

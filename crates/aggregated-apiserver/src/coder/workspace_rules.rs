@@ -1,6 +1,7 @@
 //! Pure rules of the `coderworkspaces` writes: the canonical-name rule, the create checks and Coder request, the
-//! update rule (resourceVersion and `spec.running` only), delete preconditions, dry-run refusal and the version a
-//! start build uses. No I/O: the storage and the `start`/`stop` handler feed these Coder's answers.
+//! update rule (resourceVersion, and which spec fields may not change), delete preconditions, dry-run refusal and
+//! the version a start build uses. The settings fields have their rules in [`super::workspace_settings`]. No I/O:
+//! the storage and the `start`/`stop` handler feed these Coder's answers.
 
 use coder_k8s_api::aggregation::{CoderWorkspace, GROUP};
 use coder_k8s_coder_client::types::builds::{CreateWorkspaceBuildRequest, Transition};
@@ -11,6 +12,7 @@ use uuid::Uuid;
 
 use super::names::WorkspaceName;
 use super::resources::WORKSPACES;
+use super::workspace_settings::{SettingsChanges, WantedValue, rich_values};
 use crate::generic::ApiError;
 
 /// Coder's `automatic_updates` value that makes every start use the template's active version.
@@ -151,41 +153,36 @@ pub fn check_version_of_template(
     )))
 }
 
-/// Coder's create request: the pinned version when there is one, else the template (its active version).
+/// Coder's create request: the pinned version when there is one, else the template (its active version); the
+/// settings the spec sets and its parameter values (Secret values already read). A time to live the spec turns off
+/// is left out: Coder then applies the template's default, which the caller turns off afterwards.
 pub fn create_request(
-    workspace: &CoderWorkspace,
     leaf: &str,
     template: Uuid,
     pinned: Option<Uuid>,
+    settings: &SettingsChanges,
+    values: &[WantedValue],
 ) -> CreateWorkspaceRequest {
     CreateWorkspaceRequest {
         template_id: pinned.is_none().then_some(template),
         template_version_id: pinned,
         name: leaf.to_owned(),
-        autostart_schedule: workspace.spec.autostart_schedule.clone(),
-        ttl_ms: workspace.spec.ttl_millis,
-        ..CreateWorkspaceRequest::default()
+        autostart_schedule: settings.autostart.clone().flatten(),
+        ttl_ms: settings.ttl_ms.flatten(),
+        rich_parameter_values: rich_values(values),
+        automatic_updates: settings.automatic_updates.clone(),
     }
 }
 
-/// What an update asks of Coder.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum UpdateChange {
-    /// `spec.running` is already what the update asks for: no call, no event.
-    Nothing,
-    /// Queue a build of this transition.
-    Build(Transition),
-}
-
 /// The update rule: `spec.organization` (when set) must be the name's organization, `metadata.resourceVersion` is
-/// required and must equal the current fingerprint, and only `spec.running` may differ from the current object
-/// (optional fields left out of the body are not changes).
+/// required and must equal the current fingerprint, and the organization, the template and a pinned version may
+/// not change (optional fields left out of the body are not changes). The settings and `spec.running` may.
 pub fn check_update(
     name: &str,
     requested: &WorkspaceName,
     current: &CoderWorkspace,
     desired: &CoderWorkspace,
-) -> Result<UpdateChange, ApiError> {
+) -> Result<(), ApiError> {
     let (have, want) = (&current.spec, &desired.spec);
     if !want.organization.is_empty() && want.organization != requested.organization {
         return Err(ApiError::bad_request(format!(
@@ -208,19 +205,14 @@ pub fn check_update(
     }
     let immutable_changed = want.organization != have.organization
         || want.template_name != have.template_name
-        || (!want.template_version_id.is_empty() && want.template_version_id != have.template_version_id)
-        || (want.ttl_millis.is_some() && want.ttl_millis != have.ttl_millis)
-        || (want.autostart_schedule.is_some() && want.autostart_schedule != have.autostart_schedule);
+        || (!want.template_version_id.is_empty() && want.template_version_id != have.template_version_id);
     if immutable_changed {
+        // v0.1.5's text, kept word for word for clients that match it; the settings fields are mutable now.
         return Err(ApiError::bad_request(
             "workspace update only supports changing spec.running; other spec fields are immutable",
         ));
     }
-    Ok(match (have.running, want.running) {
-        (a, b) if a == b => UpdateChange::Nothing,
-        (_, true) => UpdateChange::Build(Transition::Start),
-        (_, false) => UpdateChange::Build(Transition::Stop),
-    })
+    Ok(())
 }
 
 /// The build request of a transition. A start names the template's active version when the template requires it
@@ -229,9 +221,19 @@ pub fn build_request(
     transition: Transition,
     workspace: &Workspace,
 ) -> Result<CreateWorkspaceBuildRequest, ApiError> {
+    build_request_with(transition, workspace, &workspace.automatic_updates)
+}
+
+/// [`build_request`] with the automatic-update setting the workspace is about to get (an update that sets
+/// `always` and starts the workspace starts it on the active version).
+pub fn build_request_with(
+    transition: Transition,
+    workspace: &Workspace,
+    automatic_updates: &str,
+) -> Result<CreateWorkspaceBuildRequest, ApiError> {
     let mut request = CreateWorkspaceBuildRequest::transition(transition);
     let wants_active =
-        workspace.template_require_active_version || workspace.automatic_updates == AUTOMATIC_UPDATES_ALWAYS;
+        workspace.template_require_active_version || automatic_updates == AUTOMATIC_UPDATES_ALWAYS;
     if transition == Transition::Start && wants_active {
         if workspace.template_active_version_id.is_nil() {
             return Err(ApiError::internal(format!(
@@ -435,24 +437,53 @@ mod tests {
     }
 
     #[test]
-    fn the_create_request_names_the_version_or_else_the_template() {
+    fn the_create_request_names_the_version_or_else_the_template_and_carries_the_settings() {
         let template = Uuid::from_u128(7);
-        let workspace =
-            object(json!({"spec": {"ttlMillis": 60000, "autostartSchedule": "CRON_TZ=UTC 0 9 * * 1"}}));
-        let by_template = create_request(&workspace, "dev", template, None);
+        let settings = SettingsChanges {
+            autostart: Some(Some("CRON_TZ=UTC 0 9 * * 1".into())),
+            ttl_ms: Some(Some(60_000)),
+            automatic_updates: Some("always".into()),
+        };
+        let values = [WantedValue {
+            index: 0,
+            name: "region".into(),
+            value: "eu".into(),
+            sensitive: false,
+        }];
+        let by_template = create_request("dev", template, None, &settings, &values);
         assert_eq!(by_template.template_id, Some(template));
         assert_eq!(by_template.template_version_id, None);
-        assert_eq!(by_template.ttl_ms, Some(60000));
+        assert_eq!(by_template.ttl_ms, Some(60_000));
         assert_eq!(
             by_template.autostart_schedule.as_deref(),
             Some("CRON_TZ=UTC 0 9 * * 1")
         );
-        let by_version = create_request(&workspace, "dev", template, Some(Uuid::from_u128(9)));
+        assert_eq!(by_template.automatic_updates.as_deref(), Some("always"));
+        assert_eq!(
+            serde_json::to_value(&by_template.rich_parameter_values).unwrap(),
+            json!([{"name": "region", "value": "eu"}])
+        );
+        let by_version = create_request("dev", template, Some(Uuid::from_u128(9)), &settings, &[]);
         assert_eq!(
             (by_version.template_id, by_version.template_version_id),
             (None, Some(Uuid::from_u128(9)))
         );
         assert_eq!(by_version.name, "dev");
+        // Turned off: left out, so Coder applies the template's default first.
+        let off = SettingsChanges {
+            autostart: Some(None),
+            ttl_ms: Some(None),
+            automatic_updates: None,
+        };
+        let request = create_request("dev", template, None, &off, &[]);
+        assert_eq!(
+            (
+                request.ttl_ms,
+                request.autostart_schedule,
+                request.automatic_updates
+            ),
+            (None, None, None)
+        );
     }
 
     fn current(running: bool) -> CoderWorkspace {
@@ -498,15 +529,13 @@ mod tests {
     }
 
     #[test]
-    fn only_spec_running_may_change() {
+    fn the_organization_template_and_pinned_version_may_not_change() {
         let name = "acme.alice.dev";
         let immutable =
             "workspace update only supports changing spec.running; other spec fields are immutable";
-        let edits: [fn(&mut CoderWorkspace); 5] = [
+        let edits: [fn(&mut CoderWorkspace); 3] = [
             |d| d.spec.template_name = "other".into(),
             |d| d.spec.template_version_id = "v-2".into(),
-            |d| d.spec.ttl_millis = Some(5),
-            |d| d.spec.autostart_schedule = Some("t".into()),
             |d| d.spec.organization = String::new(),
         ];
         for edit in edits {
@@ -524,30 +553,20 @@ mod tests {
             wrong_org.message,
             r#"updated object spec.organization "x" must match organization "acme" parsed from metadata.name"#
         );
-        // Optional fields left out are not changes.
+        // Optional fields left out are not changes; the settings and running may change.
         let sparse = desired(|d| {
             d.spec.template_version_id = String::new();
             d.spec.ttl_millis = None;
             d.spec.autostart_schedule = None;
         });
-        assert_eq!(
-            check_update(name, &requested(name), &current(true), &sparse).unwrap(),
-            UpdateChange::Nothing
-        );
-        assert_eq!(
-            check_update(
-                name,
-                &requested(name),
-                &current(true),
-                &desired(|d| d.spec.running = false)
-            )
-            .unwrap(),
-            UpdateChange::Build(Transition::Stop)
-        );
-        assert_eq!(
-            check_update(name, &requested(name), &current(false), &desired(|_| {})).unwrap(),
-            UpdateChange::Build(Transition::Start)
-        );
+        assert!(check_update(name, &requested(name), &current(true), &sparse).is_ok());
+        let settings = desired(|d| {
+            d.spec.running = false;
+            d.spec.ttl_millis = Some(5);
+            d.spec.autostart_schedule = Some("t".into());
+            d.spec.automatic_updates = Some("always".into());
+        });
+        assert!(check_update(name, &requested(name), &current(true), &settings).is_ok());
     }
 
     #[test]
@@ -570,6 +589,9 @@ mod tests {
             Some(active)
         );
         assert_eq!(version(Transition::Stop, &workspace(true, "always")), None);
+        let becoming_always =
+            build_request_with(Transition::Start, &workspace(false, "never"), "always").unwrap();
+        assert_eq!(becoming_always.template_version_id, Some(active));
         let no_active = Workspace {
             automatic_updates: "always".into(),
             ..Workspace::default()

@@ -1,12 +1,14 @@
-//! `coderworkspaces`: Coder workspaces as `CoderWorkspace` objects named `<organization>.<owner>.<workspace>`.
+//! `coderworkspaces`: Coder workspaces as `CoderWorkspace` objects named `<organization>.<owner>.<workspace>`. A
+//! single get shows the latest build's parameter values; lists and watches leave them out.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use coder_k8s_api::aggregation::{CoderWorkspace, GROUP};
+use coder_k8s_api::aggregation::{CoderWorkspace, CoderWorkspaceSecretKeyRef, CoderWorkspaceSpec, GROUP};
 use coder_k8s_coder_client::CoderClient;
 use coder_k8s_coder_client::types::builds::{CreateWorkspaceBuildRequest, Transition, WorkspaceBuild};
-use coder_k8s_coder_client::types::workspaces::Workspace;
+use coder_k8s_coder_client::types::workspaces::{RichParameterValue, Workspace};
 use futures::{StreamExt as _, TryStreamExt as _};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::DeleteOptions;
 use serde_json::Value;
@@ -14,10 +16,14 @@ use tokio::time::Instant;
 
 use super::convert;
 use super::errors::{map_coder_error, timed_out, within};
+use super::first_build_stop;
 use super::names::{self, WorkspaceName};
 use super::provider::{Backend, Provider};
 use super::resources::{TEMPLATES, WORKSPACES, at, backend_of, column, schema, subject};
-use super::workspace_rules::{self as rules, UpdateChange};
+use super::workspace_rules as rules;
+use super::workspace_secrets::{ParameterSecrets, secret_values};
+use super::workspace_settings::{self as settings, FieldErrors, SettingsChanges, WantedValue};
+use super::workspace_writes::Target;
 use crate::generic::{
     ApiError, Column, Deleted, EventType, RequestContext, ResourceDef, Storage, Verb, Written,
 };
@@ -33,8 +39,13 @@ const VERBS: &[Verb] = &[
     Verb::Delete,
 ];
 
-/// The `coderworkspaces` resource.
+/// The `coderworkspaces` resource, without parameter values from Secrets (a reference is refused).
 pub fn resource(provider: Arc<dyn Provider>) -> ResourceDef {
+    resource_with(provider, None)
+}
+
+/// The `coderworkspaces` resource; `secrets` serves parameter values from Secrets and their records.
+pub fn resource_with(provider: Arc<dyn Provider>, secrets: Option<Arc<dyn ParameterSecrets>>) -> ResourceDef {
     ResourceDef {
         plural: WORKSPACES,
         singular: "coderworkspace",
@@ -47,7 +58,7 @@ pub fn resource(provider: Arc<dyn Provider>) -> ResourceDef {
         schema: schema::<CoderWorkspace>(),
         columns: workspace_columns(),
         subresources: Vec::new(),
-        storage: Arc::new(WorkspaceStorage { provider }),
+        storage: Arc::new(WorkspaceStorage { provider, secrets }),
         watch_feed: None,
     }
 }
@@ -99,6 +110,7 @@ fn workspace_columns() -> Vec<Column> {
 
 struct WorkspaceStorage {
     provider: Arc<dyn Provider>,
+    secrets: Option<Arc<dyn ParameterSecrets>>,
 }
 
 /// Workspaces per Coder page.
@@ -246,20 +258,38 @@ fn namespace_of(ctx: &RequestContext) -> Result<&str, ApiError> {
 }
 
 impl WorkspaceStorage {
-    /// `POST /users/{owner}/workspaces` after the checks of the name, the organization, the owner, the template and
-    /// a pinned version; with `running: false` a stop build is queued next (its failure is ignored: the workspace
-    /// exists, and a later update of `spec.running` can stop it).
+    fn target<'a>(&'a self, ctx: &RequestContext, backend: &'a Backend, name: &'a str) -> Target<'a> {
+        Target {
+            client: &backend.client,
+            namespace: &backend.namespace,
+            name,
+            deadline: ctx.deadline,
+            secrets: self.secrets.as_ref(),
+        }
+    }
+
+    /// `POST /users/{owner}/workspaces` after the checks of the name, the settings, the Secret references (the
+    /// caller's permission first), the organization, the owner, the template, a pinned version and the parameter
+    /// names; the references are recorded before Coder gets the values. Then a time to live the spec turns off is
+    /// turned off (Coder applies the template's default on create), and with `running: false` a stop build is
+    /// queued, or, while Coder refuses it during the first build, queued once that build ended
+    /// ([`first_build_stop`]). Their failures are logged only: the workspace exists, and a later write finishes them.
     async fn create_workspace(&self, ctx: &RequestContext, object: Value) -> Result<Written, ApiError> {
         let (workspace, name) = rules::parse_create(object)?;
         let requested = names::parse_workspace_name(&name)?;
         rules::check_create_spec(&workspace, &requested)?;
         let pinned = rules::pinned_version(&workspace)?;
+        let changes = checked_settings(&workspace.spec, None, &name)?;
         let namespace = namespace_of(ctx)?;
         let Some(backend) = backend_of(self.provider.as_ref(), ctx).await? else {
             return Err(ApiError::service_unavailable(format!(
                 "namespace {namespace:?} is not served: no Coder deployment is configured for it"
             )));
         };
+        let secret_values =
+            secret_values(self.secrets.as_ref(), ctx, namespace, &name, &workspace.spec).await?;
+        let wanted = settings::wanted_values(&workspace.spec, &secret_values);
+        let target = self.target(ctx, &backend, &name);
         let client = &backend.client;
         let on_workspace = subject(WORKSPACES, &name);
         let organization = within(
@@ -291,35 +321,106 @@ impl WorkspaceStorage {
             let found = within(ctx.deadline, on_workspace, client.template_version(version)).await?;
             rules::check_version_of_template(&workspace, found.template_id, template.id)?;
         }
-        let request = rules::create_request(&workspace, &requested.workspace, template.id, pinned);
-        let mut created = within(
+        if !wanted.is_empty() {
+            let version = pinned.unwrap_or(template.active_version_id);
+            target.check_parameters(version, &wanted, None).await?;
+        }
+        // Recorded before Coder gets a value from a Secret. The references of a workspace that already has this
+        // name (Coder then refuses the create) stay in, so this create never uncovers that workspace's values.
+        let previous = target.stored_record().await?;
+        let references = settings::references(&workspace.spec);
+        if !references.is_empty() {
+            let before = previous
+                .as_ref()
+                .map(|r| r.references.clone())
+                .unwrap_or_default();
+            let both = settings::record_after_failure(&before, &references, true);
+            target.record(None, both).await?;
+        }
+        let request = rules::create_request(&requested.workspace, template.id, pinned, &changes, &wanted);
+        let schedule = changes.autostart.clone().flatten().unwrap_or_default();
+        let answer = within(
             ctx.deadline,
             on_workspace,
-            client.create_workspace(&requested.owner, &request),
+            client.create_workspace_redacting(
+                &requested.owner,
+                &request,
+                &settings::sensitive_values(&wanted),
+            ),
         )
-        .await?;
+        .await;
+        let mut created = match answer {
+            Ok(created) => created,
+            Err(error) => {
+                // After a timeout or a 5xx Coder may have created the workspace with the values: the record stays.
+                if !references.is_empty() && settings::certainly_refused(&error) {
+                    let (id, before) = previous
+                        .map(|r| (r.workspace_id, r.references))
+                        .unwrap_or_default();
+                    restore_record(&target, id, before).await;
+                }
+                return Err(match error.message.starts_with("Invalid Autostart Schedule.") {
+                    true => target.refused_setting(error, "spec.autostartSchedule", &schedule),
+                    false => error,
+                });
+            }
+        };
+        self.finish_create(&target, &workspace, &changes, previous.is_some(), &mut created)
+            .await;
+        Ok(Written {
+            object: target.written(&created).await?,
+            created: true,
+            event: Some(EventType::Added),
+        })
+    }
+
+    /// What a create does after Coder created the workspace; failures are logged, never answered. The record
+    /// becomes this workspace's (`had_record`: one of this name was there before, which no longer applies).
+    async fn finish_create(
+        &self,
+        target: &Target<'_>,
+        workspace: &CoderWorkspace,
+        changes: &SettingsChanges,
+        had_record: bool,
+        created: &mut Workspace,
+    ) {
+        let name = target.name;
+        if changes.ttl_ms == Some(None) && created.ttl_ms.is_some() {
+            match target.write_ttl(created.id, None).await {
+                Ok(()) => created.ttl_ms = None,
+                Err(error) => {
+                    tracing::info!(workspace = %name, error = %error.message, "turning off the template's default time to live after the create failed")
+                }
+            }
+        }
+        let references = settings::references(&workspace.spec);
+        if (had_record || !references.is_empty())
+            && let Err(error) = target.record(Some(created.id), references).await
+        {
+            // The record without the ID still applies to this workspace.
+            tracing::info!(workspace = %name, error = %error.message, "recording the workspace ID of the parameter references failed");
+        }
         if !workspace.spec.running {
             let stop = CreateWorkspaceBuildRequest::transition(Transition::Stop);
             match within(
-                ctx.deadline,
-                on_workspace,
-                client.create_workspace_build(created.id, &stop),
+                target.deadline,
+                subject(WORKSPACES, name),
+                target.client.create_workspace_build(created.id, &stop),
             )
             .await
             {
                 Ok(build) => created.latest_build = build,
-                Err(error) => tracing::info!(
-                    workspace = %name,
-                    error = %error.message,
-                    "the stop build after creating a workspace with running: false was refused; the workspace stays started"
-                ),
+                // Coder refuses a stop while the first build is active: stop once it has ended.
+                Err(error) => {
+                    tracing::debug!(workspace = %name, error = %error.message, "the stop build waits for the first build");
+                    first_build_stop::stop_after_first_build(
+                        target.client.clone(),
+                        created.id,
+                        created.latest_build.id,
+                    );
+                }
             }
         }
-        Ok(Written {
-            object: convert::workspace(namespace, &created)?,
-            created: true,
-            event: Some(EventType::Added),
-        })
     }
 
     /// Server-side apply of a missing workspace: membership in the organization is verified as for an existing
@@ -335,13 +436,153 @@ impl WorkspaceStorage {
         verify_organization(client, requested, name, ctx.deadline).await?;
         self.create_workspace(ctx, object).await
     }
+
+    /// An update of a workspace that exists: the checks, then what differs from Coder, written in order.
+    async fn update_existing(
+        &self,
+        ctx: &RequestContext,
+        backend: &Backend,
+        name: &str,
+        requested: &WorkspaceName,
+        mut workspace: Workspace,
+        object: Value,
+    ) -> Result<Written, ApiError> {
+        let current: CoderWorkspace =
+            serde_json::from_value(convert::workspace(&backend.namespace, &workspace)?)
+                .map_err(|e| ApiError::internal(format!("read back a converted workspace: {e}")))?;
+        let desired: CoderWorkspace = serde_json::from_value(object)
+            .map_err(|e| ApiError::bad_request(format!("the body is not a valid CoderWorkspace: {e}")))?;
+        rules::check_update(name, requested, &current, &desired)?;
+        let changes = checked_settings(&desired.spec, Some(&workspace), name)?;
+        let secret_values = secret_values(
+            self.secrets.as_ref(),
+            ctx,
+            &backend.namespace,
+            name,
+            &desired.spec,
+        )
+        .await?;
+        let wanted = settings::wanted_values(&desired.spec, &secret_values);
+        let target = self.target(ctx, backend, name);
+        let plan = plan_build(&target, &workspace, &current, &desired, &changes, &wanted).await?;
+        let recorded = target.recorded(workspace.id).await?;
+        let references = settings::recorded_after(&recorded, &desired.spec);
+        if changes.is_empty() && plan.build.is_none() && references == recorded {
+            let object = match &plan.values {
+                Some(values) => target.shown_with(&workspace, values).await?,
+                None => target.shown(&workspace).await?,
+            };
+            return Ok(Written {
+                object,
+                created: false,
+                event: None,
+            });
+        }
+        // Recorded before Coder gets a value from a Secret, so no read ever shows it; put back if the writes fail
+        // before the build could carry the new values.
+        let record_changes = references != recorded;
+        if record_changes {
+            target.record(Some(workspace.id), references.clone()).await?;
+        }
+        let sensitive = settings::sensitive_values(&plan.changed);
+        let written = target
+            .write_update(&mut workspace, &changes, plan.build.as_ref(), &sensitive)
+            .await;
+        if let Err(failure) = written {
+            let kept = settings::record_after_failure(&recorded, &references, failure.build_may_be_queued);
+            if record_changes && kept != references {
+                restore_record(&target, Some(workspace.id), kept).await;
+            }
+            return Err(failure.error);
+        }
+        Ok(Written {
+            object: target.written(&workspace).await?,
+            created: false,
+            event: Some(EventType::Modified),
+        })
+    }
+}
+
+/// Puts `references` back as the workspace's record after a write Coder refused (logged when that fails too: a
+/// record naming a Secret the value did not come from shows the reference, never a value).
+async fn restore_record(
+    target: &Target<'_>,
+    workspace: Option<uuid::Uuid>,
+    references: BTreeMap<String, CoderWorkspaceSecretKeyRef>,
+) {
+    if let Err(error) = target.record(workspace, references).await {
+        tracing::info!(workspace = %target.name, error = %error.message, "putting back the parameter references after a refused write failed");
+    }
+}
+
+/// The settings of `spec` checked (a 422 naming every bad field), with what differs from `current`.
+fn checked_settings(
+    spec: &CoderWorkspaceSpec,
+    current: Option<&Workspace>,
+    name: &str,
+) -> Result<SettingsChanges, ApiError> {
+    let mut errors = FieldErrors::default();
+    let changes = settings::settings_changes(spec, current, &mut errors);
+    errors.into_result(name)?;
+    Ok(changes)
+}
+
+/// The build an update queues, if any, and the parameter values it changes.
+struct BuildPlan {
+    /// The latest build's values, when the spec sets parameters.
+    values: Option<Vec<RichParameterValue>>,
+    changed: Vec<WantedValue>,
+    build: Option<CreateWorkspaceBuildRequest>,
+}
+
+/// Compares the spec's parameter values with the latest build's, decides the build (a change of `running`, or
+/// changed values: see [`settings::build_for`]) and checks the changed values against the version it builds.
+async fn plan_build(
+    target: &Target<'_>,
+    workspace: &Workspace,
+    current: &CoderWorkspace,
+    desired: &CoderWorkspace,
+    changes: &SettingsChanges,
+    wanted: &[WantedValue],
+) -> Result<BuildPlan, ApiError> {
+    let (values, changed) = if wanted.is_empty() {
+        (None, Vec::new())
+    } else {
+        let values = target.build_values(workspace.latest_build.id).await?;
+        let changed = settings::changed_values(wanted, Some(&values));
+        (Some(values), changed)
+    };
+    let updates = changes
+        .automatic_updates
+        .as_deref()
+        .unwrap_or(&workspace.automatic_updates);
+    let transition = settings::build_for(current.spec.running, desired.spec.running, !changed.is_empty());
+    let mut build = transition
+        .map(|t| rules::build_request_with(t, workspace, updates))
+        .transpose()?;
+    if let Some(request) = build.as_mut().filter(|_| !changed.is_empty()) {
+        let version = request
+            .template_version_id
+            .unwrap_or(workspace.latest_build.template_version_id);
+        target
+            .check_parameters(version, &changed, values.as_deref())
+            .await?;
+        request.rich_parameter_values = settings::rich_values(&changed);
+    }
+    Ok(BuildPlan {
+        values,
+        changed,
+        build,
+    })
 }
 
 #[async_trait]
 impl Storage for WorkspaceStorage {
     async fn get(&self, ctx: &RequestContext, name: &str) -> Result<Value, ApiError> {
         let resolved = resolve(self.provider.as_ref(), ctx, name, ctx.deadline).await?;
-        convert::workspace(&resolved.backend.namespace, &resolved.workspace)
+        self.target(ctx, &resolved.backend, name)
+            .shown(&resolved.workspace)
+            .await
     }
 
     async fn list(&self, ctx: &RequestContext) -> Result<Vec<Value>, ApiError> {
@@ -366,7 +607,8 @@ impl Storage for WorkspaceStorage {
         self.create_workspace(ctx, object).await
     }
 
-    /// Only `spec.running` changes (a start or stop build); server-side apply creates a missing workspace.
+    /// `spec.running` (a start or stop build), the settings and parameter values change; server-side apply
+    /// creates a missing workspace.
     async fn update(
         &self,
         ctx: &RequestContext,
@@ -391,37 +633,13 @@ impl Storage for WorkspaceStorage {
             Err(error) => return Err(error),
         };
         verify_identity(client, &requested, name, &workspace, ctx.deadline).await?;
-        let current_object = convert::workspace(&backend.namespace, &workspace)?;
-        let current: CoderWorkspace = serde_json::from_value(current_object.clone())
-            .map_err(|e| ApiError::internal(format!("read back a converted workspace: {e}")))?;
-        let desired: CoderWorkspace = serde_json::from_value(object)
-            .map_err(|e| ApiError::bad_request(format!("the body is not a valid CoderWorkspace: {e}")))?;
-        let transition = match rules::check_update(name, &requested, &current, &desired)? {
-            UpdateChange::Nothing => {
-                return Ok(Written {
-                    object: current_object,
-                    created: false,
-                    event: None,
-                });
-            }
-            UpdateChange::Build(transition) => transition,
-        };
-        let request = rules::build_request(transition, &workspace)?;
-        let build = within(
-            ctx.deadline,
-            subject(WORKSPACES, name),
-            client.create_workspace_build(workspace.id, &request),
-        )
-        .await?;
-        Ok(Written {
-            object: with_build(&backend.namespace, workspace, build)?,
-            created: false,
-            event: Some(EventType::Modified),
-        })
+        self.update_existing(ctx, &backend, name, &requested, workspace, object)
+            .await
     }
 
     /// Queues a delete build: Coder deletes the workspace asynchronously, so the answer is a `Status` of success
-    /// and watchers get a `MODIFIED` event of the workspace with that build, not `DELETED`.
+    /// and watchers get a `MODIFIED` event of the workspace with that build, not `DELETED`. The workspace's record
+    /// of parameter references goes with it.
     async fn delete(
         &self,
         ctx: &RequestContext,
@@ -440,6 +658,13 @@ impl Storage for WorkspaceStorage {
             backend.client.create_workspace_build(workspace.id, &request),
         )
         .await?;
+        if let Err(error) = self
+            .target(ctx, &backend, name)
+            .record(None, Default::default())
+            .await
+        {
+            tracing::info!(workspace = %name, error = %error.message, "removing the parameter references of a deleted workspace failed");
+        }
         Ok(Deleted::Success {
             object: Some(with_build(&backend.namespace, workspace, build)?),
             event: Some(EventType::Modified),

@@ -284,10 +284,16 @@ async fn resource(
         query,
         body,
     };
+    // Storage calls can authorize further actions of the caller (see `caller`).
+    let authorizer = shared.server.authorizer.clone();
     if let Some(subresource) = &info.subresource {
-        return write::subresource(call, subresource, parts.method).await;
+        return super::caller::with_authorizer(
+            authorizer,
+            write::subresource(call, subresource, parts.method),
+        )
+        .await;
     }
-    dispatch_verb(call).await
+    super::caller::with_authorizer(authorizer, dispatch_verb(call)).await
 }
 
 async fn dispatch_verb(call: Call<'_>) -> Result<Response, ApiError> {

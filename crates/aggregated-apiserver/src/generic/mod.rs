@@ -4,6 +4,7 @@
 pub mod auth;
 pub mod authn;
 pub mod authz;
+pub mod caller;
 pub mod discovery;
 pub mod feed;
 pub mod handlers;

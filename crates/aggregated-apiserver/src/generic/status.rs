@@ -25,6 +25,17 @@ pub struct StatusDetails {
     pub name: String,
     pub group: String,
     pub kind: String,
+    /// The field errors of a 422 (kubectl prints them after "is invalid").
+    pub causes: Vec<StatusCause>,
+}
+
+/// One `details.causes` entry: `reason` is kube-apiserver's cause type (`FieldValueInvalid`, ...), `message` the
+/// error without its field, `field` the path.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct StatusCause {
+    pub reason: &'static str,
+    pub message: String,
+    pub field: String,
 }
 
 impl ApiError {
@@ -43,7 +54,14 @@ impl ApiError {
             name: name.to_owned(),
             group: group.to_owned(),
             kind: kind.to_owned(),
+            causes: Vec::new(),
         }));
+        self
+    }
+
+    /// The field errors of a 422, in `details.causes` (after [`ApiError::with_details`]).
+    pub fn with_causes(mut self, causes: Vec<StatusCause>) -> Self {
+        self.details.get_or_insert_with(Default::default).causes = causes;
         self
     }
 
@@ -133,6 +151,14 @@ impl ApiError {
             details.insert("name".into(), d.name.clone().into());
             details.insert("group".into(), d.group.clone().into());
             details.insert("kind".into(), d.kind.clone().into());
+            if !d.causes.is_empty() {
+                let causes: Vec<serde_json::Value> = d
+                    .causes
+                    .iter()
+                    .map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field}))
+                    .collect();
+                details.insert("causes".into(), causes.into());
+            }
         }
         if let Some(seconds) = self.retry_after_seconds {
             details.insert("retryAfterSeconds".into(), seconds.into());
@@ -180,6 +206,25 @@ mod tests {
         assert_eq!(status["reason"], "NotFound");
         assert_eq!(status["code"], 404);
         assert_eq!(status["details"]["name"], "a.b.c");
+    }
+
+    #[test]
+    fn field_errors_are_details_causes() {
+        let status = ApiError::invalid("x is invalid")
+            .with_details("a.b", "aggregation.coder.com", "CoderTemplate")
+            .with_causes(vec![StatusCause {
+                reason: "FieldValueInvalid",
+                message: "Invalid value: \"2x\": bad".into(),
+                field: "spec.defaultTTL".into(),
+            }])
+            .to_status();
+        assert_eq!(status["details"]["kind"], "CoderTemplate");
+        assert_eq!(
+            status["details"]["causes"],
+            json!([{"reason": "FieldValueInvalid", "message": "Invalid value: \"2x\": bad", "field": "spec.defaultTTL"}])
+        );
+        let plain = ApiError::not_found("g", "r", "n").to_status();
+        assert!(plain["details"].get("causes").is_none(), "{plain}");
     }
 
     #[test]

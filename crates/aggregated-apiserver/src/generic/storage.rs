@@ -77,6 +77,12 @@ pub trait Storage: Send + Sync {
     /// One object by name in `ctx.namespace`.
     async fn get(&self, ctx: &RequestContext, name: &str) -> Result<Value, ApiError>;
 
+    /// The object a patch or server-side apply of `name` is merged into: [`Storage::get`] unless a resource shows
+    /// something on reads that a write must not take over unless the caller gives it again.
+    async fn patch_base(&self, ctx: &RequestContext, name: &str) -> Result<Value, ApiError> {
+        self.get(ctx, name).await
+    }
+
     /// Every object in `ctx.namespace` (all namespaces when `None`). Selectors are applied by the handlers.
     async fn list(&self, ctx: &RequestContext) -> Result<Vec<Value>, ApiError>;
 

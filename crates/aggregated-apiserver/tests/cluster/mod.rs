@@ -85,6 +85,15 @@ impl Served {
 
 /// Starts the server on a thread and runtime of its own (each test has its own runtime; the server outlives them).
 pub fn spawn_server(cp: &'static ControlPlane, registry: Registry) -> (SocketAddr, Vec<u8>) {
+    spawn_server_with(cp, move |_| registry)
+}
+
+/// [`spawn_server`] with a registry made on the server's runtime from a client of its own (a kube client works only
+/// while the runtime it was made on runs).
+pub fn spawn_server_with(
+    cp: &'static ControlPlane,
+    make_registry: impl FnOnce(kube::Client) -> Registry + Send + 'static,
+) -> (SocketAddr, Vec<u8>) {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -103,6 +112,7 @@ pub fn spawn_server(cp: &'static ControlPlane, registry: Registry) -> (SocketAdd
                     ..ServerSettings::default()
                 },
             };
+            let registry = make_registry(cp.client().expect("client"));
             let prepared = prepare(cp.client().expect("client"), registry, listener, options)
                 .await
                 .expect("start-up checks");

@@ -34,6 +34,13 @@ impl CoderClient {
             .await
     }
 
+    /// `GET /api/v2/organizations/{organization}/groups/{name}`: a group by its exact name (premium: Template RBAC;
+    /// 404 when the organization has no such group).
+    pub async fn group_by_name(&self, organization: &str, name: &str) -> Result<Group> {
+        self.get_json(&["organizations", organization, "groups", name], &[])
+            .await
+    }
+
     /// `GET /api/v2/organizations/{organization}/groups`.
     pub async fn groups(&self, organization: &str) -> Result<Vec<Group>> {
         self.get_json(&["organizations", organization, "groups"], &[])

@@ -1,5 +1,5 @@
-//! Template version calls of [`CoderClient`]: create, get, list, archive and promote. Their import
-//! logs are in `logs`.
+//! Template version calls of [`CoderClient`]: create, get, list, the variables, archive and promote. Their
+//! import logs are in `logs`.
 
 use reqwest::Method;
 use serde::Serialize;
@@ -7,7 +7,7 @@ use uuid::Uuid;
 
 use super::{CoderClient, Result};
 use crate::types::template_versions::{
-    ArchiveTemplateVersionsResponse, CreateTemplateVersionRequest, TemplateVersion,
+    ArchiveTemplateVersionsResponse, CreateTemplateVersionRequest, TemplateVersion, TemplateVersionVariable,
 };
 
 impl CoderClient {
@@ -34,6 +34,14 @@ impl CoderClient {
     /// `GET /api/v2/templateversions/{id}`.
     pub async fn template_version(&self, id: Uuid) -> Result<TemplateVersion> {
         self.get_json(&["templateversions", &id.to_string()], &[]).await
+    }
+
+    /// `GET /api/v2/templateversions/{id}/variables`: the Terraform variables the version declares and the values
+    /// its import used (sensitive ones redacted). Coder answers 403 `Template version job has not finished` while
+    /// the import runs.
+    pub async fn template_version_variables(&self, id: Uuid) -> Result<Vec<TemplateVersionVariable>> {
+        self.get_json(&["templateversions", &id.to_string(), "variables"], &[])
+            .await
     }
 
     /// `GET /api/v2/templates/{template}/versions`, with archived versions when asked.

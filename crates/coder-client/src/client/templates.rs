@@ -1,10 +1,12 @@
-//! Template calls of [`CoderClient`]: list, get by ID or name, create, update the metadata and delete.
+//! Template calls of [`CoderClient`]: list, get by ID or name, create, update the metadata, delete, and the access
+//! list (premium: Template RBAC).
 
 use reqwest::Method;
 use uuid::Uuid;
 
 use super::{CoderClient, Result};
 use crate::error::Error;
+use crate::types::template_acl::{TemplateAcl, UpdateTemplateAcl};
 use crate::types::templates::{CreateTemplateRequest, Template, UpdateTemplateMeta};
 
 impl CoderClient {
@@ -62,5 +64,23 @@ impl CoderClient {
             Err(Error::Rejected { status: 304, .. }) => Ok(None),
             Err(error) => Err(error),
         }
+    }
+
+    // Template access lists (aggregated API, codertemplates `spec.acl`).
+    /// `GET /api/v2/templates/{id}/acl`. Unlicensed, Coder answers 403 (enterprise) or `Route not found.`
+    /// (open source).
+    pub async fn template_acl(&self, id: Uuid) -> Result<TemplateAcl> {
+        self.get_json(&["templates", &id.to_string(), "acl"], &[]).await
+    }
+
+    /// `PATCH /api/v2/templates/{id}/acl` (200, a message): merges `update` into the stored list (see
+    /// [`UpdateTemplateAcl`]).
+    pub async fn update_template_acl(&self, id: Uuid, update: &UpdateTemplateAcl) -> Result<()> {
+        self.send_no_content(
+            Method::PATCH,
+            &["templates", &id.to_string(), "acl"],
+            Some(update),
+        )
+        .await
     }
 }

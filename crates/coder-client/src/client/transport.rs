@@ -146,8 +146,16 @@ impl CoderClient {
         rb
     }
 
-    /// Sends one request and reads the whole answer; an error status becomes a typed error.
-    async fn execute_once(&self, method: &Method, url: &Url, body: &Body, bypass: bool) -> Result<Answer> {
+    /// Sends one request and reads the whole answer; an error status becomes a typed error whose text holds neither
+    /// the token nor any of `redact` (values the request carried that must not come back in an error).
+    async fn execute_once(
+        &self,
+        method: &Method,
+        url: &Url,
+        body: &Body,
+        bypass: bool,
+        redact: &[&str],
+    ) -> Result<Answer> {
         let rb = body.attach(self.request(method.clone(), url.clone(), bypass));
         let response = rb.send().await.map_err(|e| self.map_transport(&e))?;
         let status = response.status();
@@ -156,12 +164,9 @@ impl CoderClient {
         if status.is_success() {
             Ok(Answer { status, body })
         } else {
-            Err(error_from_response(
-                status.as_u16(),
-                &headers,
-                &body,
-                &self.sensitive(),
-            ))
+            let mut sensitive = self.sensitive();
+            sensitive.extend(redact.iter().copied().filter(|value| !value.is_empty()));
+            Err(error_from_response(status.as_u16(), &headers, &body, &sensitive))
         }
     }
 
@@ -190,16 +195,27 @@ impl CoderClient {
     /// Sends one call. Mutating calls carry the bypass header first and are retried once without it
     /// when Coder answers 428 (the caller is not an owner).
     pub(super) async fn execute(&self, method: Method, url: Url, body: Body) -> Result<Answer> {
+        self.execute_redacting(method, url, body, &[]).await
+    }
+
+    /// [`Self::execute`], removing `redact` from the text of an error answer as well as the token.
+    async fn execute_redacting(
+        &self,
+        method: Method,
+        url: Url,
+        body: Body,
+        redact: &[&str],
+    ) -> Result<Answer> {
         let mutating = !matches!(method, Method::GET | Method::HEAD | Method::OPTIONS);
         let bypass = mutating && self.inner.options.bypass_ratelimit;
-        match self.execute_once(&method, &url, &body, bypass).await {
+        match self.execute_once(&method, &url, &body, bypass, redact).await {
             Err(Error::Rejected { status: 428, .. }) if bypass => {
                 tracing::debug!(
                     method = %method,
                     path = url.path(),
                     "coder refused the rate-limit bypass (428); retrying without it"
                 );
-                self.execute_once(&method, &url, &body, false).await
+                self.execute_once(&method, &url, &body, false, redact).await
             }
             other => other,
         }
@@ -239,6 +255,22 @@ impl CoderClient {
     ) -> Result<T> {
         let url = self.endpoint(segments)?;
         let answer = self.execute(method, url, Self::json_body(body)?).await?;
+        Self::decode(&answer.body)
+    }
+
+    /// [`Self::send_json`] for a body that carries values (`redact`) which an error answer must not repeat: they are
+    /// removed from its text before it is cut short, so no part of them survives.
+    pub(crate) async fn send_json_redacting<B: Serialize, T: DeserializeOwned>(
+        &self,
+        method: Method,
+        segments: &[&str],
+        body: &B,
+        redact: &[&str],
+    ) -> Result<T> {
+        let url = self.endpoint(segments)?;
+        let answer = self
+            .execute_redacting(method, url, Self::json_body(body)?, redact)
+            .await?;
         Self::decode(&answer.body)
     }
 

@@ -1,12 +1,17 @@
-//! Workspace and workspace build calls of [`CoderClient`]: list, get, create, and start builds.
-//! Build logs are in `logs`.
+//! Workspace and workspace build calls of [`CoderClient`]: list, get, create, start builds, the workspace's schedule
+//! and update settings, and the rich parameters of builds (with the parameters a template version asks for, which a
+//! build's values are checked against). Build logs are in `logs`.
 
 use reqwest::Method;
 use uuid::Uuid;
 
 use super::{CoderClient, Result};
 use crate::types::builds::{CreateWorkspaceBuildRequest, WorkspaceBuild};
-use crate::types::workspaces::{CreateWorkspaceRequest, Workspace, WorkspacesPage};
+use crate::types::parameters::TemplateVersionParameter;
+use crate::types::workspaces::{
+    CreateWorkspaceRequest, RichParameterValue, UpdateWorkspaceAutomaticUpdatesRequest,
+    UpdateWorkspaceAutostartRequest, UpdateWorkspaceTtlRequest, Workspace, WorkspacesPage,
+};
 
 impl CoderClient {
     /// `GET /api/v2/workspaces?q=…` (one page: `limit`/`offset` when non-zero).
@@ -80,7 +85,17 @@ impl CoderClient {
 
     /// `POST /api/v2/users/{owner}/workspaces` (201; the first `start` build is queued).
     pub async fn create_workspace(&self, owner: &str, request: &CreateWorkspaceRequest) -> Result<Workspace> {
-        self.send_json(Method::POST, &["users", owner, "workspaces"], request)
+        self.create_workspace_redacting(owner, request, &[]).await
+    }
+
+    /// [`Self::create_workspace`] whose error text never holds any of `redact` (parameter values from Secrets).
+    pub async fn create_workspace_redacting(
+        &self,
+        owner: &str,
+        request: &CreateWorkspaceRequest,
+        redact: &[&str],
+    ) -> Result<Workspace> {
+        self.send_json_redacting(Method::POST, &["users", owner, "workspaces"], request, redact)
             .await
     }
 
@@ -90,10 +105,85 @@ impl CoderClient {
         workspace: Uuid,
         request: &CreateWorkspaceBuildRequest,
     ) -> Result<WorkspaceBuild> {
-        self.send_json(
+        self.create_workspace_build_redacting(workspace, request, &[])
+            .await
+    }
+
+    /// [`Self::create_workspace_build`] whose error text never holds any of `redact` (parameter values from
+    /// Secrets).
+    pub async fn create_workspace_build_redacting(
+        &self,
+        workspace: Uuid,
+        request: &CreateWorkspaceBuildRequest,
+        redact: &[&str],
+    ) -> Result<WorkspaceBuild> {
+        self.send_json_redacting(
             Method::POST,
             &["workspaces", &workspace.to_string(), "builds"],
             request,
+            redact,
+        )
+        .await
+    }
+
+    /// `PUT /api/v2/workspaces/{id}/ttl` (204): the time a started workspace runs before Coder stops it.
+    pub async fn update_workspace_ttl(
+        &self,
+        workspace: Uuid,
+        request: &UpdateWorkspaceTtlRequest,
+    ) -> Result<()> {
+        self.send_no_content(
+            Method::PUT,
+            &["workspaces", &workspace.to_string(), "ttl"],
+            Some(request),
+        )
+        .await
+    }
+
+    /// `PUT /api/v2/workspaces/{id}/autostart` (204): the weekly schedule Coder starts the workspace on.
+    pub async fn update_workspace_autostart(
+        &self,
+        workspace: Uuid,
+        request: &UpdateWorkspaceAutostartRequest,
+    ) -> Result<()> {
+        self.send_no_content(
+            Method::PUT,
+            &["workspaces", &workspace.to_string(), "autostart"],
+            Some(request),
+        )
+        .await
+    }
+
+    /// `PUT /api/v2/workspaces/{id}/autoupdates` (204): whether starts use the template's active version.
+    pub async fn update_workspace_automatic_updates(
+        &self,
+        workspace: Uuid,
+        request: &UpdateWorkspaceAutomaticUpdatesRequest,
+    ) -> Result<()> {
+        self.send_no_content(
+            Method::PUT,
+            &["workspaces", &workspace.to_string(), "autoupdates"],
+            Some(request),
+        )
+        .await
+    }
+
+    /// `GET /api/v2/workspacebuilds/{id}/parameters`: every rich parameter value the build used (Coder keeps no
+    /// order).
+    pub async fn workspace_build_parameters(&self, build: Uuid) -> Result<Vec<RichParameterValue>> {
+        self.get_json(&["workspacebuilds", &build.to_string(), "parameters"], &[])
+            .await
+    }
+
+    /// `GET /api/v2/templateversions/{id}/rich-parameters`: the parameters builds of the version take (425 while
+    /// its import runs).
+    pub async fn template_version_rich_parameters(
+        &self,
+        version: Uuid,
+    ) -> Result<Vec<TemplateVersionParameter>> {
+        self.get_json(
+            &["templateversions", &version.to_string(), "rich-parameters"],
+            &[],
         )
         .await
     }

@@ -11,7 +11,9 @@ pub mod jobs;
 pub mod licenses;
 pub mod logs;
 pub mod organizations;
+pub mod parameters;
 pub mod provisioner_keys;
+pub mod template_acl;
 pub mod template_versions;
 pub mod templates;
 pub mod users;
@@ -29,8 +31,12 @@ pub use jobs::{JobStatus, ProvisionerJob};
 pub use licenses::License;
 pub use logs::ProvisionerJobLog;
 pub use organizations::Organization;
+pub use parameters::{TemplateVersionParameter, TemplateVersionParameterOption};
 pub use provisioner_keys::{EnsuredProvisionerKey, ProvisionerKey};
-pub use template_versions::{CreateTemplateVersionRequest, TemplateVersion, VariableValue};
+pub use template_acl::{TemplateAcl, TemplateAclGroup, TemplateAclUser, UpdateTemplateAcl};
+pub use template_versions::{
+    CreateTemplateVersionRequest, TemplateVersion, TemplateVersionVariable, VariableValue,
+};
 pub use templates::{
     CreateTemplateRequest, Template, TemplateAutostartRequirement, TemplateAutostopRequirement,
     UpdateTemplateMeta,
@@ -40,4 +46,7 @@ pub use workspace_proxies::{
     CreateWorkspaceProxyRequest, PatchWorkspaceProxy, UpdateWorkspaceProxyResponse, WorkspaceProxy,
     WorkspaceProxyStatus,
 };
-pub use workspaces::{CreateWorkspaceRequest, RichParameterValue, Workspace, WorkspacesPage};
+pub use workspaces::{
+    CreateWorkspaceRequest, RichParameterValue, UpdateWorkspaceAutomaticUpdatesRequest,
+    UpdateWorkspaceAutostartRequest, UpdateWorkspaceTtlRequest, Workspace, WorkspacesPage,
+};

@@ -7,15 +7,43 @@ use uuid::Uuid;
 
 use super::jobs::ProvisionerJob;
 use super::users::MinimalUser;
+use crate::secret::Secret;
 
-/// A template variable value.
+/// A template variable value (`user_variable_values` of a version create). The value may come from a Kubernetes
+/// Secret, so its `Debug` is redacted.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct VariableValue {
     /// Name.
     pub name: String,
     /// Value.
-    pub value: String,
+    pub value: Secret,
 }
+
+/// `TemplateVersionVariable`, one entry of `GET /templateversions/{id}/variables`: a Terraform variable the
+/// version's source declares and the value its import used. Coder answers `*redacted*` for the value and the
+/// default of a sensitive variable.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct TemplateVersionVariable {
+    /// Name.
+    pub name: String,
+    /// Description.
+    pub description: String,
+    /// `string`, `number` or `bool`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// The value the import used (the default when none was given; [`REDACTED_VARIABLE`] when sensitive).
+    pub value: String,
+    /// The declared default ([`REDACTED_VARIABLE`] when sensitive).
+    pub default_value: String,
+    /// Declared without a default.
+    pub required: bool,
+    /// Declared `sensitive = true`.
+    pub sensitive: bool,
+}
+
+/// What Coder answers in place of a sensitive variable's value and default.
+pub const REDACTED_VARIABLE: &str = "*redacted*";
 
 /// `CreateTemplateVersionRequest`.
 #[derive(Debug, Clone, Serialize)]

@@ -88,8 +88,9 @@ pub struct TemplateAutostartRequirement {
     pub days_of_week: Vec<String>,
 }
 
-/// `CreateTemplateRequest` (common fields).
-#[derive(Debug, Clone, Default, Serialize)]
+/// `CreateTemplateRequest`: the template's name, first version and texts, and the settings Coder's create takes
+/// (each left out when `None`, so Coder's default applies; the deprecation message is not among them).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct CreateTemplateRequest {
     /// Name.
     pub name: String,
@@ -107,9 +108,42 @@ pub struct CreateTemplateRequest {
     /// Do not grant the Everyone group `use`.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub disable_everyone_group_access: bool,
-    /// Require the active version.
+    /// Require the active version (premium: access control; kept false unlicensed).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub require_active_version: bool,
+    /// Default workspace TTL, in milliseconds (Coder: 0 when left out).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub default_ttl_ms: Option<i64>,
+    /// Activity bump, in milliseconds (Coder: one hour when left out).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub activity_bump_ms: Option<i64>,
+    /// Autostop requirement (premium: advanced template scheduling).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub autostop_requirement: Option<TemplateAutostopRequirement>,
+    /// Autostart requirement (premium: advanced template scheduling; every day when left out).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub autostart_requirement: Option<TemplateAutostartRequirement>,
+    /// Users may cancel their workspaces' builds (Coder: false when left out).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allow_user_cancel_workspace_jobs: Option<bool>,
+    /// Users may set their own autostart schedule (premium; true when left out).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allow_user_autostart: Option<bool>,
+    /// Users may set their own TTL (premium; true when left out).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allow_user_autostop: Option<bool>,
+    /// Failure TTL, in milliseconds (premium).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failure_ttl_ms: Option<i64>,
+    /// Time until dormant, in milliseconds (premium; Coder's create names it `dormant_ttl_ms`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dormant_ttl_ms: Option<i64>,
+    /// Time until a dormant workspace is deleted, in milliseconds (premium; `delete_ttl_ms` on create).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delete_ttl_ms: Option<i64>,
+    /// Widest port-sharing level (premium: control shared ports; Coder refuses it unlicensed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_port_share_level: Option<String>,
 }
 
 /// `UpdateTemplateMeta`, the whole body of `PATCH /api/v2/templates/{id}` as Coder v2.30.0 reads it.

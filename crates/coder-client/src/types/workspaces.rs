@@ -70,6 +70,28 @@ pub struct WorkspacesPage {
     pub count: i64,
 }
 
+/// `PUT /workspaces/{id}/ttl` body. `ttl_ms` is always sent: `null` (or 0) turns autostop off.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct UpdateWorkspaceTtlRequest {
+    /// Milliseconds; Coder keeps whole minutes.
+    pub ttl_ms: Option<i64>,
+}
+
+/// `PUT /workspaces/{id}/autostart` body. No schedule (or an empty one) turns autostart off.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct UpdateWorkspaceAutostartRequest {
+    /// `[CRON_TZ=<zone> ]<minute> <hour> * * <day of week>`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<String>,
+}
+
+/// `PUT /workspaces/{id}/autoupdates` body.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct UpdateWorkspaceAutomaticUpdatesRequest {
+    /// `always` or `never`.
+    pub automatic_updates: String,
+}
+
 /// `CreateWorkspaceRequest`.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct CreateWorkspaceRequest {

@@ -5,8 +5,9 @@
 use std::sync::Arc;
 
 use anyhow::Context as _;
+use coder_k8s_aggregated_apiserver::coder::workspace_secrets::{KubeParameterSecrets, ParameterSecrets};
 use coder_k8s_aggregated_apiserver::coder::world_watch::{self, WorldWatchSettings};
-use coder_k8s_aggregated_apiserver::coder::{Provider, registry};
+use coder_k8s_aggregated_apiserver::coder::{Provider, registry_with};
 use coder_k8s_aggregated_apiserver::generic::server::ServerSettings;
 use coder_k8s_aggregated_apiserver::run::{Options, prepare};
 use coder_k8s_aggregated_apiserver::serving::ServingSettings;
@@ -27,7 +28,8 @@ pub async fn run(
     let listener = admin::bind(bind_address)
         .await
         .with_context(|| format!("listen on --apiserver-bind-address {bind_address}"))?;
-    let serving = crate::leader::current_namespace().map(ServingSettings::new);
+    let own_namespace = crate::leader::current_namespace();
+    let serving = own_namespace.clone().map(ServingSettings::new);
     if serving.is_none() {
         tracing::warn!(
             "no namespace known (POD_NAMESPACE, ServiceAccount): serving a self-signed localhost certificate"
@@ -37,8 +39,12 @@ pub async fn run(
         serving,
         server: ServerSettings::default(),
     };
+    // Workspace parameters from Secrets need the server's own namespace for their reference records.
+    let parameter_secrets = own_namespace.map(|namespace| {
+        Arc::new(KubeParameterSecrets::new(client.clone(), namespace)) as Arc<dyn ParameterSecrets>
+    });
     // Watches also see changes made in Coder directly, polled at the default interval.
-    let mut registry = registry(provider.clone());
+    let mut registry = registry_with(provider.clone(), parameter_secrets);
     world_watch::attach(&mut registry, provider, WorldWatchSettings::default());
     let prepared = prepare(client, registry, listener, options).await?;
     ready();

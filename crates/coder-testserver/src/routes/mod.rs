@@ -6,6 +6,7 @@ mod files;
 mod logs;
 mod organizations;
 mod provisioner_keys;
+mod template_acl;
 mod template_settings;
 mod templates;
 mod users;
@@ -36,6 +37,7 @@ pub(crate) fn router(app: App) -> Router {
         .merge(workspace_proxies::routes())
         .merge(files::routes())
         .merge(templates::routes())
+        .merge(template_acl::routes())
         .merge(workspaces::routes())
         .merge(logs::routes())
         .merge(ai::routes());

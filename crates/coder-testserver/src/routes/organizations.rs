@@ -1,4 +1,5 @@
-//! Organizations (read from Coder's PostgreSQL) and the built-in `Everyone` group.
+//! Organizations (read from Coder's PostgreSQL), the built-in `Everyone` group and the groups tests add, also by
+//! name.
 
 use axum::Router;
 use axum::extract::{Path, State};
@@ -17,6 +18,7 @@ pub(super) fn routes() -> Router<App> {
         .route("/organizations", get(list).post(create))
         .route("/organizations/{organization}", get(get_one))
         .route("/organizations/{organization}/groups", get(groups))
+        .route("/organizations/{organization}/groups/{name}", get(group_by_name))
         .route("/organizations/{organization}/members", get(members))
         .route("/users/{user}/organizations", get(user_organizations))
 }
@@ -134,10 +136,9 @@ fn reduced_user(user: &crate::db::User) -> Value {
     })
 }
 
-/// Every organization has the implicit `Everyone` group (id = org id) holding all members, then the groups added
-/// with `TestServer::add_group` (no members).
-async fn groups(State(app): State<App>, auth: Auth, Path(param): Path<String>) -> ApiResult {
-    let org = auth::organization(&app, &auth, &param).await?;
+/// The groups of `org` as Coder renders them: the implicit `Everyone` group (id = org id) holding all members, then
+/// the groups added with `TestServer::add_group` (no members).
+pub(super) async fn organization_groups(app: &App, org: &Organization) -> Result<Vec<Value>, ApiError> {
     let members = app.db.organization_members(org.id).await?;
     let added: Vec<Value> = app
         .mem()
@@ -165,7 +166,42 @@ async fn groups(State(app): State<App>, auth: Auth, Path(param): Path<String>) -
         "organization_name": org.name,
         "organization_display_name": org.display_name,
     });
-    ok(std::iter::once(everyone).chain(added).collect())
+    Ok(std::iter::once(everyone).chain(added).collect())
+}
+
+/// Group `id` of any organization, as [`organization_groups`] renders it; `None` when there is none.
+pub(super) async fn group_by_id(app: &App, id: uuid::Uuid) -> Result<Option<Value>, ApiError> {
+    for org in app.db.organizations().await? {
+        let found = organization_groups(app, &org)
+            .await?
+            .into_iter()
+            .find(|g| g["id"] == json!(id));
+        if found.is_some() {
+            return Ok(found);
+        }
+    }
+    Ok(None)
+}
+
+async fn groups(State(app): State<App>, auth: Auth, Path(param): Path<String>) -> ApiResult {
+    let org = auth::organization(&app, &auth, &param).await?;
+    ok(Value::Array(organization_groups(&app, &org).await?))
+}
+
+/// `GET /organizations/{organization}/groups/{groupName}`: the key, the organization, then the Template RBAC gate,
+/// then the group by its exact name (404 when none).
+async fn group_by_name(
+    State(app): State<App>,
+    auth: Auth,
+    Path((param, name)): Path<(String, String)>,
+) -> ApiResult {
+    require_feature(&app, "template_rbac")?;
+    let org = auth::organization(&app, &auth, &param).await?;
+    organization_groups(&app, &org)
+        .await?
+        .into_iter()
+        .find(|g| g["name"] == json!(name))
+        .map_or_else(|| Err(ApiError::not_found()), ok)
 }
 
 async fn members(State(app): State<App>, auth: Auth, Path(param): Path<String>) -> ApiResult {

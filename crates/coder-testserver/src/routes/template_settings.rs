@@ -161,7 +161,7 @@ pub(crate) struct CreateSettings {
     dormant_ttl_ms: Option<i64>,
     delete_ttl_ms: Option<i64>,
     #[serde(default)]
-    disable_everyone_group_access: bool,
+    pub(crate) disable_everyone_group_access: bool,
     #[serde(default)]
     require_active_version: bool,
     max_port_share_level: Option<String>,
@@ -238,7 +238,6 @@ pub(crate) fn create(request: &CreateSettings, licensed: Licensed) -> Result<Tem
         max_port_sharing_level: port_sharing,
         use_classic_parameter_flow: request.template_use_classic_parameter_flow.unwrap_or(false),
         cors_behavior: cors,
-        everyone_group_access: !request.disable_everyone_group_access,
         ..TemplateSettings::default()
     };
     if request.require_active_version && licensed.access_control {
@@ -291,7 +290,7 @@ pub(crate) struct Patch {
     require_active_version: bool,
     deprecation_message: Option<String>,
     #[serde(default)]
-    disable_everyone_group_access: bool,
+    pub(crate) disable_everyone_group_access: bool,
     max_port_share_level: Option<String>,
     cors_behavior: Option<String>,
     use_classic_parameter_flow: Option<bool>,
@@ -319,7 +318,8 @@ pub(crate) enum Patched {
 }
 
 /// Coder's `patchTemplateMeta` on the settings of `template`: Coder's 400 `Invalid request to update template
-/// metadata!`, or what to store. The caller applies the name, display name, description and icon.
+/// metadata!`, or what to store. The caller applies the name, display name, description and icon, and (only when
+/// something changed, as Coder) `disable_everyone_group_access`.
 pub(crate) fn patch(template: &Template, request: &Patch, licensed: Licensed) -> Result<Patched, ApiError> {
     let current = &template.settings;
     let read = schedule(current, licensed);
@@ -447,7 +447,6 @@ pub(crate) fn patch(template: &Template, request: &Patch, licensed: Licensed) ->
         max_port_sharing_level: port_sharing,
         use_classic_parameter_flow: classic,
         cors_behavior: cors,
-        everyone_group_access: current.everyone_group_access && !request.disable_everyone_group_access,
         ..current.clone()
     };
     set_access_control(&mut stored, request.require_active_version, deprecated, licensed);

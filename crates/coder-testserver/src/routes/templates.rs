@@ -1,4 +1,4 @@
-//! Template versions (imports) and templates.
+//! Template versions (imports, their variables) and templates. The access lists are in `template_acl`.
 
 use std::collections::BTreeMap;
 use std::time::SystemTime;
@@ -28,6 +28,7 @@ pub(super) fn routes() -> Router<App> {
         )
         .route("/templateversions/{id}", get(get_version).patch(patch_version))
         .route("/templateversions/{id}/cancel", patch(cancel_version))
+        .route("/templateversions/{id}/variables", get(version_variables))
         .route("/templateversions/{id}/archive", post(archive_version))
         .route("/templateversions/{id}/unarchive", post(unarchive_version))
         .route(
@@ -121,6 +122,17 @@ struct CreateVersion {
     provisioner: String,
     #[serde(default)]
     tags: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    user_variable_values: Option<Vec<VariableValue>>,
+}
+
+/// `codersdk.VariableValue`.
+#[derive(Deserialize)]
+struct VariableValue {
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    value: String,
 }
 
 fn invalid(field: &str, value: &str, tag: &str) -> ApiError {
@@ -218,6 +230,13 @@ async fn create_version(
         created_by: (auth.user.id, auth.user.username.clone()),
         archived: false,
         provisioner: body.provisioner,
+        user_variable_values: body
+            .user_variable_values
+            .unwrap_or_default()
+            .into_iter()
+            .map(|v| (v.name, v.value))
+            .collect(),
+        variables: Vec::new(),
     };
     let rendered = render_version(&version, &mem);
     mem.template_versions.push(version);
@@ -239,6 +258,41 @@ async fn get_version(State(app): State<App>, _auth: Auth, Path(id): Path<String>
     let mem = app.mem();
     let index = version_index(&mem, &id)?;
     ok(render_version(&mem.template_versions[index], &mem))
+}
+
+/// What Coder answers in place of a sensitive variable's value and default.
+const REDACTED: &str = "*redacted*";
+
+/// `GET /templateversions/{id}/variables`: the variables the import stored, sensitive values redacted; 403 while the
+/// import job has not completed.
+async fn version_variables(State(app): State<App>, _auth: Auth, Path(id): Path<String>) -> ApiResult {
+    let mem = app.mem();
+    let version = &mem.template_versions[version_index(&mem, &id)?];
+    if mem
+        .jobs
+        .get(&version.job_id)
+        .is_none_or(|job| job.completed_at.is_none())
+    {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "Template version job has not finished",
+        ));
+    }
+    ok(version
+        .variables
+        .iter()
+        .map(|v| {
+            let (value, default) = if v.sensitive {
+                (REDACTED, REDACTED)
+            } else {
+                (v.value.as_str(), v.default_value.as_str())
+            };
+            json!({
+                "name": v.name, "description": v.description, "type": v.type_, "value": value,
+                "default_value": default, "required": v.required, "sensitive": v.sensitive,
+            })
+        })
+        .collect())
 }
 
 #[derive(Deserialize)]
@@ -448,6 +502,12 @@ async fn create_template(
     let licensed = Licensed::of(&app);
     let settings = template_settings::create(&requested, licensed)?;
     let stamp = now();
+    // Unless asked not to, Coder gives the organization's Everyone group (its ID is the organization's) `use`.
+    let group_acl = if requested.disable_everyone_group_access {
+        BTreeMap::new()
+    } else {
+        BTreeMap::from([(org.id, "use".to_owned())])
+    };
     let template = Template {
         id: Uuid::new_v4(),
         created_at: stamp.clone(),
@@ -461,6 +521,8 @@ async fn create_template(
         active_version_id: version_id,
         created_by: (auth.user.id, auth.user.username.clone()),
         settings,
+        user_acl: BTreeMap::new(),
+        group_acl,
         deleted: false,
     };
     mem.template_versions[version_index].template_id = Some(template.id);
@@ -641,6 +703,9 @@ async fn patch_template(
         }
     }
     template.settings = settings;
+    if body.disable_everyone_group_access {
+        template.group_acl.remove(&org_id);
+    }
     template.updated_at = now();
     ok(render_template(template, licensed))
 }

@@ -1,9 +1,10 @@
-//! Workspaces and workspace builds.
+//! Workspaces and workspace builds, the workspace's time to live, autostart schedule and automatic updates, and rich
+//! parameters (a template version's, and the values of a build; see [`crate::parameters`]).
 
 use axum::Router;
 use axum::extract::{Path, State};
 use axum::http::{StatusCode, Uri};
-use axum::routing::{get, patch, post};
+use axum::routing::{get, patch, post, put};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -11,7 +12,7 @@ use uuid::Uuid;
 use super::templates::{cancel_job, parse_search};
 use super::{JsonBody, flag, query_params};
 use crate::auth::{self, Auth};
-use crate::errors::{ApiError, ApiResult, IN_USE, created, ok, parse_uuid};
+use crate::errors::{ApiError, ApiResult, IN_USE, created, no_content, ok, parse_uuid};
 use crate::provisioner::{matched_provisioners, render_job};
 use crate::state::{App, Build, Job, JobKind, Mem, Workspace};
 use crate::util::{now, valid_template_name};
@@ -23,8 +24,13 @@ pub(super) fn routes() -> Router<App> {
         .route("/workspaces", get(list_workspaces))
         .route("/workspaces/{id}", get(get_workspace))
         .route("/workspaces/{id}/builds", get(list_builds).post(create_build))
+        .route("/workspaces/{id}/ttl", put(put_ttl))
+        .route("/workspaces/{id}/autostart", put(put_autostart))
+        .route("/workspaces/{id}/autoupdates", put(put_automatic_updates))
         .route("/workspacebuilds/{id}", get(get_build))
         .route("/workspacebuilds/{id}/cancel", patch(cancel_build))
+        .route("/workspacebuilds/{id}/parameters", get(build_parameters))
+        .route("/templateversions/{id}/rich-parameters", get(version_parameters))
 }
 
 /// Build `status` from job status + transition.
@@ -162,15 +168,24 @@ fn check_version_ready(mem: &Mem, version_id: Uuid) -> Result<(), ApiError> {
     }
 }
 
-/// Queues a build and its job; the caller spawns the provisioner.
-fn queue_build(
-    mem: &mut Mem,
-    ws: &Workspace,
+/// What a new build is: its version, transition, initiator, reason and parameter values.
+struct NewBuild<'a> {
     version_id: Uuid,
-    transition: &str,
+    transition: &'a str,
     initiator: (Uuid, String),
-    reason: &str,
-) -> (Uuid, Uuid) {
+    reason: &'a str,
+    parameters: Vec<(String, String)>,
+}
+
+/// Queues a build and its job; the caller spawns the provisioner.
+fn queue_build(mem: &mut Mem, ws: &Workspace, new: NewBuild<'_>) -> (Uuid, Uuid) {
+    let NewBuild {
+        version_id,
+        transition,
+        initiator,
+        reason,
+        parameters,
+    } = new;
     let build_number = mem.latest_build(ws.id).map_or(1, |b| b.build_number + 1);
     let tags = mem
         .version(version_id)
@@ -201,6 +216,7 @@ fn queue_build(
         initiator,
         job_id,
         reason: reason.to_owned(),
+        parameters,
     });
     (build_id, job_id)
 }
@@ -219,6 +235,62 @@ struct CreateWorkspace {
     ttl_ms: Option<i64>,
     #[serde(default)]
     automatic_updates: Option<String>,
+    #[serde(default)]
+    rich_parameter_values: Vec<ParameterValue>,
+}
+
+/// `{name, value}` of `rich_parameter_values`.
+#[derive(Deserialize)]
+struct ParameterValue {
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    value: String,
+}
+
+fn pairs(values: &[ParameterValue]) -> Vec<(String, String)> {
+    values.iter().map(|v| (v.name.clone(), v.value.clone())).collect()
+}
+
+/// Whether the IANA zone `name` exists (Coder carries the zone database; the test server reads the system's).
+fn zone_known(name: &str) -> bool {
+    std::path::Path::new("/usr/share/zoneinfo").join(name).is_file()
+}
+
+/// Coder's autostart check: `None` for no (or an empty) schedule.
+fn checked_schedule(schedule: Option<&str>, message: &str) -> Result<Option<String>, ApiError> {
+    let Some(schedule) = schedule.filter(|s| !s.is_empty()) else {
+        return Ok(None);
+    };
+    coder_k8s_coder_client::schedule::check_weekly_schedule(schedule, zone_known)
+        .map_err(|e| ApiError::bad_request(message).validation("schedule", e.0))?;
+    Ok(Some(schedule.to_owned()))
+}
+
+/// The schedule settings of a new workspace, checked as Coder checks them on create: the autostart schedule, the
+/// time to live (none or 0 takes the template's default, unchecked) and automatic updates (`never` when absent).
+fn create_settings(
+    body: &CreateWorkspace,
+    template: &crate::state::Template,
+) -> Result<(Option<String>, Option<i64>, String), ApiError> {
+    let schedule = checked_schedule(body.autostart_schedule.as_deref(), "Invalid Autostart Schedule.")?;
+    let ttl_ms = match body.ttl_ms.filter(|ms| *ms != 0) {
+        None => Some(template.settings.default_ttl_ms).filter(|ms| *ms != 0),
+        given => coder_k8s_coder_client::schedule::stored_ttl_ms(given).map_err(|e| {
+            ApiError::bad_request("Invalid Workspace Time to Shutdown.").validation("ttl_ms", e.to_string())
+        })?,
+    };
+    let automatic_updates = match body.automatic_updates.as_deref().unwrap_or_default() {
+        "" => "never".to_owned(),
+        valid @ ("always" | "never") => valid.to_owned(),
+        _ => {
+            return Err(
+                ApiError::bad_request("Invalid Workspace Automatic Updates setting.")
+                    .validation("automatic_updates", "Automatic updates must be always or never"),
+            );
+        }
+    };
+    Ok((schedule, ttl_ms, automatic_updates))
 }
 
 async fn create_workspace(
@@ -274,6 +346,7 @@ async fn create_workspace(
         return Err(ApiError::forbidden());
     }
     check_version_ready(&mem, version_id)?;
+    let (autostart_schedule, ttl_ms, automatic_updates) = create_settings(&body, &template)?;
     if mem
         .workspaces
         .iter()
@@ -292,14 +365,25 @@ async fn create_workspace(
         owner: (owner.id, owner.username.clone()),
         organization: (template.organization.id, template.organization.name.clone()),
         template_id: template.id,
-        name: body.name,
-        autostart_schedule: body.autostart_schedule,
-        ttl_ms: body.ttl_ms,
-        automatic_updates: body.automatic_updates.unwrap_or_else(|| "never".to_owned()),
+        name: body.name.clone(),
+        autostart_schedule,
+        ttl_ms,
+        automatic_updates,
         deleted: false,
     };
-    let initiator = (auth.user.id, auth.user.username.clone());
-    let (_, job_id) = queue_build(&mut mem, &ws, version_id, "start", initiator, "initiator");
+    let parameters = crate::parameters::resolve(
+        &crate::parameters::of_version(&mem, version_id),
+        None,
+        &pairs(&body.rich_parameter_values),
+    )?;
+    let first = NewBuild {
+        version_id,
+        transition: "start",
+        initiator: (auth.user.id, auth.user.username.clone()),
+        reason: "initiator",
+        parameters,
+    };
+    let (_, job_id) = queue_build(&mut mem, &ws, first);
     mem.workspaces.push(ws.clone());
     let mut rendered = render_workspace(&ws, &mem);
     // Coder's create answer leaves the first build's template version name empty.
@@ -438,6 +522,8 @@ struct CreateBuild {
     transition: String,
     #[serde(default)]
     reason: Option<String>,
+    #[serde(default)]
+    rich_parameter_values: Vec<ParameterValue>,
 }
 
 async fn create_build(
@@ -482,9 +568,20 @@ async fn create_build(
             .map_or(Uuid::nil(), |t| t.active_version_id),
     };
     check_version_ready(&mem, version_id)?;
-    let reason = body.reason.unwrap_or_else(|| "initiator".to_owned());
-    let initiator = (auth.user.id, auth.user.username.clone());
-    let (build_id, job_id) = queue_build(&mut mem, &ws, version_id, &body.transition, initiator, &reason);
+    let parameters = crate::parameters::resolve(
+        &crate::parameters::of_version(&mem, version_id),
+        latest.as_ref().map(|b| b.parameters.as_slice()),
+        &pairs(&body.rich_parameter_values),
+    )?;
+    let reason = body.reason.clone().unwrap_or_else(|| "initiator".to_owned());
+    let new = NewBuild {
+        version_id,
+        transition: &body.transition,
+        initiator: (auth.user.id, auth.user.username.clone()),
+        reason: &reason,
+        parameters,
+    };
+    let (build_id, job_id) = queue_build(&mut mem, &ws, new);
     let mut rendered = mem
         .build(build_id)
         .map(|b| render_build(b, &mem))
@@ -515,4 +612,159 @@ async fn get_build(State(app): State<App>, auth: Auth, Path(id): Path<String>) -
 async fn cancel_build(State(app): State<App>, auth: Auth, Path(id): Path<String>) -> ApiResult {
     let job_id = build_for(&app.mem(), &auth, &id)?.job_id;
     cancel_job(&app, job_id)
+}
+
+/// `GET /workspacebuilds/{id}/parameters`: the build's values.
+async fn build_parameters(State(app): State<App>, auth: Auth, Path(id): Path<String>) -> ApiResult {
+    let mem = app.mem();
+    let build = build_for(&mem, &auth, &id)?;
+    let values: Vec<Value> = build
+        .parameters
+        .iter()
+        .map(|(name, value)| json!({"name": name, "value": value}))
+        .collect();
+    ok(Value::Array(values))
+}
+
+/// `GET /templateversions/{id}/rich-parameters`: 425 until the import has finished.
+async fn version_parameters(State(app): State<App>, _auth: Auth, Path(id): Path<String>) -> ApiResult {
+    let id = parse_uuid(&id)?;
+    let mem = app.mem();
+    let version = mem.version(id).ok_or_else(ApiError::not_found)?;
+    let finished = mem
+        .jobs
+        .get(&version.job_id)
+        .is_some_and(|job| job.completed_at.is_some());
+    if !finished {
+        return Err(ApiError::new(
+            StatusCode::TOO_EARLY,
+            "Template version job has not finished",
+        ));
+    }
+    let parameters: Vec<Value> = crate::parameters::of_version(&mem, id)
+        .iter()
+        .map(crate::parameters::render)
+        .collect();
+    ok(Value::Array(parameters))
+}
+
+/// The workspace a settings write changes: visible to the caller (else 404) and not deleted (else 410).
+fn settings_target(mem: &Mem, auth: &Auth, id: &str, uri: &Uri) -> Result<Workspace, ApiError> {
+    let id = parse_uuid(id)?;
+    let ws = mem
+        .workspace(id)
+        .filter(|w| can_read(auth, w))
+        .ok_or_else(ApiError::not_found)?;
+    visible_workspace(ws, uri)?;
+    Ok(ws.clone())
+}
+
+/// Whether the template lets users set autostart (`autostart`) or the time to live (`autostop`): only a Coder
+/// licensed for advanced template scheduling reads the template's setting; otherwise both are always allowed.
+fn user_may(
+    app: &App,
+    mem: &Mem,
+    ws: &Workspace,
+    setting: fn(&crate::state::TemplateSettings) -> bool,
+) -> bool {
+    !app.entitlement("advanced_template_scheduling").is_entitled()
+        || mem
+            .templates
+            .iter()
+            .find(|t| t.id == ws.template_id)
+            .is_none_or(|t| setting(&t.settings))
+}
+
+fn store(mem: &mut Mem, id: Uuid, change: impl FnOnce(&mut Workspace)) {
+    if let Some(ws) = mem.workspaces.iter_mut().find(|w| w.id == id) {
+        change(ws);
+    }
+}
+
+#[derive(Deserialize)]
+struct TtlBody {
+    #[serde(default)]
+    ttl_ms: Option<i64>,
+}
+
+/// `PUT /workspaces/{id}/ttl` (204): whole minutes, at least one and at most 30 days; none or 0 turns autostop off.
+async fn put_ttl(
+    State(app): State<App>,
+    auth: Auth,
+    Path(id): Path<String>,
+    uri: Uri,
+    body: JsonBody<TtlBody>,
+) -> ApiResult {
+    let mut mem = app.mem();
+    let ws = settings_target(&mem, &auth, &id, &uri)?;
+    let body = body.parse()?;
+    let refused = |detail: String| {
+        ApiError::bad_request("Error updating workspace time until shutdown.").validation("ttl_ms", detail)
+    };
+    if !user_may(&app, &mem, &ws, |s| s.allow_user_autostop) {
+        return Err(refused(
+            "Custom autostop TTL is not allowed for workspaces using this template.".to_owned(),
+        ));
+    }
+    let ttl_ms =
+        coder_k8s_coder_client::schedule::stored_ttl_ms(body.ttl_ms).map_err(|e| refused(e.to_string()))?;
+    store(&mut mem, ws.id, |w| w.ttl_ms = ttl_ms);
+    drop(mem);
+    app.notify();
+    no_content()
+}
+
+#[derive(Deserialize)]
+struct AutostartBody {
+    #[serde(default)]
+    schedule: Option<String>,
+}
+
+/// `PUT /workspaces/{id}/autostart` (204): the schedule is checked, then the template's permission.
+async fn put_autostart(
+    State(app): State<App>,
+    auth: Auth,
+    Path(id): Path<String>,
+    uri: Uri,
+    body: JsonBody<AutostartBody>,
+) -> ApiResult {
+    let mut mem = app.mem();
+    let ws = settings_target(&mem, &auth, &id, &uri)?;
+    let body = body.parse()?;
+    let schedule = checked_schedule(body.schedule.as_deref(), "Invalid autostart schedule.")?;
+    if !user_may(&app, &mem, &ws, |s| s.allow_user_autostart) {
+        let reason = "Autostart is not allowed for workspaces using this template.";
+        return Err(ApiError::bad_request(reason).validation("schedule", reason));
+    }
+    store(&mut mem, ws.id, |w| w.autostart_schedule = schedule);
+    drop(mem);
+    app.notify();
+    no_content()
+}
+
+#[derive(Deserialize)]
+struct AutomaticUpdatesBody {
+    #[serde(default)]
+    automatic_updates: String,
+}
+
+/// `PUT /workspaces/{id}/autoupdates` (204): `always` or `never`.
+async fn put_automatic_updates(
+    State(app): State<App>,
+    auth: Auth,
+    Path(id): Path<String>,
+    uri: Uri,
+    body: JsonBody<AutomaticUpdatesBody>,
+) -> ApiResult {
+    let mut mem = app.mem();
+    let ws = settings_target(&mem, &auth, &id, &uri)?;
+    let body = body.parse()?;
+    if !["always", "never"].contains(&body.automatic_updates.as_str()) {
+        return Err(ApiError::bad_request("Invalid request")
+            .validation("automatic_updates", "must be always or never"));
+    }
+    store(&mut mem, ws.id, |w| w.automatic_updates = body.automatic_updates);
+    drop(mem);
+    app.notify();
+    no_content()
 }

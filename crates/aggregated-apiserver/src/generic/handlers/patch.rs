@@ -45,7 +45,7 @@ async fn patch_existing(
     let mut attempt = 0;
     loop {
         attempt += 1;
-        let mut object = call.within(call.def.storage.get(&call.ctx, name)).await?;
+        let mut object = call.within(call.def.storage.patch_base(&call.ctx, name)).await?;
         let version = object["metadata"]["resourceVersion"].clone();
         if let Some((seen, err)) = conflict.take()
             && seen == version
@@ -175,7 +175,7 @@ struct ApplyTarget {
 }
 
 async fn applied_to_current(call: &Call<'_>, name: &str, applied: &Value) -> Result<ApplyTarget, ApiError> {
-    match call.within(call.def.storage.get(&call.ctx, name)).await {
+    match call.within(call.def.storage.patch_base(&call.ctx, name)).await {
         Ok(mut current) => {
             let version = current["metadata"]["resourceVersion"].clone();
             json_patch::merge(&mut current, applied);
