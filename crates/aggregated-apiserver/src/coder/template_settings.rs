@@ -77,6 +77,11 @@ impl Licensed {
         Self { entitlements }
     }
 
+    /// Whether Coder has no entitlements route at all (open-source Coder).
+    pub fn is_open_source(&self) -> bool {
+        self.entitlements.is_none()
+    }
+
     pub fn has(&self, feature: Feature) -> bool {
         self.entitlements
             .as_ref()

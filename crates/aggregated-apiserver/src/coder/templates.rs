@@ -564,7 +564,15 @@ impl TemplateStorage {
         template_plan::premium(client, ctx.deadline, subject, &name, &premium).await?;
         let acl = match &spec.settings.acl {
             Some(acl) => {
-                // Coder's own refusal of access lists, as an update gets it, before the upload.
+                // Coder's own refusal of access lists, as an update gets it, before the upload. Open-source Coder
+                // answers a template that does not exist before it would miss the route, so it is told by its
+                // missing entitlements.
+                if template_plan::licensed(client, ctx.deadline, subject)
+                    .await?
+                    .is_open_source()
+                {
+                    return Err(template_plan::refused(&name, &[template_acl::not_served()]));
+                }
                 if let Err(error) = template_acl::served(client, ctx.deadline, subject).await? {
                     return Err(template_plan::refused(&name, &[error]));
                 }
