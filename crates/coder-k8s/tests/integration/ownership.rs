@@ -295,6 +295,23 @@ async fn a_provisioner_key_id_forged_into_the_status_is_neither_rotated_out_nor_
         "q's own key rotated",
     )
     .await;
+    // The deletion comes once q's status and its key Secret name the same key: a deletion while a pass that saw the
+    // forged status is still writing cannot prove the key is q's, and leaves it in Coder rather than risk p's.
+    let secrets = h.api::<Secret>();
+    wait_for(
+        || async {
+            let status = provisioners.get("q").await.unwrap().status.unwrap_or_default();
+            let recorded = secrets
+                .get_opt("q-provisioner-key")
+                .await
+                .unwrap()
+                .and_then(|s| s.metadata.annotations)
+                .and_then(|a| a.get("coder.com/provisioner-key-id").cloned());
+            status.provisioner_key_id.is_some() && status.provisioner_key_id == recorded
+        },
+        "q's status and key Secret to name the same key",
+    )
+    .await;
     provisioners.delete("q", &DeleteParams::default()).await.unwrap();
     wait_for(
         || async { provisioners.get_opt("q").await.unwrap().is_none() },
