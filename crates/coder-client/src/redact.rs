@@ -22,6 +22,11 @@ pub fn sanitize(text: &str, sensitive: &[&str]) -> String {
     bounded(&redact_credentials(&crate::secret::scrub(text, sensitive)))
 }
 
+/// Removes the `sensitive` values from `text` in every form Coder quotes them in, and nothing else (no cut). Pure.
+pub fn scrub_values(text: &str, sensitive: &[&str]) -> String {
+    crate::secret::scrub(text, sensitive)
+}
+
 /// `text` trimmed and cut to [`MAX_MESSAGE_CHARS`] characters (an ellipsis marks a cut).
 pub fn bounded(text: &str) -> String {
     let text = text.trim();

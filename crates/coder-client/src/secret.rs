@@ -127,7 +127,8 @@ impl<'de> Deserialize<'de> for Secret {
     }
 }
 
-/// Replaces every occurrence of each sensitive string in `text` with [`REDACTED`]: the value itself, and the forms
+/// Replaces every occurrence of each sensitive string in `text` with [`REDACTED`]: the value itself (also without
+/// trailing whitespace, as a value read from a file often ends in a newline), and the forms
 /// Coder and its Terraform provider write it in, Go's `%q` and JSON string escaping (without the quotes), so a
 /// value with a newline, quote or tab is removed from a message that quotes it too.
 pub(crate) fn scrub(text: &str, sensitive: &[&str]) -> String {
@@ -137,11 +138,13 @@ pub(crate) fn scrub(text: &str, sensitive: &[&str]) -> String {
         .flat_map(|s| {
             [
                 (*s).to_owned(),
+                s.trim_end().to_owned(),
                 go_quoted(s),
                 json_escaped(s, true),
                 json_escaped(s, false),
             ]
         })
+        .filter(|form| !form.is_empty())
         .collect();
     // Longest first, so no form is half-replaced by a shorter one it contains.
     forms.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use coder_k8s_coder_client::types::jobs::JobStatus;
-use coder_k8s_coder_client::{CoderClient, REDACTED};
+use coder_k8s_coder_client::{CoderClient, redact};
 use tokio::time::Instant;
 use uuid::Uuid;
 
@@ -216,59 +216,10 @@ impl Failure {
     }
 }
 
-/// The forms in which Coder's text can carry each of `secrets` (the values a request read from Secrets): as is, without
-/// trailing whitespace, JSON-escaped and Go-quoted (`%q`, as Terraform and Coder quote values), longest first so that
-/// a form containing a shorter one is replaced whole.
-pub fn secret_forms(secrets: &[&str]) -> Vec<String> {
-    let mut forms: Vec<String> = Vec::new();
-    for secret in secrets {
-        let json = serde_json::to_string(secret).unwrap_or_default();
-        let candidates = [
-            (*secret).to_owned(),
-            secret.trim_end().to_owned(),
-            json.trim_matches('"').to_owned(),
-            go_quoted(secret),
-        ];
-        forms.extend(candidates.into_iter().filter(|f| !f.is_empty()));
-    }
-    forms.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
-    forms.dedup();
-    forms
-}
-
-/// Go's `strconv.Quote` without the quotes: the escapes of `\a \b \f \n \r \t \v`, `\\`, `\"`, and `\x..`
-/// or `\u....` for other control characters.
-fn go_quoted(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '\u{7}' => out.push_str("\\a"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{b}' => out.push_str("\\v"),
-            '\\' => out.push_str("\\\\"),
-            '"' => out.push_str("\\\""),
-            c if (c as u32) < 0x20 || c == '\u{7f}' => out.push_str(&format!("\\x{:02x}", c as u32)),
-            c if c.is_control() => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-/// `error` with every one of `forms` (from [`secret_forms`]) replaced by [`REDACTED`] in its message and causes: Coder's
-/// text (an import's Terraform error above all) can quote a variable's value.
-pub fn scrubbed(mut error: ApiError, forms: &[String]) -> ApiError {
-    let scrub = |text: &mut String| {
-        for form in forms {
-            if text.contains(form.as_str()) {
-                *text = text.replace(form.as_str(), REDACTED);
-            }
-        }
-    };
+/// `error` with every one of `secrets` (the values a request read from Secrets) removed from its message and causes,
+/// in every form Coder quotes a value in: Coder's text (an import's Terraform error above all) can quote a variable.
+pub fn scrubbed(mut error: ApiError, secrets: &[&str]) -> ApiError {
+    let scrub = |text: &mut String| *text = redact::scrub_values(text, secrets);
     scrub(&mut error.message);
     if let Some(details) = error.details.as_mut() {
         for cause in &mut details.causes {
@@ -442,7 +393,7 @@ mod tests {
 
     #[test]
     fn secret_values_are_scrubbed_from_coder_text_in_every_quoted_form() {
-        let forms = secret_forms(&["hunter2\n", "a\"b\\c\u{1}"]);
+        let secrets = ["hunter2\n", "a\"b\\c\u{1}"];
         let job_error = "variable \"db\": value \"hunter2\\n\" is invalid; raw hunter2\n and trimmed hunter2; \
                          go \"a\\\"b\\\\c\\x01\" json \"a\\\"b\\\\c\\u0001\"";
         let error = Failure::Ended {
@@ -450,7 +401,7 @@ mod tests {
             detail: job_error.into(),
         }
         .into_api_error(Uuid::from_u128(5));
-        let out = scrubbed(error, &forms).message;
+        let out = scrubbed(error, &secrets).message;
         for leak in ["hunter2", "a\\\"b", "b\\\\c"] {
             assert!(!out.contains(leak), "{leak:?} in {out}");
         }
@@ -461,8 +412,8 @@ mod tests {
             "{out}"
         );
         assert_eq!(
-            secret_forms(&[""]),
-            Vec::<String>::new(),
+            scrubbed(ApiError::bad_request("boom"), &[""]).message,
+            "boom",
             "an empty value redacts nothing"
         );
     }

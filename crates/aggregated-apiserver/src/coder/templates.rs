@@ -455,10 +455,11 @@ impl TemplateStorage {
         template: Option<&Template>,
         inputs: (&Wanted, template_inputs::Resolved),
     ) -> Result<Uuid, ApiError> {
-        let forms = template_import::secret_forms(&inputs.1.secret_values());
+        let secrets: Vec<String> = inputs.1.secret_values().into_iter().map(str::to_owned).collect();
+        let secrets: Vec<&str> = secrets.iter().map(String::as_str).collect();
         self.import_unscrubbed(backend, ctx, name, organization, zip, template, inputs)
             .await
-            .map_err(|error| template_import::scrubbed(error, &forms))
+            .map_err(|error| template_import::scrubbed(error, &secrets))
     }
 
     #[allow(clippy::too_many_arguments)]
