@@ -8,6 +8,7 @@ pub mod aggregation;
 pub mod ai_gateway_key;
 pub mod ai_provider;
 pub mod control_plane;
+pub mod duration;
 pub mod generate;
 pub mod mcp_server;
 pub mod provisioner;

@@ -10,13 +10,15 @@ use tokio::sync::watch;
 
 use crate::admin::{self, AdminState};
 use crate::cli::{AppMode, Args, Settings, StartupError};
-use crate::controller::context::{Context as ControllerContext, ControllerSettings};
-use crate::controller::metrics::ReconcileMetrics;
-use crate::{aggregated, controller, leader, mcp};
+use crate::kube_requests::KubeRequests;
+use crate::{aggregated, leader, mcp};
 use coder_k8s_aggregated_apiserver::coder::{
     ControlPlaneProvider, Provider, StaticProvider, UnconfiguredProvider,
 };
 use coder_k8s_control_plane_access::ClientSettings;
+use coder_k8s_controllers::context::Context as ControllerContext;
+use coder_k8s_controllers::metrics::ReconcileMetrics;
+use coder_k8s_controllers::settings::{ControllerSettings, DEFAULT_OPERATOR_NAMESPACE};
 
 /// Everything the startup checks produced; the components start from it without validating again.
 #[derive(Debug)]
@@ -69,8 +71,8 @@ pub async fn run(startup: Startup) -> Result<()> {
         "1 while this replica holds the controller leader Lease",
         leader_gauge.clone(),
     );
-    let reconcile_metrics = controller::metrics::ReconcileMetrics::register(&mut registry);
-    let kube_requests = controller::kube_requests::KubeRequests::register(&mut registry);
+    let reconcile_metrics = ReconcileMetrics::register(&mut registry);
+    let kube_requests = KubeRequests::register(&mut registry);
     let admin_state = AdminState::new(registry);
     let listener = admin::bind(&settings.health_probe_bind_address)
         .await
@@ -123,7 +125,7 @@ async fn run_components(
     admin_state: AdminState,
     leader_gauge: Gauge<i64>,
     reconcile_metrics: Arc<ReconcileMetrics>,
-    kube_requests: controller::kube_requests::KubeRequests,
+    kube_requests: KubeRequests,
     shutdown: watch::Receiver<bool>,
 ) -> Result<()> {
     let settings = &startup.settings;
@@ -170,7 +172,7 @@ async fn run_components(
                 entitlements_interval: settings.entitlements_interval,
                 watch_namespace: settings.watch_namespace.clone(),
                 operator_namespace: crate::leader::current_namespace()
-                    .unwrap_or_else(|| controller::context::DEFAULT_OPERATOR_NAMESPACE.to_owned()),
+                    .unwrap_or_else(|| DEFAULT_OPERATOR_NAMESPACE.to_owned()),
                 ..ControllerSettings::default()
             };
             let ctx = Arc::new(ControllerContext::new(
@@ -250,14 +252,14 @@ async fn run_controller(
         admin_state.clone(),
         shutdown.clone(),
     ));
-    tracing::info!(built = ?controller::BUILT, "controllers");
+    tracing::info!(built = ?coder_k8s_controllers::built(), "controllers");
     if !leader_elect {
         leader_gauge.set(1);
         run_controllers(ctx, admin_state, shutdown).await;
         return Ok(());
     }
     let namespace = leader::current_lease_namespace();
-    let leadership = leader::elect(ctx.client.clone(), &namespace)
+    let leadership = leader::elect(ctx.k8s.client.clone(), &namespace)
         .await
         .with_context(|| {
             format!(
@@ -324,78 +326,27 @@ async fn ready_once_cached(
     admin_state: AdminState,
     shutdown: watch::Receiver<bool>,
 ) {
-    ctx.caches.ready().await;
+    ctx.k8s.caches.ready().await;
     if !*shutdown.borrow() {
         tracing::info!("watch caches synced; ready");
         admin_state.set_ready(true);
     }
 }
 
-/// Every built controller as its own task, until shutdown plus at most [`SHUTDOWN_GRACE`] for the reconciles in
+/// Every task of the controllers' table as its own task, until shutdown plus at most [`SHUTDOWN_GRACE`] for the reconciles in
 /// flight. A controller that stops before shutdown makes `/healthz` fail.
 async fn run_controllers(
     ctx: Arc<ControllerContext>,
     admin_state: AdminState,
     shutdown: watch::Receiver<bool>,
 ) {
-    let loops = [
-        (
-            "CoderControlPlane controller",
-            tokio::spawn(controller::control_plane::run(
-                ctx.clone(),
-                wait_for(shutdown.clone()),
-            )),
-        ),
-        (
-            "CoderProvisioner controller",
-            tokio::spawn(controller::provisioner::run(
-                ctx.clone(),
-                wait_for(shutdown.clone()),
-            )),
-        ),
-        (
-            "CoderWorkspaceProxy controller",
-            tokio::spawn(controller::workspace_proxy::run(
-                ctx.clone(),
-                wait_for(shutdown.clone()),
-            )),
-        ),
-        (
-            "CoderTemplateTest controller",
-            tokio::spawn(controller::template_test::run(
-                ctx.clone(),
-                wait_for(shutdown.clone()),
-            )),
-        ),
-        (
-            "CoderAIGatewayKey controller",
-            tokio::spawn(controller::ai_gateway_key::run(
-                ctx.clone(),
-                wait_for(shutdown.clone()),
-            )),
-        ),
-        (
-            "CoderAIProvider controller",
-            tokio::spawn(controller::ai_provider::run(
-                ctx.clone(),
-                wait_for(shutdown.clone()),
-            )),
-        ),
-        (
-            "CoderMCPServer controller",
-            tokio::spawn(controller::mcp_server::run(
-                ctx.clone(),
-                wait_for(shutdown.clone()),
-            )),
-        ),
-        (
-            "cleanup-record sweep",
-            tokio::spawn(controller::cleanup_records::sweep::run(
-                ctx,
-                wait_for(shutdown.clone()),
-            )),
-        ),
-    ];
+    let loops: Vec<_> = coder_k8s_controllers::CONTROLLERS
+        .iter()
+        .map(|task| {
+            let run = (task.run)(ctx.clone(), Box::pin(wait_for(shutdown.clone())));
+            (task.name, tokio::spawn(run))
+        })
+        .collect();
     // Also when this future is dropped (a lost Lease): a replica that is not the leader must not keep writing.
     let _abort_on_drop = AbortOnDrop(loops.iter().map(|(_, task)| task.abort_handle()).collect());
     let supervised = futures::future::join_all(

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use clap::Parser;
 
-use crate::duration::parse_go_duration;
+use coder_k8s_api::duration::parse_go_duration;
 
 /// The modes of `--app`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

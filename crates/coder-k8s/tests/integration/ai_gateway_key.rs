@@ -5,12 +5,13 @@
 
 use std::time::Duration;
 
-use coder_k8s::controller::cleanup_records::record::{LABEL, record_name};
 use coder_k8s_api::ai_gateway_key::{
     AIGatewayKeyPhase, CoderAIGatewayKey, CoderAIGatewayKeyStatus, key_name,
 };
 use coder_k8s_api::control_plane::CoderControlPlane;
 use coder_k8s_coder_testserver::{Entitlement, Fault, FaultRule};
+use coder_k8s_controllers::cleanup_records::record::record_name;
+use coder_k8s_controllers::labels::CLEANUP_RECORD_LABEL as LABEL;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;

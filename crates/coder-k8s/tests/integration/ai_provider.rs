@@ -6,10 +6,11 @@
 
 use std::time::Duration;
 
-use coder_k8s::controller::cleanup_records::record::{Created, LABEL, Record, RecordKind, record_name};
 use coder_k8s_api::ai_provider::{CoderAIProvider, CoderAIProviderStatus};
 use coder_k8s_coder_client::CoderClient;
 use coder_k8s_coder_client::ai::CreateAiProviderRequest;
+use coder_k8s_controllers::cleanup_records::record::{Created, Record, RecordKind, record_name};
+use coder_k8s_controllers::labels::CLEANUP_RECORD_LABEL as LABEL;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;

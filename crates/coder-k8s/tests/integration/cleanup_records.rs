@@ -4,12 +4,12 @@
 //! exactly their leftovers. Records the operator did not sign (forged by a ConfigMap writer) are never swept, and
 //! delete nothing; a signed record saved and re-created later is not taken for a recent one.
 
-use coder_k8s::controller::cleanup_records::record::{Created, Record, RecordKind, record_name};
-use coder_k8s::controller::cleanup_records::signing::{KEY_DATA, KEY_SECRET, SigningKey};
 use coder_k8s_api::ai_gateway_key::{CoderAIGatewayKey, key_name_prefix};
 use coder_k8s_api::ai_provider::CoderAIProvider;
 use coder_k8s_api::mcp_server::CoderMCPServer;
 use coder_k8s_coder_testserver::{Fault, FaultRule};
+use coder_k8s_controllers::cleanup_records::record::{Created, Record, RecordKind, record_name};
+use coder_k8s_controllers::cleanup_records::signing::{KEY_DATA, KEY_SECRET, SigningKey};
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};

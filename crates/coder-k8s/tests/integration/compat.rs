@@ -3,11 +3,11 @@
 
 use std::time::Duration;
 
-use coder_k8s::controller::cache::DECODE_FAILED_REASON;
-use coder_k8s::controller::context::Context;
-use coder_k8s::controller::metrics::ReconcileMetrics;
 use coder_k8s_api::control_plane::CoderControlPlane;
 use coder_k8s_api::workspace_proxy::CoderWorkspaceProxy;
+use coder_k8s_controllers::cache::DECODE_FAILED_REASON;
+use coder_k8s_controllers::context::Context;
+use coder_k8s_controllers::metrics::ReconcileMetrics;
 use k8s_openapi::api::core::v1::Service;
 use kube::CustomResourceExt;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
@@ -154,10 +154,10 @@ async fn an_object_the_types_cannot_read_is_reported_and_the_others_are_reconcil
         settings(&h.ns),
         ReconcileMetrics::register(&mut prometheus_client::registry::Registry::default()),
     );
-    tokio::time::timeout(Duration::from_secs(30), fresh.caches.ready())
+    tokio::time::timeout(Duration::from_secs(30), fresh.k8s.caches.ready())
         .await
         .expect("every watch cache lists despite the unreadable object");
-    let cached = &fresh.caches.workspace_proxies;
+    let cached = &fresh.k8s.caches.workspace_proxies;
     assert!(cached.get(&h.ns, "readable").is_some());
     assert!(cached.get(&h.ns, "unreadable").is_none());
 

@@ -8,12 +8,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use coder_k8s::controller::context::{Context, ControllerSettings};
-use coder_k8s::controller::kube_requests::KubeRequests;
-use coder_k8s::controller::metrics::ReconcileMetrics;
+use coder_k8s::kube_requests::KubeRequests;
 use coder_k8s_api::control_plane::CoderControlPlane;
 use coder_k8s_coder_client::{CoderClient, SessionToken};
 use coder_k8s_coder_testserver::{Config, Entitlement, TestServer};
+use coder_k8s_controllers::context::Context;
+use coder_k8s_controllers::metrics::ReconcileMetrics;
+use coder_k8s_controllers::settings::ControllerSettings;
 use coder_k8s_testenv::{ControlPlane, postgres};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::apps::v1::Deployment;
@@ -137,38 +138,9 @@ pub(crate) fn spawn_controllers(ctx: &Arc<Context>) -> watch::Sender<bool> {
             let _ = stopped.wait_for(|s| *s).await;
         }
     };
-    tokio::spawn(coder_k8s::controller::control_plane::run(
-        ctx.clone(),
-        stopped_signal(),
-    ));
-    tokio::spawn(coder_k8s::controller::provisioner::run(
-        ctx.clone(),
-        stopped_signal(),
-    ));
-    tokio::spawn(coder_k8s::controller::workspace_proxy::run(
-        ctx.clone(),
-        stopped_signal(),
-    ));
-    tokio::spawn(coder_k8s::controller::template_test::run(
-        ctx.clone(),
-        stopped_signal(),
-    ));
-    tokio::spawn(coder_k8s::controller::ai_gateway_key::run(
-        ctx.clone(),
-        stopped_signal(),
-    ));
-    tokio::spawn(coder_k8s::controller::ai_provider::run(
-        ctx.clone(),
-        stopped_signal(),
-    ));
-    tokio::spawn(coder_k8s::controller::mcp_server::run(
-        ctx.clone(),
-        stopped_signal(),
-    ));
-    tokio::spawn(coder_k8s::controller::cleanup_records::sweep::run(
-        ctx.clone(),
-        stopped_signal(),
-    ));
+    for task in &coder_k8s_controllers::CONTROLLERS {
+        tokio::spawn((task.run)(ctx.clone(), Box::pin(stopped_signal())));
+    }
     stop
 }
 
@@ -526,7 +498,7 @@ async fn licence_entitlements_and_a_silent_steady_state() {
     assert_eq!(status.ready_replicas, Some(1));
     assert_eq!(
         status.license_last_applied_hash.as_deref(),
-        Some(coder_k8s::controller::control_plane::coder::license_hash(LICENSE_1).as_str())
+        Some(coder_k8s_controllers::control_plane::coder::license_hash(LICENSE_1).as_str())
     );
     wait_for(
         || async {
@@ -609,7 +581,7 @@ async fn licence_entitlements_and_a_silent_steady_state() {
                 .unwrap()
                 .license_last_applied_hash
                 .as_deref()
-                == Some(coder_k8s::controller::control_plane::coder::license_hash(LICENSE_2).as_str())
+                == Some(coder_k8s_controllers::control_plane::coder::license_hash(LICENSE_2).as_str())
         },
         "the second licence",
     )

@@ -562,13 +562,13 @@ async fn a_marker_only_object_whose_organization_was_deleted_is_released() {
 /// A second operator on the test's namespace with a fresh context (it knows nothing this process recorded).
 fn restart_operator(h: &Harness) -> tokio::sync::watch::Sender<bool> {
     h.stop.send(true).unwrap();
-    let requests = coder_k8s::controller::kube_requests::KubeRequests::default();
+    let requests = coder_k8s::kube_requests::KubeRequests::default();
     let client = requests.client(h.cp.config().unwrap()).unwrap();
-    let metrics = coder_k8s::controller::metrics::ReconcileMetrics::register(
+    let metrics = coder_k8s_controllers::metrics::ReconcileMetrics::register(
         &mut prometheus_client::registry::Registry::default(),
     );
     let settings = crate::control_plane::settings(&h.ns);
-    let ctx = std::sync::Arc::new(coder_k8s::controller::context::Context::new(
+    let ctx = std::sync::Arc::new(coder_k8s_controllers::context::Context::new(
         client, settings, metrics,
     ));
     crate::control_plane::spawn_controllers(&ctx)
@@ -850,7 +850,7 @@ async fn a_changed_deployment_creates_nothing_and_the_delete_keeps_the_record() 
         Vec::<String>::new(),
         "nothing is created or deleted in the new deployment"
     );
-    let record = coder_k8s::controller::cleanup_records::record::record_name(&uid);
+    let record = coder_k8s_controllers::cleanup_records::record::record_name(&uid);
     let records = h.api::<k8s_openapi::api::core::v1::ConfigMap>();
     assert!(
         records.get_opt(&record).await.unwrap().is_some(),

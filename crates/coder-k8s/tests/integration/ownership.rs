@@ -6,10 +6,10 @@
 
 use std::collections::BTreeMap;
 
-use coder_k8s::controller::owned_secret::{self, OwnedSecret, Written};
 use coder_k8s_api::control_plane::CoderControlPlane;
 use coder_k8s_coder_client::types::CreateWorkspaceProxyRequest;
 use coder_k8s_coder_testserver::Entitlement;
+use coder_k8s_controllers::owned_secret::{self, OwnedSecret, Written};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Secret, Service, ServiceAccount};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
@@ -393,13 +393,15 @@ async fn the_provisioner_reads_the_operator_token_only_from_a_secret_its_control
     // Only the provisioner controller runs: the control plane's status is what the test writes.
     h.stop.send(true).unwrap();
     let client = h.requests.client(h.cp.config().unwrap()).unwrap();
-    let ctx = std::sync::Arc::new(coder_k8s::controller::context::Context::new(
+    let ctx = std::sync::Arc::new(coder_k8s_controllers::context::Context::new(
         client,
         crate::control_plane::settings(&h.ns),
         h.metrics.clone(),
     ));
     let (_stop, stopped) = tokio::sync::watch::channel(false);
-    tokio::spawn(coder_k8s::controller::provisioner::run(ctx, async move {
+    tokio::spawn(coder_k8s_controllers::runner::run::<
+        coder_k8s_api::provisioner::CoderProvisioner,
+    >(ctx, async move {
         let mut stopped = stopped;
         let _ = stopped.wait_for(|s| *s).await;
     }));
@@ -470,7 +472,7 @@ async fn a_provisioner_reports_a_deployment_it_does_not_control_and_leaves_it_al
 
 #[tokio::test]
 async fn a_workspace_role_the_control_plane_did_not_create_is_reported_and_never_written() {
-    use coder_k8s::controller::control_plane::names::{ControlPlaneId, workspace_role_name};
+    use coder_k8s_controllers::control_plane::desired::{ControlPlaneId, workspace_role_name};
     use k8s_openapi::api::rbac::v1::Role;
     let h = harness("own-role").await;
     let id = ControlPlaneId {

@@ -419,15 +419,15 @@ async fn delete_is_best_effort_and_retries_only_coder_unavailability() {
 fn restart_operator(
     h: &Harness,
 ) -> (
-    std::sync::Arc<coder_k8s::controller::metrics::ReconcileMetrics>,
+    std::sync::Arc<coder_k8s_controllers::metrics::ReconcileMetrics>,
     tokio::sync::watch::Sender<bool>,
 ) {
-    let requests = coder_k8s::controller::kube_requests::KubeRequests::default();
+    let requests = coder_k8s::kube_requests::KubeRequests::default();
     let client = requests.client(h.cp.config().unwrap()).unwrap();
-    let metrics = coder_k8s::controller::metrics::ReconcileMetrics::register(
+    let metrics = coder_k8s_controllers::metrics::ReconcileMetrics::register(
         &mut prometheus_client::registry::Registry::default(),
     );
-    let ctx = std::sync::Arc::new(coder_k8s::controller::context::Context::new(
+    let ctx = std::sync::Arc::new(coder_k8s_controllers::context::Context::new(
         client,
         crate::control_plane::settings(&h.ns),
         metrics.clone(),

@@ -7,13 +7,13 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use coder_k8s::controller::context::Context;
-use coder_k8s::controller::kube_requests::KubeRequests;
-use coder_k8s::controller::metrics::ReconcileMetrics;
+use coder_k8s::kube_requests::KubeRequests;
 use coder_k8s_api::control_plane::{CoderControlPlane, Entitlement, LicenseTier};
 use coder_k8s_api::provisioner::CoderProvisioner;
 use coder_k8s_api::shared::WorkloadPhase;
 use coder_k8s_coder_client::{CoderClient, SessionToken};
+use coder_k8s_controllers::context::Context;
+use coder_k8s_controllers::metrics::ReconcileMetrics;
 use coder_k8s_testenv::RealCoder;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Secret;

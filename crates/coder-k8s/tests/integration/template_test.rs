@@ -623,12 +623,12 @@ async fn the_ttl_deletes_a_finished_test() {
 
 /// A second operator on the harness's cluster and Coder; it stops when the returned sender drops.
 fn start_operator(h: &Harness) -> tokio::sync::watch::Sender<bool> {
-    let requests = coder_k8s::controller::kube_requests::KubeRequests::default();
+    let requests = coder_k8s::kube_requests::KubeRequests::default();
     let client = requests.client(h.cp.config().unwrap()).unwrap();
-    let metrics = coder_k8s::controller::metrics::ReconcileMetrics::register(
+    let metrics = coder_k8s_controllers::metrics::ReconcileMetrics::register(
         &mut prometheus_client::registry::Registry::default(),
     );
-    let ctx = std::sync::Arc::new(coder_k8s::controller::context::Context::new(
+    let ctx = std::sync::Arc::new(coder_k8s_controllers::context::Context::new(
         client,
         crate::control_plane::settings(&h.ns),
         metrics,

@@ -6,13 +6,13 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use coder_k8s::controller::apply::DESIRED_HASH_LABEL;
-use coder_k8s::controller::context::Context;
-use coder_k8s::controller::metrics::ReconcileMetrics;
-use coder_k8s::controller::provisioner::names;
 use coder_k8s_api::control_plane::CoderControlPlane;
 use coder_k8s_api::provisioner::CoderProvisioner;
 use coder_k8s_api::workspace_proxy::CoderWorkspaceProxy;
+use coder_k8s_controllers::context::Context;
+use coder_k8s_controllers::labels::DESIRED_HASH_LABEL;
+use coder_k8s_controllers::metrics::ReconcileMetrics;
+use coder_k8s_controllers::provisioner::desired as names;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Secret, Service, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};

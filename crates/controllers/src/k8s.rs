@@ -1,0 +1,261 @@
+//! The Kubernetes side every reconcile shares: the client, the Event recorder, the process-wide watch caches (one
+//! watch per resource type the controllers own or read, objects stripped to what they read) and the echoes of the
+//! operator's own applies.
+
+use std::sync::{Arc, OnceLock};
+
+use coder_k8s_api::ai_gateway_key::CoderAIGatewayKey;
+use coder_k8s_api::ai_provider::CoderAIProvider;
+use coder_k8s_api::control_plane::CoderControlPlane;
+use coder_k8s_api::mcp_server::CoderMCPServer;
+use coder_k8s_api::provisioner::CoderProvisioner;
+use coder_k8s_api::template_test::CoderTemplateTest;
+use coder_k8s_api::workspace_proxy::CoderWorkspaceProxy;
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentStatus};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service, ServiceAccount};
+use k8s_openapi::api::networking::v1::Ingress;
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::Resource;
+use kube::core::PartialObjectMeta;
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::watcher;
+
+use crate::cache::{Echoes, Fanout, Informer, Object, ValueReader, strip_meta};
+use crate::http_route::HttpRoute;
+use crate::labels::{
+    CLEANUP_RECORD_LABEL, DESIRED_HASH_LABEL, LEGACY_FIELDS_MARK, MANAGED_BY_SELECTOR, OWNER_UID_ANNOTATION,
+};
+
+/// The client, the recorder, the watch caches and the echoes of the operator's own applies.
+pub struct K8s {
+    pub client: kube::Client,
+    pub recorder: Recorder,
+    pub caches: Caches,
+    /// The operator's own applies, so their watch echo does not trigger a reconcile.
+    pub echoes: Arc<Echoes>,
+}
+
+impl K8s {
+    /// Starts the watch caches (on the current tokio runtime) of `namespace` (`None`: every namespace), the
+    /// cleanup records in `operator_namespace`.
+    pub fn start(client: kube::Client, namespace: Option<&str>, operator_namespace: &str) -> Self {
+        let reporter = Reporter {
+            controller: "coder-k8s".to_owned(),
+            instance: std::env::var("POD_NAME").ok(),
+        };
+        Self {
+            recorder: Recorder::new(client.clone(), reporter),
+            caches: Caches::start(&client, namespace, operator_namespace),
+            client,
+            echoes: Arc::default(),
+        }
+    }
+}
+
+impl K8s {
+    /// The Secret `namespace/name` (its value fetched only when it changed since the last read); `None` when it
+    /// does not exist.
+    pub async fn secret(&self, namespace: &str, name: &str) -> Result<Option<Arc<Secret>>, kube::Error> {
+        self.caches.secrets.get(&self.client, namespace, name).await
+    }
+
+    /// The ConfigMap `namespace/name`, read like [`K8s::secret`].
+    pub async fn config_map(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<Arc<ConfigMap>>, kube::Error> {
+        self.caches.config_maps.get(&self.client, namespace, name).await
+    }
+}
+
+/// One watch per resource type the controllers own or read.
+pub struct Caches {
+    pub control_planes: Arc<Informer<CoderControlPlane>>,
+    pub provisioners: Arc<Informer<CoderProvisioner>>,
+    pub workspace_proxies: Arc<Informer<CoderWorkspaceProxy>>,
+    pub template_tests: Arc<Informer<CoderTemplateTest>>,
+    pub ai_providers: Arc<Informer<CoderAIProvider>>,
+    pub ai_gateway_keys: Arc<Informer<CoderAIGatewayKey>>,
+    pub mcp_servers: Arc<Informer<CoderMCPServer>>,
+    /// Cleanup records: ConfigMaps labelled `coder.com/cleanup-record` in the operator namespace (whole objects;
+    /// they are small and hold no secret).
+    pub cleanup_records: Arc<Informer<ConfigMap>>,
+    pub deployments: Arc<Informer<Deployment>>,
+    pub services: Arc<Informer<PartialObjectMeta<Service>>>,
+    pub service_accounts: Arc<Informer<PartialObjectMeta<ServiceAccount>>>,
+    pub ingresses: Arc<Informer<PartialObjectMeta<Ingress>>>,
+    pub roles: Arc<Informer<PartialObjectMeta<Role>>>,
+    pub role_bindings: Arc<Informer<PartialObjectMeta<RoleBinding>>>,
+    /// HTTPRoutes (the Gateway API is optional): the watch starts once the API is found; changes are published
+    /// on `http_route_changes` from then on.
+    http_routes: OnceLock<Arc<Informer<PartialObjectMeta<HttpRoute>>>>,
+    pub http_route_changes: Fanout<PartialObjectMeta<HttpRoute>>,
+    client: kube::Client,
+    namespace: Option<String>,
+    discovered: tokio::sync::OnceCell<()>,
+    /// Every Secret's metadata, values fetched only when they change.
+    pub secrets: ValueReader<Secret>,
+    /// Every ConfigMap's metadata, values fetched only when they change.
+    pub config_maps: ValueReader<ConfigMap>,
+}
+
+fn strip_object<K: Resource>(object: &mut K) {
+    strip_meta(object.meta_mut());
+}
+
+/// Owned objects are read for their owner, their desired hash and (workspace RBAC) their owner UID: the rest goes.
+fn strip_owned<K: Resource>(object: &mut K) {
+    strip_owned_meta(object.meta_mut());
+}
+
+fn strip_owned_meta(meta: &mut ObjectMeta) {
+    strip_meta(meta);
+    meta.creation_timestamp = None;
+    if let Some(labels) = meta.labels.as_mut() {
+        labels.retain(|key, _| key == DESIRED_HASH_LABEL);
+    }
+    if let Some(annotations) = meta.annotations.as_mut() {
+        annotations.retain(|key, _| key == OWNER_UID_ANNOTATION || key == LEGACY_FIELDS_MARK);
+    }
+}
+
+/// Of a Deployment only its ready replicas are read.
+fn strip_deployment(deployment: &mut Deployment) {
+    strip_owned_meta(&mut deployment.metadata);
+    deployment.spec = None;
+    let ready_replicas = deployment.status.as_ref().and_then(|s| s.ready_replicas);
+    deployment.status = Some(DeploymentStatus {
+        ready_replicas,
+        ..Default::default()
+    });
+}
+
+/// The watch of a kind's own objects, decoded one by one: one the types cannot read must not stop the others.
+fn own<K: Object + Default>(client: &kube::Client, namespace: Option<&str>) -> Arc<Informer<K>> {
+    Informer::start_decoding_each(client, namespace, watcher::Config::default(), strip_object)
+}
+
+/// The metadata watch of objects the operator creates (selected by its label) in `namespace`.
+fn owned<K>(client: &kube::Client, namespace: Option<&str>) -> Arc<Informer<PartialObjectMeta<K>>>
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + Send
+        + Sync
+        + 'static,
+    PartialObjectMeta<K>: Object + Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>,
+{
+    let managed = watcher::Config::default().labels(MANAGED_BY_SELECTOR);
+    Informer::start(scoped_api(client, namespace), managed, strip_owned)
+}
+
+/// Every object's metadata, for the values read by [`ValueReader`].
+fn values<K>(client: &kube::Client, namespace: Option<&str>) -> ValueReader<K>
+where
+    K: Object + Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+    PartialObjectMeta<K>: Object + Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>,
+{
+    let all = watcher::Config::default();
+    ValueReader::new(Informer::start(scoped_api(client, namespace), all, strip_object))
+}
+
+impl Caches {
+    fn start(client: &kube::Client, namespace: Option<&str>, operator_namespace: &str) -> Self {
+        let records = watcher::Config::default().labels(CLEANUP_RECORD_LABEL);
+        let managed = watcher::Config::default().labels(MANAGED_BY_SELECTOR);
+        Self {
+            control_planes: own(client, namespace),
+            provisioners: own(client, namespace),
+            workspace_proxies: own(client, namespace),
+            template_tests: own(client, namespace),
+            ai_providers: own(client, namespace),
+            ai_gateway_keys: own(client, namespace),
+            mcp_servers: own(client, namespace),
+            cleanup_records: Informer::start(
+                kube::Api::namespaced(client.clone(), operator_namespace),
+                records,
+                strip_object,
+            ),
+            deployments: Informer::start(scoped_api(client, namespace), managed, strip_deployment),
+            services: owned(client, namespace),
+            service_accounts: owned(client, namespace),
+            ingresses: owned(client, namespace),
+            // Workspace RBAC lives in other namespaces too: these two are watched everywhere.
+            roles: owned(client, None),
+            role_bindings: owned(client, None),
+            http_routes: OnceLock::new(),
+            http_route_changes: Fanout::default(),
+            client: client.clone(),
+            namespace: namespace.map(str::to_owned),
+            discovered: tokio::sync::OnceCell::new(),
+            secrets: values(client, namespace),
+            config_maps: values(client, namespace),
+        }
+    }
+
+    /// Waits until every cache holds its first list, so no reconcile mistakes "not cached yet" for "absent".
+    pub async fn ready(&self) {
+        self.discovered.get_or_init(|| self.discover_http_routes()).await;
+        if let Some(routes) = self.http_routes.get() {
+            routes.ready().await;
+        }
+        futures::join!(
+            self.control_planes.ready(),
+            self.provisioners.ready(),
+            self.workspace_proxies.ready(),
+            self.template_tests.ready(),
+            self.ai_providers.ready(),
+            self.ai_gateway_keys.ready(),
+            self.mcp_servers.ready(),
+            self.cleanup_records.ready(),
+            self.deployments.ready(),
+            self.services.ready(),
+            self.service_accounts.ready(),
+            self.ingresses.ready(),
+            self.roles.ready(),
+            self.role_bindings.ready(),
+            self.secrets.metadata().ready(),
+            self.config_maps.metadata().ready(),
+        );
+    }
+
+    /// The HTTPRoute cache once it holds its first list; `None` while the Gateway API was not found.
+    pub fn http_routes(&self) -> Option<&Arc<Informer<PartialObjectMeta<HttpRoute>>>> {
+        self.http_routes.get().filter(|informer| informer.is_ready())
+    }
+
+    /// Looks for the Gateway API (one discovery request) and starts the HTTPRoute watch when it is served. Called
+    /// once at start, and again by a control plane that wants a route while the API was not found.
+    pub async fn discover_http_routes(&self) {
+        if self.http_routes.get().is_some() {
+            return;
+        }
+        let served = self
+            .client
+            .list_api_group_resources("gateway.networking.k8s.io/v1")
+            .await
+            .is_ok_and(|list| list.resources.iter().any(|r| r.name == "httproutes"));
+        if served {
+            let config = watcher::Config::default().labels(MANAGED_BY_SELECTOR);
+            let api = scoped_api::<PartialObjectMeta<HttpRoute>>(&self.client, self.namespace.as_deref());
+            let changes = self.http_route_changes.clone();
+            let _ = self
+                .http_routes
+                .set(Informer::start_with(api, config, strip_owned, changes));
+        }
+    }
+}
+
+/// An API for `K` in `namespace`, or in every namespace. Metadata-only watches use it too
+/// (`PartialObjectMeta<K>` is served by the same URLs).
+fn scoped_api<K>(client: &kube::Client, namespace: Option<&str>) -> kube::Api<K>
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>,
+{
+    match namespace {
+        Some(namespace) => kube::Api::namespaced(client.clone(), namespace),
+        None => kube::Api::all(client.clone()),
+    }
+}

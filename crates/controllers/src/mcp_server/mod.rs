@@ -1,0 +1,83 @@
+//! CoderMCPServer (docs/controllers/mcp-server.md), wired: `inputs` (the control plane and its operator token, the
+//! credential Secrets, the operator's record of the object, its memory) → `desired` (the opt-in, the credentials,
+//! the config Coder should hold, the difference, the ownership proof, the access change; pure) → `status` (the
+//! outcomes, pure) → `reconcile` (the pass, its status write, the finalizer) with `coder` (find, create, patch, kill
+//! switch, access, delete). A change of the control plane or of a credential Secret reconciles the objects that
+//! read it.
+
+pub mod coder;
+pub mod desired;
+pub mod inputs;
+pub mod reconcile;
+pub mod status;
+
+use std::sync::Arc;
+
+use coder_k8s_api::control_plane::CoderControlPlane;
+use coder_k8s_api::mcp_server::{CoderMCPServer, CoderMCPServerStatus, FINALIZER};
+use kube::runtime::controller::Action;
+
+use crate::cache::{Fingerprint, Informer};
+use crate::error::Result;
+use crate::halt::Halt;
+use crate::k8s::Caches;
+use crate::kind::{Cleanup, Kind};
+use crate::pass::Pass;
+use crate::runner::Controller;
+use crate::triggers::{RefersToControlPlane, TriggerSet, access_fingerprint};
+
+impl Kind for CoderMCPServer {
+    const KIND: &'static str = "CoderMCPServer";
+    const FINALIZER: Option<&'static str> = Some(FINALIZER);
+    type Status = CoderMCPServerStatus;
+    type Memory = inputs::Memory;
+
+    fn status(&self) -> Option<&Self::Status> {
+        self.status.as_ref()
+    }
+
+    fn cache(caches: &Caches) -> &Arc<Informer<Self>> {
+        &caches.mcp_servers
+    }
+}
+
+impl Controller for CoderMCPServer {
+    type Outcome = status::Outcome;
+
+    fn triggers(triggers: TriggerSet<Self>) -> TriggerSet<Self> {
+        triggers
+            .control_planes(control_plane_fingerprint)
+            .secrets(reads_secret)
+    }
+
+    async fn reconcile(pass: &mut Pass<'_, Self>) -> Result<status::Outcome, Halt<status::Outcome>> {
+        reconcile::reconcile(pass).await
+    }
+
+    async fn settle(pass: &mut Pass<'_, Self>, outcome: status::Outcome) -> Result<Action> {
+        reconcile::settle_outcome(pass, outcome).await
+    }
+
+    async fn cleanup(pass: &mut Pass<'_, Self>) -> Result<Cleanup> {
+        reconcile::cleanup(pass).await
+    }
+}
+
+impl RefersToControlPlane for CoderMCPServer {
+    fn control_plane_name(&self) -> &str {
+        &self.spec.control_plane_ref.name
+    }
+}
+
+/// What of a control plane its MCP servers read: where it is, its operator access, its opt-in, whether it is being
+/// deleted.
+fn control_plane_fingerprint(cp: &CoderControlPlane) -> Fingerprint {
+    access_fingerprint(cp, &cp.spec.mcp_servers)
+}
+
+/// Whether the object reads Secret `name` (a credential of its auth type).
+fn reads_secret(server: &CoderMCPServer, name: &str) -> bool {
+    desired::credential_refs(&server.spec)
+        .iter()
+        .any(|reference| reference.secret == name)
+}

@@ -1,0 +1,163 @@
+//! What the operator keeps in memory per object between passes, dropped when the object goes: the last status
+//! written (so a watch cache that has not caught up with a write does not cause a second write and a second Event),
+//! and each kind's own typed memory (for example the token a control plane verified at a Secret version).
+
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard};
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+/// A kind's memory of its objects, by UID: `M` is the kind's own type (its `Memory`).
+pub struct PerObject<M> {
+    by_uid: Mutex<HashMap<String, M>>,
+}
+
+impl<M> Default for PerObject<M> {
+    fn default() -> Self {
+        Self {
+            by_uid: Mutex::default(),
+        }
+    }
+}
+
+impl<M: Clone + Default> PerObject<M> {
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, M>> {
+        self.by_uid.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// What is remembered of object `uid` (the default when nothing is).
+    pub fn get(&self, uid: &str) -> M {
+        self.lock().get(uid).cloned().unwrap_or_default()
+    }
+
+    /// Changes what is remembered of object `uid`.
+    pub fn update(&self, uid: &str, change: impl FnOnce(&mut M)) {
+        change(self.lock().entry(uid.to_owned()).or_default());
+    }
+
+    /// Forgets object `uid` (it is gone).
+    pub fn forget(&self, uid: &str) {
+        self.lock().remove(uid);
+    }
+
+    /// How many objects are remembered (for tests of the clean-up).
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A kind's memory as the context counts it: how many objects it remembers.
+pub trait Tracked: Send + Sync {
+    fn remembered(&self) -> usize;
+}
+
+impl<M: Clone + Default + Send> Tracked for PerObject<M> {
+    fn remembered(&self) -> usize {
+        self.len()
+    }
+}
+
+/// The last status written per object UID (as compact JSON), with a hash of the status it replaced.
+#[derive(Default)]
+pub struct StatusMemo {
+    last: Mutex<HashMap<String, Written>>,
+}
+
+struct Written {
+    replaced: u64,
+    written: String,
+}
+
+/// Compact JSON of a status (`null` for none), as the memo compares it.
+pub fn json<S: Serialize>(status: &S) -> String {
+    serde_json::to_string(status).unwrap_or_default()
+}
+
+fn hash_of(text: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    text.hash(&mut hasher);
+    hasher.finish()
+}
+
+impl StatusMemo {
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Written>> {
+        self.last.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The status the object really has: the one last written when the cache still shows the status that write
+    /// replaced, else `current`.
+    pub fn effective<S: Serialize + DeserializeOwned + Clone>(
+        &self,
+        uid: &str,
+        current: Option<&S>,
+    ) -> Option<S> {
+        let shown = hash_of(&json(&current));
+        match self.lock().get(uid) {
+            Some(last) if last.replaced == shown => serde_json::from_str(&last.written).ok(),
+            _ => current.cloned(),
+        }
+    }
+
+    /// Whether `status` is what was last written while the cache still shows what that write replaced.
+    pub fn already_written(&self, uid: &str, shown: &str, status: &str) -> bool {
+        self.lock()
+            .get(uid)
+            .is_some_and(|last| last.replaced == hash_of(shown) && last.written == status)
+    }
+
+    /// Records that `written` replaced `replaced` (both compact JSON).
+    pub fn record(&self, uid: &str, replaced: &str, written: String) {
+        let replaced = hash_of(replaced);
+        self.lock().insert(uid.to_owned(), Written { replaced, written });
+    }
+
+    pub fn forget(&self, uid: &str) {
+        self.lock().remove(uid);
+    }
+
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stale_cache_shows_the_last_written_status() {
+        let memo = StatusMemo::default();
+        let old = Some("pending".to_owned());
+        memo.record("uid", &json(&old), json(&"ready"));
+        assert_eq!(memo.effective("uid", old.as_ref()).as_deref(), Some("ready"));
+        assert!(memo.already_written("uid", &json(&old), &json(&"ready")));
+        // Once the cache shows something else (the write, or another writer's), the cache is believed.
+        let newer = Some("failed".to_owned());
+        assert_eq!(memo.effective("uid", newer.as_ref()).as_deref(), Some("failed"));
+        assert!(!memo.already_written("uid", &json(&newer), &json(&"ready")));
+        memo.forget("uid");
+        assert!(memo.is_empty());
+    }
+
+    #[test]
+    fn a_kinds_memory_is_kept_per_object_until_forgotten() {
+        let memory = PerObject::<Option<String>>::default();
+        assert_eq!(memory.get("a"), None);
+        memory.update("a", |m| *m = Some("x".to_owned()));
+        memory.update("b", |m| *m = Some("y".to_owned()));
+        assert_eq!(memory.get("a").as_deref(), Some("x"));
+        memory.forget("a");
+        assert_eq!(memory.get("a"), None);
+        assert_eq!(memory.len(), 1);
+    }
+}

@@ -1,0 +1,92 @@
+//! CoderProvisioner (docs/controllers/provisioner.md), wired: `inputs` (control-plane access, the entitlement, the
+//! credential Secrets, its memory) → `desired` (names, the owned objects, the tags hash, the key plan; pure) →
+//! `status` (the conditions, pure) → `reconcile` (the pass, its status write, the finalizer) with `coder` (the
+//! provisioner key and the entitlement read).
+
+pub mod coder;
+pub mod desired;
+pub mod inputs;
+pub mod reconcile;
+pub mod status;
+
+use std::sync::Arc;
+
+use coder_k8s_api::control_plane::CoderControlPlane;
+use coder_k8s_api::provisioner::{CoderProvisioner, CoderProvisionerStatus, FINALIZER};
+use kube::runtime::controller::Action;
+
+use crate::cache::{Fingerprint, Informer};
+use crate::error::Result;
+use crate::halt::Halt;
+use crate::k8s::Caches;
+use crate::kind::{Cleanup, Kind};
+use crate::pass::Pass;
+use crate::runner::Controller;
+use crate::triggers::{RefersToControlPlane, TriggerSet, access_fingerprint};
+
+impl Kind for CoderProvisioner {
+    const KIND: &'static str = "CoderProvisioner";
+    const FINALIZER: Option<&'static str> = Some(FINALIZER);
+    type Status = CoderProvisionerStatus;
+    type Memory = inputs::Memory;
+
+    fn status(&self) -> Option<&Self::Status> {
+        self.status.as_ref()
+    }
+
+    fn cache(caches: &Caches) -> &Arc<Informer<Self>> {
+        &caches.provisioners
+    }
+}
+
+impl Controller for CoderProvisioner {
+    type Outcome = status::Outcome;
+
+    fn triggers(triggers: TriggerSet<Self>) -> TriggerSet<Self> {
+        let ctx = triggers.context();
+        let caches = &ctx.k8s.caches;
+        triggers
+            .deployments()
+            .owned(&caches.service_accounts)
+            .owned(&caches.roles)
+            .owned(&caches.role_bindings)
+            .secrets(reads_secret)
+            .control_planes(control_plane_fingerprint)
+    }
+
+    async fn reconcile(pass: &mut Pass<'_, Self>) -> Result<status::Outcome, Halt<status::Outcome>> {
+        reconcile::reconcile(pass).await
+    }
+
+    async fn settle(pass: &mut Pass<'_, Self>, outcome: status::Outcome) -> Result<Action> {
+        reconcile::settle(pass, outcome).await
+    }
+
+    async fn cleanup(pass: &mut Pass<'_, Self>) -> Result<Cleanup> {
+        reconcile::cleanup(pass).await
+    }
+}
+
+impl RefersToControlPlane for CoderProvisioner {
+    fn control_plane_name(&self) -> &str {
+        &self.spec.control_plane_ref.name
+    }
+}
+
+/// What of a control plane its provisioners read: where it is, its operator access, its entitlement, its image.
+fn control_plane_fingerprint(cp: &CoderControlPlane) -> Fingerprint {
+    let entitlement = cp
+        .status
+        .as_ref()
+        .and_then(|s| s.external_provisioner_daemons_entitlement);
+    access_fingerprint(cp, &(&entitlement, &cp.spec.image))
+}
+
+/// Whether the provisioner reads the Secret `name`: its extraEnv credentials, or the control plane's operator token
+/// (every provisioner of the namespace is offered the change; the ones that do not use it find nothing to do).
+fn reads_secret(p: &CoderProvisioner, name: &str) -> bool {
+    crate::credentials::secret_refs(&p.spec.extra_env)
+        .iter()
+        .any(|s| s == name)
+        || name.ends_with("-operator-token")
+}

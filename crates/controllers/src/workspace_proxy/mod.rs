@@ -1,0 +1,76 @@
+//! CoderWorkspaceProxy (docs/controllers/workspace-proxy.md), wired: `inputs` (the consent of the Secrets, the
+//! generated token Secret, the bootstrap credential, its memory) → `desired` (names, URLs, the Deployment and
+//! Service, the registration plan; pure) → `status` (the conditions, pure) → `reconcile` (the pass and its status
+//! write) with `coder` (the registration). A workspace proxy has no finalizer.
+
+pub mod coder;
+pub mod desired;
+pub mod inputs;
+pub mod reconcile;
+pub mod status;
+
+use std::sync::Arc;
+
+use coder_k8s_api::workspace_proxy::{CoderWorkspaceProxy, WorkspaceProxyStatus};
+use kube::runtime::controller::Action;
+
+use crate::cache::Informer;
+use crate::credentials;
+use crate::error::Result;
+use crate::halt::Halt;
+use crate::k8s::Caches;
+use crate::kind::Kind;
+use crate::pass::Pass;
+use crate::runner::Controller;
+use crate::triggers::TriggerSet;
+
+impl Kind for CoderWorkspaceProxy {
+    const KIND: &'static str = "CoderWorkspaceProxy";
+    const FINALIZER: Option<&'static str> = None;
+    type Status = WorkspaceProxyStatus;
+    type Memory = inputs::Memory;
+
+    fn status(&self) -> Option<&Self::Status> {
+        self.status.as_ref()
+    }
+
+    fn cache(caches: &Caches) -> &Arc<Informer<Self>> {
+        &caches.workspace_proxies
+    }
+}
+
+impl Controller for CoderWorkspaceProxy {
+    type Outcome = status::Outcome;
+
+    fn triggers(triggers: TriggerSet<Self>) -> TriggerSet<Self> {
+        let ctx = triggers.context();
+        let caches = &ctx.k8s.caches;
+        triggers
+            .deployments()
+            .owned(&caches.services)
+            .secrets(reads_secret)
+    }
+
+    async fn reconcile(pass: &mut Pass<'_, Self>) -> Result<status::Outcome, Halt<status::Outcome>> {
+        reconcile::reconcile(pass).await
+    }
+
+    async fn settle(pass: &mut Pass<'_, Self>, outcome: status::Outcome) -> Result<Action> {
+        reconcile::settle(pass, outcome).await
+    }
+}
+
+/// Whether the proxy reads the Secret `name`.
+fn reads_secret(proxy: &CoderWorkspaceProxy, name: &str) -> bool {
+    let spec = &proxy.spec;
+    spec.proxy_session_token_secret_ref
+        .as_ref()
+        .is_some_and(|r| r.name == name)
+        || spec
+            .bootstrap
+            .as_ref()
+            .is_some_and(|b| b.credentials_secret_ref.name == name)
+        || credentials::secret_refs(&spec.extra_env)
+            .iter()
+            .any(|s| s == name)
+}

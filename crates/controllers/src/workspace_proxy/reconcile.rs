@@ -1,0 +1,194 @@
+//! The CoderWorkspaceProxy reconcile (docs/controllers/workspace-proxy.md): dereference the Secrets the spec names →
+//! validate the spec and the credential Secrets → in bootstrap mode register the proxy in Coder (only while its owned
+//! token Secret holds no token) → build and apply the Service and Deployment → status. Direct mode uses the given
+//! token Secret.
+
+use std::collections::BTreeMap;
+
+use coder_k8s_api::shared::{
+    CREDENTIAL_DESTINATIONS_ANNOTATION, CREDENTIAL_LABEL, DEFAULT_TOKEN_SECRET_KEY, SecretKeySelector,
+    WorkloadPhase,
+};
+use coder_k8s_api::workspace_proxy::{CoderWorkspaceProxy, PROXY_ID_ANNOTATION, ProxyBootstrapSpec};
+use kube::runtime::controller::Action;
+
+use super::coder::{self, Registration};
+use super::desired::{self, RegistrationPlan};
+use super::inputs::{self, TokenSecret};
+use super::status::{self, Outcome};
+use crate::apply::Owned;
+use crate::conditions::deployment_ready;
+use crate::credentials;
+use crate::error::{Error, Result};
+use crate::halt::Halt;
+use crate::owned_secret::OwnedSecret;
+use crate::ownership::controlled_by;
+use crate::pass::Pass;
+use crate::status_writer;
+
+type ProxyPass<'p> = Pass<'p, CoderWorkspaceProxy>;
+
+/// One pass over a workspace proxy.
+pub async fn reconcile(pass: &mut ProxyPass<'_>) -> Result<Outcome, Halt<Outcome>> {
+    pass.status.phase = Some(WorkloadPhase::Pending);
+    let (name, spec) = (pass.name(), &pass.object.spec);
+    let (primary_url, token_ref) = match (
+        desired::primary_access_url(spec),
+        desired::token_reference(&name, spec),
+    ) {
+        (Ok(url), Ok(token)) => (url, token),
+        (Err(message), _) | (_, Err(message)) => return Err(pass.stop(status::invalid_spec(message))),
+    };
+    let primary_origin = credentials::origin_of(&primary_url).unwrap_or_default();
+    inputs::credentials_ready(pass, &primary_origin)?;
+    register(pass, &primary_origin).await?;
+    pass.status.proxy_token_secret_ref = Some(SecretKeySelector {
+        name: token_ref.name.clone(),
+        key: Some(token_ref.key_or(DEFAULT_TOKEN_SECRET_KEY).to_owned()),
+    });
+    let ready = apply_objects(pass, &primary_url, &token_ref).await?;
+    pass.status.ready_replicas = Some(ready);
+    pass.set(deployment_ready(ready, "the proxy Deployment"));
+    if ready > 0 {
+        pass.status.phase = Some(WorkloadPhase::Ready);
+        return Ok(Outcome(pass.ctx.settings.entitlements_interval));
+    }
+    Ok(Outcome(pass.retry()))
+}
+
+/// Bootstrap mode: registers the proxy when its owned token Secret holds no token (`ProxyRegistered`); a refusal or
+/// failure stops the pass. Direct mode has nothing to do.
+async fn register(pass: &mut ProxyPass<'_>, primary_origin: &str) -> Result<(), Halt<Outcome>> {
+    let name = pass.name();
+    let (Some(bootstrap), Some(generated)) = (
+        pass.object.spec.bootstrap.as_ref(),
+        desired::generated_token_secret(&name, &pass.object.spec),
+    ) else {
+        return Ok(());
+    };
+    let token_secret = TokenSecret::read(pass, generated).await?;
+    let owned = token_secret
+        .live
+        .as_ref()
+        .map(|s| controlled_by(&s.metadata, &pass.uid));
+    match desired::registration_plan(owned.map(|owned| (owned, token_secret.token().is_some()))) {
+        RegistrationPlan::Refuse => return Err(pass.stop(status::token_secret_not_owned(&token_secret.name))),
+        RegistrationPlan::Register => {
+            register_in_coder(pass, bootstrap, &token_secret, primary_origin).await?
+        }
+        RegistrationPlan::Keep => {
+            // A proxy token is `<proxy ID>:<secret>`: the owned Secret proves which proxy is this object's.
+            let token = token_secret.token().unwrap_or_default();
+            if let Some((proxy_id, _)) = token.split_once(':') {
+                pass.remember(|memory| memory.proxy_id = Some(proxy_id.to_owned()));
+            }
+        }
+    }
+    pass.status.registered = Some(true);
+    pass.set(status::registered());
+    Ok(())
+}
+
+/// Registers the proxy with the bootstrap credential and stores its token; a refusal or failure stops the pass with
+/// `registered: false`.
+async fn register_in_coder(
+    pass: &mut ProxyPass<'_>,
+    bootstrap: &ProxyBootstrapSpec,
+    token_secret: &TokenSecret,
+    origin: &str,
+) -> Result<(), Halt<Outcome>> {
+    // The record on the Secret, else what this operator saw earlier (the Secret may have been deleted).
+    let recorded = token_secret
+        .recorded_proxy_id()
+        .or_else(|| pass.memory().proxy_id);
+    let refusal = match registration(pass, bootstrap, recorded.as_deref()).await? {
+        Registration::Token { token, proxy_id } => {
+            // Created or regenerated for this object: its own, even if the Secret write below fails.
+            pass.remember(|memory| memory.proxy_id = Some(proxy_id.clone()));
+            let stored = store_token(pass, token_secret, (&token, &proxy_id), origin).await?;
+            (!stored).then(|| status::token_secret_not_owned(&token_secret.name))
+        }
+        Registration::NotOwned { proxy_name } => Some(status::proxy_not_owned(&proxy_name)),
+        Registration::Failed(message) => Some(status::registration_failed(message)),
+    };
+    match refusal {
+        Some(refusal) => {
+            pass.status.registered = Some(false);
+            Err(pass.stop(refusal))
+        }
+        None => Ok(()),
+    }
+}
+
+/// Reads the bootstrap credential and registers the proxy.
+async fn registration(
+    pass: &ProxyPass<'_>,
+    bootstrap: &ProxyBootstrapSpec,
+    recorded: Option<&str>,
+) -> Result<Registration, Error> {
+    let Some(credential) = inputs::bootstrap_credential(pass, bootstrap).await? else {
+        let secret = &bootstrap.credentials_secret_ref.name;
+        return Ok(Registration::Failed(format!(
+            "Secret {secret:?} has no credential"
+        )));
+    };
+    let Ok(url) = url::Url::parse(&bootstrap.coder_url) else {
+        return Ok(Registration::Failed("bootstrap.coderURL is not a URL".to_owned()));
+    };
+    Ok(match pass.ctx.uncached_coder_client(&url, &credential) {
+        Ok(client) => coder::register(&client, &pass.name(), bootstrap, recorded)
+            .await
+            .unwrap_or_else(|error| Registration::Failed(error.to_string())),
+        Err(error) => Registration::Failed(error.to_string()),
+    })
+}
+
+/// The generated token Secret: owned, itself a credential Secret for the primary access URL's origin, and the
+/// record of which proxy in Coder this object created. `false` when the name is taken by a Secret this proxy does
+/// not control (nothing is written).
+async fn store_token(
+    pass: &ProxyPass<'_>,
+    token_secret: &TokenSecret,
+    (token, proxy_id): (&str, &str),
+    origin: &str,
+) -> Result<bool, Error> {
+    let mut labels = desired::labels(&pass.name());
+    labels.insert(CREDENTIAL_LABEL.to_owned(), "true".to_owned());
+    let secret = OwnedSecret {
+        name: &token_secret.name,
+        labels,
+        annotations: BTreeMap::from([
+            (CREDENTIAL_DESTINATIONS_ANNOTATION.to_owned(), origin.to_owned()),
+            (PROXY_ID_ANNOTATION.to_owned(), proxy_id.to_owned()),
+        ]),
+        key: DEFAULT_TOKEN_SECRET_KEY,
+        value: token.as_bytes(),
+    };
+    let stored = secret
+        .store(pass.ctx, pass.object, token_secret.live.as_deref())
+        .await?;
+    Ok(stored.is_some())
+}
+
+/// Applies the Service and the Deployment, except those of the same names the proxy does not control
+/// (`ResourcesOwned`); returns the Deployment's ready replicas.
+async fn apply_objects(
+    pass: &mut ProxyPass<'_>,
+    primary_url: &str,
+    token_ref: &SecretKeySelector,
+) -> Result<i32, Error> {
+    let (deployment, service) =
+        desired::desired_state(pass.object, primary_url, token_ref).ok_or(Error::MissingMetadata)?;
+    let (ctx, mut owned) = (pass.ctx, Owned::default());
+    owned.apply(ctx, &ctx.k8s.caches.services, service).await?;
+    let ready = owned.deployment(ctx, deployment).await?;
+    owned.report(pass);
+    Ok(ready)
+}
+
+/// Writes the status the pass built (when it changed) and requeues.
+pub async fn settle(pass: &mut ProxyPass<'_>, Outcome(requeue): Outcome) -> Result<Action> {
+    pass.status.observed_generation = pass.generation();
+    status_writer::write(pass, Vec::new()).await?;
+    Ok(Action::requeue(requeue))
+}
