@@ -1,29 +1,33 @@
-//! What the shared machinery knows of a kind: its name, its finalizer, its status and memory types, and which watch
+//! What the shared machinery knows of a kind: its name, its finalizer, its memory type, and which watch
 //! cache holds its objects. How a kind reconciles is `runner::Controller`.
 
 use std::fmt::Debug;
 use std::sync::Arc;
 use std::time::Duration;
 
+use kube::core::object::HasStatus;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::cache::{Informer, Object};
 use crate::k8s::Caches;
 
-/// A kind of `coder.com/v1alpha1` the operator reconciles.
-pub trait Kind: Object + kube::Resource<Scope = k8s_openapi::NamespaceResourceScope> {
+/// A kind of `coder.com/v1alpha1` the operator reconciles. Its status type and the status it shows are the ones its
+/// `CustomResource` derive declares (`HasStatus`).
+pub trait Kind:
+    Object
+    + kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+    + HasStatus<
+        Status: Serialize + DeserializeOwned + Clone + PartialEq + Default + Debug + Send + Sync + 'static,
+    >
+{
     /// Kind label of metrics and logs.
     const KIND: &'static str;
     /// The kind's finalizer, if it has one.
     const FINALIZER: Option<&'static str>;
-    /// The kind's status.
-    type Status: Serialize + DeserializeOwned + Clone + PartialEq + Default + Debug + Send + Sync + 'static;
     /// What a pass remembers of an object for the next ones (in memory; dropped when the object goes).
     type Memory: Clone + Default + Send + Sync + 'static;
 
-    /// The status the object shows (in the watch cache).
-    fn status(&self) -> Option<&Self::Status>;
     /// The watch cache of the kind's objects.
     fn cache(caches: &Caches) -> &Arc<Informer<Self>>;
 }

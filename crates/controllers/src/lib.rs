@@ -4,7 +4,7 @@
 //! What they share is written once, in layers that never import upward:
 //! - leaves, pure: `labels` (every label and annotation), `digest`, `decode`, `conditions`, `ownership`, `refusal`,
 //!   `sync_status` (the AI kinds' outcome), `credentials`, `secrets`, `takeover`, `halt` (the one stop type),
-//!   `error`, `metrics`, `http_route`, `settings`, `memory` (per-object memory), `rate_limits` (the gates);
+//!   `error`, `metrics`, `http_route`, `settings`, `workload` (pure builders of env and Services), `memory` (per-object memory), `rate_limits` (the gates);
 //! - the Kubernetes side: `cache` (watch caches), `k8s` (client, recorder, the process's caches), `context`;
 //! - the writers: `apply`, `owned_secret`, `finalizer`, `status_writer`, `cleanup_records`, `upstream`;
 //! - the machinery: `kind`, `pass`, `triggers`, `runner`, and [`CONTROLLERS`], the table the process starts.
@@ -45,6 +45,7 @@ pub mod takeover;
 pub mod template_test;
 pub mod triggers;
 pub mod upstream;
+pub mod workload;
 pub mod workspace_proxy;
 
 use std::sync::Arc;

@@ -31,6 +31,11 @@ impl<M: Clone + Default> PerObject<M> {
         self.lock().get(uid).cloned().unwrap_or_default()
     }
 
+    /// What `read` makes of what is remembered of object `uid` (`None`: nothing is), without a copy.
+    pub fn read<R>(&self, uid: &str, read: impl FnOnce(Option<&M>) -> R) -> R {
+        read(self.lock().get(uid))
+    }
+
     /// Changes what is remembered of object `uid`.
     pub fn update(&self, uid: &str, change: impl FnOnce(&mut M)) {
         change(self.lock().entry(uid.to_owned()).or_default());
@@ -65,9 +70,10 @@ impl<M: Clone + Default + Send> Tracked for PerObject<M> {
 /// The last status written per object UID (as compact JSON), with a hash of the status it replaced.
 #[derive(Default)]
 pub struct StatusMemo {
-    last: Mutex<HashMap<String, Written>>,
+    last: PerObject<Written>,
 }
 
+#[derive(Clone, Default)]
 struct Written {
     replaced: u64,
     written: String,
@@ -86,10 +92,6 @@ fn hash_of(text: &str) -> u64 {
 }
 
 impl StatusMemo {
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, Written>> {
-        self.last.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     /// The status the object really has: the one last written when the cache still shows the status that write
     /// replaced, else `current`.
     pub fn effective<S: Serialize + DeserializeOwned + Clone>(
@@ -98,35 +100,36 @@ impl StatusMemo {
         current: Option<&S>,
     ) -> Option<S> {
         let shown = hash_of(&json(&current));
-        match self.lock().get(uid) {
+        self.last.read(uid, |last| match last {
             Some(last) if last.replaced == shown => serde_json::from_str(&last.written).ok(),
             _ => current.cloned(),
-        }
+        })
     }
 
     /// Whether `status` is what was last written while the cache still shows what that write replaced.
     pub fn already_written(&self, uid: &str, shown: &str, status: &str) -> bool {
-        self.lock()
-            .get(uid)
-            .is_some_and(|last| last.replaced == hash_of(shown) && last.written == status)
+        self.last.read(uid, |last| {
+            last.is_some_and(|last| last.replaced == hash_of(shown) && last.written == status)
+        })
     }
 
     /// Records that `written` replaced `replaced` (both compact JSON).
     pub fn record(&self, uid: &str, replaced: &str, written: String) {
         let replaced = hash_of(replaced);
-        self.lock().insert(uid.to_owned(), Written { replaced, written });
+        self.last
+            .update(uid, |last| *last = Written { replaced, written });
     }
 
     pub fn forget(&self, uid: &str) {
-        self.lock().remove(uid);
+        self.last.forget(uid);
     }
 
     pub fn len(&self) -> usize {
-        self.lock().len()
+        self.last.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.last.is_empty()
     }
 }
 

@@ -144,7 +144,7 @@ fn references(source: &Source, modules: &BTreeSet<Vec<String>>) -> Vec<Vec<Strin
     let mut found = Vec::new();
     let mut in_tests = false;
     for line in source.text.lines() {
-        if line.starts_with("mod tests {") {
+        if line.starts_with("mod tests {") || line.starts_with("pub(super) mod tests {") {
             in_tests = true;
         }
         let code = line.split("//").next().unwrap_or_default();

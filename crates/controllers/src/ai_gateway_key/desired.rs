@@ -157,21 +157,22 @@ pub fn never_created(status: &Status) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
     fn spec() -> CoderAIGatewayKeySpec {
         serde_json::from_value(serde_json::json!({"controlPlaneRef": {"name": "coder"}})).unwrap()
     }
 
-    const UID: &str = "0b6e7a52-3c1d-4f8e-9a7b-112233445566";
-    const HOUR: Duration = Duration::from_secs(3600);
+    pub(crate) const UID: &str = "0b6e7a52-3c1d-4f8e-9a7b-112233445566";
+    pub(crate) const HOUR: Duration = Duration::from_secs(3600);
 
-    fn at(seconds: i64) -> Timestamp {
+    pub(crate) fn at(seconds: i64) -> Timestamp {
         Timestamp::from_second(1_800_000_000 + seconds).unwrap()
     }
 
-    fn created(serial: i64, seconds: i64) -> NewKey {
+    /// A key Coder created with serial `serial` at `at(seconds)`.
+    pub(crate) fn created(serial: i64, seconds: i64) -> NewKey {
         NewKey {
             id: format!("id-{serial}"),
             name: key_name(UID, serial),

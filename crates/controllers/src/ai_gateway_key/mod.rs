@@ -11,7 +11,7 @@ pub mod status;
 
 use std::sync::Arc;
 
-use coder_k8s_api::ai_gateway_key::{CoderAIGatewayKey, CoderAIGatewayKeyStatus, FINALIZER};
+use coder_k8s_api::ai_gateway_key::{CoderAIGatewayKey, FINALIZER};
 use coder_k8s_api::control_plane::CoderControlPlane;
 use kube::runtime::controller::Action;
 
@@ -28,12 +28,7 @@ use crate::triggers::{RefersToControlPlane, TriggerSet, access_fingerprint};
 impl Kind for CoderAIGatewayKey {
     const KIND: &'static str = "CoderAIGatewayKey";
     const FINALIZER: Option<&'static str> = Some(FINALIZER);
-    type Status = CoderAIGatewayKeyStatus;
     type Memory = ();
-
-    fn status(&self) -> Option<&Self::Status> {
-        self.status.as_ref()
-    }
 
     fn cache(caches: &Caches) -> &Arc<Informer<Self>> {
         &caches.ai_gateway_keys

@@ -52,29 +52,11 @@ pub fn coder_failed(action: &str, error: &CoderError) -> Outcome {
 
 #[cfg(test)]
 mod tests {
-    use super::super::desired::{NewKey, expired, rotate};
+    use super::super::desired::tests::{HOUR, at, created};
+    use super::super::desired::{expired, rotate};
     use super::*;
     use crate::sync_status::SyncPhase;
-    use coder_k8s_api::ai_gateway_key::key_name;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-    use k8s_openapi::jiff::Timestamp;
-
-    const UID: &str = "0b6e7a52-3c1d-4f8e-9a7b-112233445566";
-    const HOUR: Duration = Duration::from_secs(3600);
-
-    fn at(seconds: i64) -> Timestamp {
-        Timestamp::from_second(1_800_000_000 + seconds).unwrap()
-    }
-
-    fn created(serial: i64, seconds: i64) -> NewKey {
-        NewKey {
-            id: format!("id-{serial}"),
-            name: key_name(UID, serial),
-            serial,
-            key_prefix: "sk-ab".to_owned(),
-            created_at: at(seconds),
-        }
-    }
 
     #[test]
     fn a_rotation_keeps_the_old_key_for_the_grace_period() {

@@ -12,7 +12,7 @@ pub mod status;
 
 use std::sync::Arc;
 
-use coder_k8s_api::ai_provider::{CoderAIProvider, CoderAIProviderStatus, FINALIZER};
+use coder_k8s_api::ai_provider::{CoderAIProvider, FINALIZER};
 use coder_k8s_api::control_plane::CoderControlPlane;
 use kube::runtime::controller::Action;
 
@@ -29,12 +29,7 @@ use crate::triggers::{RefersToControlPlane, TriggerSet, access_fingerprint};
 impl Kind for CoderAIProvider {
     const KIND: &'static str = "CoderAIProvider";
     const FINALIZER: Option<&'static str> = Some(FINALIZER);
-    type Status = CoderAIProviderStatus;
     type Memory = inputs::Memory;
-
-    fn status(&self) -> Option<&Self::Status> {
-        self.status.as_ref()
-    }
 
     fn cache(caches: &Caches) -> &Arc<Informer<Self>> {
         &caches.ai_providers

@@ -11,8 +11,7 @@ use coder_k8s_api::shared::DEFAULT_CODER_IMAGE;
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s_openapi::api::core::v1::{
     Container, ContainerPort, EnvVar, EnvVarSource, HTTPGetAction, ObjectFieldSelector, PodSpec,
-    PodTemplateSpec, Probe, SecretKeySelector as K8sSecretKeySelector, SecretVolumeSource, Service,
-    ServiceAccount, ServicePort, ServiceSpec as K8sServiceSpec, Volume, VolumeMount,
+    PodTemplateSpec, Probe, SecretVolumeSource, Service, ServiceAccount, Volume, VolumeMount,
 };
 use k8s_openapi::api::networking::v1::{
     HTTPIngressPath, HTTPIngressRuleValue, Ingress, IngressBackend, IngressRule, IngressServiceBackend,
@@ -27,6 +26,7 @@ use serde_json::json;
 use coder_k8s_api::shared::{DNS_LABEL_MAX, DNS_SUBDOMAIN_MAX, fnv32a, truncated_name};
 
 use crate::digest::{byte_prefix, fnv32a_hex, hashed_object_name};
+use crate::workload::{self, secret_env, service_port, value_env};
 
 /// `app.kubernetes.io/name` of control-plane objects.
 pub const APP_NAME: &str = "coder-control-plane";
@@ -370,16 +370,6 @@ fn workspace_rbac(
         .collect()
 }
 
-fn service_port(name: &str, port: i32, target: i32) -> ServicePort {
-    ServicePort {
-        name: Some(name.to_owned()),
-        port,
-        target_port: Some(IntOrString::Int(target)),
-        protocol: Some("TCP".to_owned()),
-        ..ServicePort::default()
-    }
-}
-
 fn service(id: &ControlPlaneId, spec: &CoderControlPlaneSpec, owner: &OwnerReference) -> Service {
     let port = spec.service.port;
     let ports = match (tls_enabled(spec), port) {
@@ -393,28 +383,7 @@ fn service(id: &ControlPlaneId, spec: &CoderControlPlaneSpec, owner: &OwnerRefer
             service_port("https", 443, HTTPS_CONTAINER_PORT),
         ],
     };
-    let mut metadata = meta(id, &id.name, owner);
-    if !spec.service.annotations.is_empty() {
-        metadata.annotations = Some(spec.service.annotations.clone());
-    }
-    Service {
-        metadata,
-        spec: Some(K8sServiceSpec {
-            type_: Some(spec.service.type_.as_str().to_owned()),
-            selector: Some(id.labels()),
-            ports: Some(ports),
-            ..K8sServiceSpec::default()
-        }),
-        ..Service::default()
-    }
-}
-
-fn value_env(name: &str, value: impl Into<String>) -> EnvVar {
-    EnvVar {
-        name: name.to_owned(),
-        value: Some(value.into()),
-        ..EnvVar::default()
-    }
+    workload::service(meta(id, &id.name, owner), &spec.service, id.labels(), ports)
 }
 
 /// Whether the user defines `CODER_ACCESS_URL`; then the operator leaves it alone.
@@ -492,20 +461,8 @@ fn tls_env(spec: &CoderControlPlaneSpec) -> Vec<EnvVar> {
 /// `CODER_PG_CONNECTION_URL` from the database Secret, when a database is set.
 fn database_env(spec: &CoderControlPlaneSpec) -> Option<EnvVar> {
     let reference = &spec.database.as_ref()?.connection_secret_ref;
-    Some(EnvVar {
-        name: PG_CONNECTION_URL_ENV.to_owned(),
-        value_from: Some(EnvVarSource {
-            secret_key_ref: Some(K8sSecretKeySelector {
-                name: reference.name.clone(),
-                key: reference.key.clone().unwrap_or_default(),
-                // Unset is required (Kubernetes' default). Not `Some(false)`: the Go operator sets no `optional`
-                // on its key references, and any difference in the pod template rolls the pods on upgrade.
-                optional: None,
-            }),
-            ..EnvVarSource::default()
-        }),
-        ..EnvVar::default()
-    })
+    let key = reference.key.clone().unwrap_or_default();
+    Some(secret_env(PG_CONNECTION_URL_ENV, &reference.name, &key, None))
 }
 
 /// A probe block without `enabled` is an enabled probe (as in the Go operator); an absent block takes the spec
@@ -834,8 +791,8 @@ mod tests {
         cp
     }
 
-    fn env_names(state: &DesiredState) -> Vec<String> {
-        let container = &state
+    fn pod(state: &DesiredState) -> &PodSpec {
+        state
             .deployment
             .spec
             .as_ref()
@@ -844,31 +801,24 @@ mod tests {
             .spec
             .as_ref()
             .unwrap()
-            .containers[0];
-        container
-            .env
-            .as_ref()
-            .unwrap()
-            .iter()
-            .map(|e| e.name.clone())
-            .collect()
+    }
+
+    fn env(state: &DesiredState) -> &[EnvVar] {
+        pod(state).containers[0].env.as_deref().unwrap()
+    }
+
+    /// A Service's ports as (name, port).
+    fn service_ports(service: Service) -> Vec<(String, i32)> {
+        let ports = service.spec.unwrap().ports.unwrap();
+        ports.into_iter().map(|p| (p.name.unwrap(), p.port)).collect()
+    }
+
+    fn env_names(state: &DesiredState) -> Vec<String> {
+        env(state).iter().map(|e| e.name.clone()).collect()
     }
 
     fn env_value(state: &DesiredState, name: &str) -> Option<String> {
-        let container = &state
-            .deployment
-            .spec
-            .as_ref()
-            .unwrap()
-            .template
-            .spec
-            .as_ref()
-            .unwrap()
-            .containers[0];
-        container
-            .env
-            .as_ref()
-            .unwrap()
+        env(state)
             .iter()
             .find(|e| e.name == name)
             .and_then(|e| e.value.clone())
@@ -996,15 +946,7 @@ mod tests {
             env_value(&state, "CODER_TLS_CERT_FILE").unwrap(),
             "/etc/ssl/certs/coder/coder-tls/tls.crt,/etc/ssl/certs/coder/other/tls.crt"
         );
-        let ports: Vec<(String, i32)> = state
-            .service
-            .spec
-            .unwrap()
-            .ports
-            .unwrap()
-            .into_iter()
-            .map(|p| (p.name.unwrap(), p.port))
-            .collect();
+        let ports = service_ports(state.service);
         assert_eq!(ports, [("https".to_owned(), 443), ("http".to_owned(), 80)]);
         let id = ControlPlaneId::of(&cp).unwrap();
         assert_eq!(
@@ -1021,15 +963,11 @@ mod tests {
 
         let mut other_port = control_plane(json!({"service": {"port": 8080}}));
         other_port.spec.tls.secret_names = vec!["coder-tls".to_owned()];
-        let ports: Vec<(String, i32)> =
-            service(&id, &other_port.spec, &cp.controller_owner_ref(&()).unwrap())
-                .spec
-                .unwrap()
-                .ports
-                .unwrap()
-                .into_iter()
-                .map(|p| (p.name.unwrap(), p.port))
-                .collect();
+        let ports = service_ports(service(
+            &id,
+            &other_port.spec,
+            &cp.controller_owner_ref(&()).unwrap(),
+        ));
         assert_eq!(ports, [("http".to_owned(), 8080), ("https".to_owned(), 443)]);
     }
 
@@ -1044,16 +982,7 @@ mod tests {
         });
         let state = desired_state(&cp, &Inputs::default()).unwrap();
         assert_eq!(env_names(&state).last().unwrap(), "EXTRA", "extraEnv comes last");
-        let container = &state
-            .deployment
-            .spec
-            .as_ref()
-            .unwrap()
-            .template
-            .spec
-            .as_ref()
-            .unwrap()
-            .containers[0];
+        let container = &pod(&state).containers[0];
         let pg = container
             .env
             .as_ref()
@@ -1160,14 +1089,7 @@ mod tests {
             name: "corp-ca".to_owned(),
             key: "ca.pem".to_owned(),
         }];
-        let pod = desired_state(&cp, &Inputs::default())
-            .unwrap()
-            .deployment
-            .spec
-            .unwrap()
-            .template
-            .spec
-            .unwrap();
+        let pod = pod_of(&cp);
         let mount = &pod.containers[0].volume_mounts.as_ref().unwrap()[0];
         assert_eq!(mount.mount_path, "/etc/ssl/certs/corp-ca.crt");
         assert_eq!(mount.sub_path.as_deref(), Some("ca.pem"));

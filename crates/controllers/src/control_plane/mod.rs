@@ -12,7 +12,7 @@ pub mod workspace_rbac;
 
 use std::sync::Arc;
 
-use coder_k8s_api::control_plane::{CoderControlPlane, CoderControlPlaneStatus, FINALIZER};
+use coder_k8s_api::control_plane::{CoderControlPlane, FINALIZER};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Resource;
 use kube::core::PartialObjectMeta;
@@ -31,12 +31,7 @@ use crate::triggers::{TriggerSet, owner, readers};
 impl Kind for CoderControlPlane {
     const KIND: &'static str = "CoderControlPlane";
     const FINALIZER: Option<&'static str> = Some(FINALIZER);
-    type Status = CoderControlPlaneStatus;
     type Memory = inputs::Memory;
-
-    fn status(&self) -> Option<&Self::Status> {
-        self.status.as_ref()
-    }
 
     fn cache(caches: &Caches) -> &Arc<Informer<Self>> {
         &caches.control_planes

@@ -14,7 +14,7 @@ pub mod status;
 use std::sync::Arc;
 
 use coder_k8s_api::control_plane::CoderControlPlane;
-use coder_k8s_api::mcp_server::{CoderMCPServer, CoderMCPServerStatus, FINALIZER};
+use coder_k8s_api::mcp_server::{CoderMCPServer, FINALIZER};
 use kube::runtime::controller::Action;
 
 use crate::cache::{Fingerprint, Informer};
@@ -29,12 +29,7 @@ use crate::triggers::{RefersToControlPlane, TriggerSet, access_fingerprint};
 impl Kind for CoderMCPServer {
     const KIND: &'static str = "CoderMCPServer";
     const FINALIZER: Option<&'static str> = Some(FINALIZER);
-    type Status = CoderMCPServerStatus;
     type Memory = inputs::Memory;
-
-    fn status(&self) -> Option<&Self::Status> {
-        self.status.as_ref()
-    }
 
     fn cache(caches: &Caches) -> &Arc<Informer<Self>> {
         &caches.mcp_servers

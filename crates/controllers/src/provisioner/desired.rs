@@ -9,14 +9,13 @@ use coder_k8s_api::provisioner::{
 };
 use coder_k8s_api::shared::{DEFAULT_CODER_IMAGE, DNS_LABEL_MAX, DNS_SUBDOMAIN_MAX};
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
-use k8s_openapi::api::core::v1::{
-    Container, EnvVar, EnvVarSource, PodSpec, PodTemplateSpec, SecretKeySelector, ServiceAccount,
-};
+use k8s_openapi::api::core::v1::{Container, EnvVar, PodSpec, PodTemplateSpec, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use kube::Resource;
 
 use crate::digest::{fnv32a_hex, hashed_name, hashed_object_name};
+use crate::workload::{secret_env, value_env};
 
 /// `app.kubernetes.io/name` of provisioner objects.
 pub const APP_NAME: &str = "coder-provisioner";
@@ -224,26 +223,12 @@ fn pod_spec(spec: &CoderProvisionerSpec, names: &ProvisionerNames, inputs: &Inpu
 
 /// `CODER_URL`, the key from its Secret, then the spec's own variables.
 fn env(spec: &CoderProvisionerSpec, names: &ProvisionerNames, inputs: &Inputs) -> Vec<EnvVar> {
+    let (secret, key) = (&names.key_secret, &names.key_secret_key);
     let mut env = vec![
-        EnvVar {
-            name: "CODER_URL".to_owned(),
-            value: Some(inputs.control_plane_url.clone()),
-            ..EnvVar::default()
-        },
-        EnvVar {
-            name: "CODER_PROVISIONER_DAEMON_KEY".to_owned(),
-            value_from: Some(EnvVarSource {
-                secret_key_ref: Some(SecretKeySelector {
-                    name: names.key_secret.clone(),
-                    key: names.key_secret_key.clone(),
-                    // Unset, as the Go operator writes it: `optional: false` would be a different pod template and
-                    // roll every provisioner pod on an upgrade from it.
-                    optional: None,
-                }),
-                ..EnvVarSource::default()
-            }),
-            ..EnvVar::default()
-        },
+        value_env("CODER_URL", inputs.control_plane_url.clone()),
+        // `optional` unset, as the Go operator writes it: `optional: false` would be a different pod template and
+        // roll every provisioner pod on an upgrade from it.
+        secret_env("CODER_PROVISIONER_DAEMON_KEY", secret, key, None),
     ];
     env.extend(spec.extra_env.iter().cloned());
     env
@@ -508,13 +493,7 @@ mod tests {
             .map(|e| e.name.as_str())
             .collect();
         assert_eq!(env, ["CODER_URL", "CODER_PROVISIONER_DAEMON_KEY", "EXTRA"]);
-        let key = container.env.as_ref().unwrap()[1]
-            .value_from
-            .as_ref()
-            .unwrap()
-            .secret_key_ref
-            .as_ref()
-            .unwrap();
+        let key = crate::workload::secret_key_of(&container.env.as_ref().unwrap()[1]);
         assert_eq!(
             (key.name.as_str(), key.key.as_str()),
             ("coderprovisioner-sample-provisioner-key", "key")

@@ -12,7 +12,7 @@ pub mod status;
 use std::sync::Arc;
 
 use coder_k8s_api::control_plane::CoderControlPlane;
-use coder_k8s_api::provisioner::{CoderProvisioner, CoderProvisionerStatus, FINALIZER};
+use coder_k8s_api::provisioner::{CoderProvisioner, FINALIZER};
 use kube::runtime::controller::Action;
 
 use crate::cache::{Fingerprint, Informer};
@@ -27,12 +27,7 @@ use crate::triggers::{RefersToControlPlane, TriggerSet, access_fingerprint};
 impl Kind for CoderProvisioner {
     const KIND: &'static str = "CoderProvisioner";
     const FINALIZER: Option<&'static str> = Some(FINALIZER);
-    type Status = CoderProvisionerStatus;
     type Memory = inputs::Memory;
-
-    fn status(&self) -> Option<&Self::Status> {
-        self.status.as_ref()
-    }
 
     fn cache(caches: &Caches) -> &Arc<Informer<Self>> {
         &caches.provisioners

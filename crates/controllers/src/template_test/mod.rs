@@ -16,7 +16,7 @@ pub mod workspace;
 use std::sync::Arc;
 
 use coder_k8s_api::control_plane::CoderControlPlane;
-use coder_k8s_api::template_test::{CoderTemplateTest, CoderTemplateTestStatus, FINALIZER};
+use coder_k8s_api::template_test::{CoderTemplateTest, FINALIZER};
 use kube::runtime::controller::Action;
 
 use crate::cache::{Fingerprint, Informer};
@@ -31,12 +31,7 @@ use crate::triggers::{RefersToControlPlane, TriggerSet, access_fingerprint};
 impl Kind for CoderTemplateTest {
     const KIND: &'static str = "CoderTemplateTest";
     const FINALIZER: Option<&'static str> = Some(FINALIZER);
-    type Status = CoderTemplateTestStatus;
     type Memory = ();
-
-    fn status(&self) -> Option<&Self::Status> {
-        self.status.as_ref()
-    }
 
     fn cache(caches: &Caches) -> &Arc<Informer<Self>> {
         &caches.template_tests

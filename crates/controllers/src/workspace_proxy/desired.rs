@@ -9,16 +9,13 @@ use coder_k8s_api::shared::{
 };
 use coder_k8s_api::workspace_proxy::{CoderWorkspaceProxy, ProxyBootstrapSpec, WorkspaceProxySpec};
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
-use k8s_openapi::api::core::v1::{
-    Container, ContainerPort, EnvVar, EnvVarSource, PodSpec, PodTemplateSpec,
-    SecretKeySelector as K8sSecretKeySelector, Service, ServicePort, ServiceSpec as K8sServiceSpec,
-};
+use k8s_openapi::api::core::v1::{Container, ContainerPort, EnvVar, PodSpec, PodTemplateSpec, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
-use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::Resource;
 
 use crate::credentials;
 use crate::digest::hashed_object_name;
+use crate::workload::{self, secret_env, service_port, value_env};
 
 /// Container port of the proxy.
 pub const PROXY_PORT: i32 = 3001;
@@ -166,50 +163,19 @@ fn pod_template(
 
 /// The primary access URL, the proxy token from its Secret, then the spec's own variables.
 fn env(spec: &WorkspaceProxySpec, primary_url: &str, token: &SecretKeySelector) -> Vec<EnvVar> {
+    let key = token.key_or(DEFAULT_TOKEN_SECRET_KEY);
     let mut env = vec![
-        EnvVar {
-            name: "CODER_PRIMARY_ACCESS_URL".to_owned(),
-            value: Some(primary_url.to_owned()),
-            ..EnvVar::default()
-        },
-        EnvVar {
-            name: "CODER_PROXY_SESSION_TOKEN".to_owned(),
-            value_from: Some(EnvVarSource {
-                secret_key_ref: Some(K8sSecretKeySelector {
-                    name: token.name.clone(),
-                    key: token.key_or(DEFAULT_TOKEN_SECRET_KEY).to_owned(),
-                    optional: Some(false),
-                }),
-                ..EnvVarSource::default()
-            }),
-            ..EnvVar::default()
-        },
+        value_env("CODER_PRIMARY_ACCESS_URL", primary_url),
+        secret_env("CODER_PROXY_SESSION_TOKEN", &token.name, key, Some(false)),
     ];
     env.extend(spec.extra_env.iter().cloned());
     env
 }
 
 /// The Service in front of the pods, with the spec's annotations.
-fn service(name: &str, spec: &WorkspaceProxySpec, mut metadata: ObjectMeta) -> Service {
-    if !spec.service.annotations.is_empty() {
-        metadata.annotations = Some(spec.service.annotations.clone());
-    }
-    Service {
-        metadata,
-        spec: Some(K8sServiceSpec {
-            type_: Some(spec.service.type_.as_str().to_owned()),
-            selector: Some(labels(name)),
-            ports: Some(vec![ServicePort {
-                name: Some("http".to_owned()),
-                port: spec.service.port,
-                target_port: Some(IntOrString::Int(PROXY_PORT)),
-                protocol: Some("TCP".to_owned()),
-                ..ServicePort::default()
-            }]),
-            ..K8sServiceSpec::default()
-        }),
-        ..Service::default()
-    }
+fn service(name: &str, spec: &WorkspaceProxySpec, metadata: ObjectMeta) -> Service {
+    let ports = vec![service_port("http", spec.service.port, PROXY_PORT)];
+    workload::service(metadata, &spec.service, labels(name), ports)
 }
 
 /// Icon sent when the spec names none: Coder requires a non-empty icon on PATCH.
@@ -296,6 +262,7 @@ fn given(value: &Option<String>) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
     fn proxy(spec: serde_json::Value) -> CoderWorkspaceProxy {
         let mut p = CoderWorkspaceProxy::new(
@@ -329,13 +296,7 @@ mod tests {
         );
         let env = container.env.as_ref().unwrap();
         assert_eq!(env[0].value.as_deref(), Some("https://coder.example.com"));
-        let reference = env[1]
-            .value_from
-            .as_ref()
-            .unwrap()
-            .secret_key_ref
-            .as_ref()
-            .unwrap();
+        let reference = crate::workload::secret_key_of(&env[1]);
         assert_eq!(
             (reference.name.as_str(), reference.key.as_str()),
             ("coderworkspaceproxy-token", "token")

@@ -11,7 +11,7 @@ pub mod status;
 
 use std::sync::Arc;
 
-use coder_k8s_api::workspace_proxy::{CoderWorkspaceProxy, WorkspaceProxyStatus};
+use coder_k8s_api::workspace_proxy::CoderWorkspaceProxy;
 use kube::runtime::controller::Action;
 
 use crate::cache::Informer;
@@ -27,12 +27,7 @@ use crate::triggers::TriggerSet;
 impl Kind for CoderWorkspaceProxy {
     const KIND: &'static str = "CoderWorkspaceProxy";
     const FINALIZER: Option<&'static str> = None;
-    type Status = WorkspaceProxyStatus;
     type Memory = inputs::Memory;
-
-    fn status(&self) -> Option<&Self::Status> {
-        self.status.as_ref()
-    }
 
     fn cache(caches: &Caches) -> &Arc<Informer<Self>> {
         &caches.workspace_proxies
