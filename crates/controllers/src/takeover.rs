@@ -197,8 +197,8 @@ fn union(into: &mut Value, other: &Value) {
     }
 }
 
-/// A name for the dry-run object of the takeover probe (`apply`): valid wherever `name` is (a DNS label at most), and not one
-/// the operator ever writes.
+/// A name for the dry-run object of the takeover probe (in `apply`): valid wherever `name` is (a DNS label at
+/// most), and not one the operator ever writes.
 pub fn probe_name(name: &str) -> String {
     let base: String = name.chars().take(40).collect();
     format!("{}-ck8s-takeover-probe", base.trim_end_matches(['-', '.']))
