@@ -20,6 +20,7 @@ use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::finalizer;
 use crate::halt::Halt;
+use crate::k8s::Caches;
 use crate::kind::{Cleanup, Kind};
 use crate::memory::PerObject;
 use crate::pass::Pass;
@@ -33,8 +34,8 @@ pub trait Controller: Kind {
     /// How a pass ends: what the kind's status writer records.
     type Outcome: Send;
 
-    /// The owned and read objects whose changes reconcile objects of the kind.
-    fn triggers(triggers: TriggerSet<Self>) -> TriggerSet<Self>;
+    /// The owned and read objects (in `caches`) whose changes reconcile objects of the kind.
+    fn triggers(triggers: TriggerSet<Self>, caches: &Caches) -> TriggerSet<Self>;
 
     /// One pass over a live object: dereference → validate → build → apply, up to its outcome; a step stops it
     /// early with a [`Halt`].
@@ -54,6 +55,35 @@ pub trait Controller: Kind {
         std::future::ready(Ok(Cleanup::Done))
     }
 }
+
+/// The steps of a kind's [`Controller`] impl, each done by a function of the kind's modules (`reconcile`, `settle`
+/// and, for a kind with a finalizer, `cleanup`, with the trait's parameters): one line in each kind's wiring
+/// instead of the same three forwarding methods.
+macro_rules! steps {
+    (reconcile: $reconcile:path, settle: $settle:path $(, cleanup: $cleanup:path)? $(,)?) => {
+        async fn reconcile(
+            pass: &mut $crate::pass::Pass<'_, Self>,
+        ) -> ::std::result::Result<Self::Outcome, $crate::halt::Halt<Self::Outcome>> {
+            $reconcile(pass).await
+        }
+
+        async fn settle(
+            pass: &mut $crate::pass::Pass<'_, Self>,
+            outcome: Self::Outcome,
+        ) -> $crate::error::Result<::kube::runtime::controller::Action> {
+            $settle(pass, outcome).await
+        }
+
+        $(
+            async fn cleanup(
+                pass: &mut $crate::pass::Pass<'_, Self>,
+            ) -> $crate::error::Result<$crate::kind::Cleanup> {
+                $cleanup(pass).await
+            }
+        )?
+    };
+}
+pub(crate) use steps;
 
 /// What the reconciles of one kind share: the context and the kind's memory of its objects.
 struct Shared<K: Kind> {
@@ -120,7 +150,7 @@ pub async fn run<K: Controller>(
     use futures::FutureExt as _;
     let informer = K::cache(&ctx.k8s.caches).clone();
     // Subscribed before the first lists, so the changes they offer are seen.
-    let triggers = K::triggers(TriggerSet::new(&ctx, informer.store())).build();
+    let triggers = K::triggers(TriggerSet::new(&ctx, informer.store()), &ctx.k8s.caches).build();
     // A shutdown while the caches are still filling ends the controller before it starts.
     let shutdown = shutdown.shared();
     tracing::debug!(kind = K::KIND, "waiting for the watch caches");

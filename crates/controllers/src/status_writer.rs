@@ -78,17 +78,17 @@ pub async fn write<K: Kind>(
 
 /// Records `outcome` in the status the pass built (phase, conditions, observed generation), writes it when it
 /// changed (with an Event when the phase or reason changed) and says when to look again (`rate_limits::next_pass`).
-pub async fn write_outcome<K>(pass: &mut Pass<'_, K>, outcome: &Outcome) -> Result<Action>
+pub async fn write_outcome<K>(pass: &mut Pass<'_, K>, outcome: Outcome) -> Result<Action>
 where
     K: Kind,
     K::Status: SyncedStatus,
 {
     let events = outcome.transition(pass.shown.as_ref().and_then(|s| s.shown()));
     let (generation, now) = (pass.generation(), pass.time());
-    pass.status.record(outcome, generation, &now);
+    pass.status.record(&outcome, generation, &now);
     write(pass, events).await?;
     let retry = pass.retry();
-    Ok(pass.ctx.rate_limits.next_pass(&pass.uid, outcome, retry))
+    Ok(pass.ctx.rate_limits.next_pass(&pass.uid, &outcome, retry))
 }
 
 /// A finalizer that has to wait for Coder: the object shows `outcome` (reason `Deleting`), and the next attempt
@@ -106,7 +106,7 @@ where
         rate_limited: None,
         ..outcome
     };
-    write_outcome(pass, &shown).await?;
+    write_outcome(pass, shown).await?;
     Ok(Cleanup::WaitFor(wait))
 }
 

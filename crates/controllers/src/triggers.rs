@@ -96,11 +96,6 @@ impl<O: Kind> TriggerSet<O> {
         }
     }
 
-    /// The context whose watch caches the triggers subscribe to.
-    pub fn context(&self) -> Arc<Context> {
-        self.ctx.clone()
-    }
-
     /// Changes of `informer` mapped by `targets`, filtered by `fingerprint`.
     pub fn with<C>(
         mut self,

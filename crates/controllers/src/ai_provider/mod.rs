@@ -14,15 +14,11 @@ use std::sync::Arc;
 
 use coder_k8s_api::ai_provider::{CoderAIProvider, FINALIZER};
 use coder_k8s_api::control_plane::CoderControlPlane;
-use kube::runtime::controller::Action;
 
 use crate::cache::{Fingerprint, Informer};
-use crate::error::Result;
-use crate::halt::Halt;
 use crate::k8s::Caches;
-use crate::kind::{Cleanup, Kind};
-use crate::pass::Pass;
-use crate::runner::Controller;
+use crate::kind::Kind;
+use crate::runner::{Controller, steps};
 use crate::status_writer::write_outcome;
 use crate::triggers::{RefersToControlPlane, TriggerSet, access_fingerprint};
 
@@ -39,23 +35,13 @@ impl Kind for CoderAIProvider {
 impl Controller for CoderAIProvider {
     type Outcome = status::Outcome;
 
-    fn triggers(triggers: TriggerSet<Self>) -> TriggerSet<Self> {
+    fn triggers(triggers: TriggerSet<Self>, _: &Caches) -> TriggerSet<Self> {
         triggers
             .secrets(reads_secret)
             .control_planes(control_plane_fingerprint)
     }
 
-    async fn reconcile(pass: &mut Pass<'_, Self>) -> Result<status::Outcome, Halt<status::Outcome>> {
-        reconcile::reconcile(pass).await
-    }
-
-    async fn settle(pass: &mut Pass<'_, Self>, outcome: status::Outcome) -> Result<Action> {
-        write_outcome(pass, &outcome).await
-    }
-
-    async fn cleanup(pass: &mut Pass<'_, Self>) -> Result<Cleanup> {
-        reconcile::cleanup(pass).await
-    }
+    steps!(reconcile: reconcile::reconcile, settle: write_outcome, cleanup: reconcile::cleanup);
 }
 
 impl RefersToControlPlane for CoderAIProvider {

@@ -16,16 +16,12 @@ use coder_k8s_api::control_plane::{CoderControlPlane, FINALIZER};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Resource;
 use kube::core::PartialObjectMeta;
-use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
 
 use crate::cache::{Informer, every_change, hash_only};
-use crate::error::Result;
-use crate::halt::Halt;
 use crate::k8s::Caches;
-use crate::kind::{Cleanup, Kind};
-use crate::pass::Pass;
-use crate::runner::Controller;
+use crate::kind::Kind;
+use crate::runner::{Controller, steps};
 use crate::triggers::{TriggerSet, owner, readers};
 
 impl Kind for CoderControlPlane {
@@ -41,9 +37,7 @@ impl Kind for CoderControlPlane {
 impl Controller for CoderControlPlane {
     type Outcome = status::Outcome;
 
-    fn triggers(triggers: TriggerSet<Self>) -> TriggerSet<Self> {
-        let ctx = triggers.context();
-        let caches = &ctx.k8s.caches;
+    fn triggers(triggers: TriggerSet<Self>, caches: &Caches) -> TriggerSet<Self> {
         triggers
             .deployments()
             .owned(&caches.services)
@@ -56,17 +50,7 @@ impl Controller for CoderControlPlane {
             .with(caches.config_maps.metadata(), every_change, config_map_targets)
     }
 
-    async fn reconcile(pass: &mut Pass<'_, Self>) -> Result<status::Outcome, Halt<status::Outcome>> {
-        reconcile::reconcile(pass).await
-    }
-
-    async fn settle(pass: &mut Pass<'_, Self>, outcome: status::Outcome) -> Result<Action> {
-        reconcile::settle(pass, outcome).await
-    }
-
-    async fn cleanup(pass: &mut Pass<'_, Self>) -> Result<Cleanup> {
-        reconcile::cleanup(pass).await
-    }
+    steps!(reconcile: reconcile::reconcile, settle: reconcile::settle, cleanup: reconcile::cleanup);
 }
 
 /// Whether the control plane reads the Secret `name` (database, licence, envFrom, extraEnv, operator token).

@@ -15,15 +15,11 @@ use std::sync::Arc;
 
 use coder_k8s_api::control_plane::CoderControlPlane;
 use coder_k8s_api::mcp_server::{CoderMCPServer, FINALIZER};
-use kube::runtime::controller::Action;
 
 use crate::cache::{Fingerprint, Informer};
-use crate::error::Result;
-use crate::halt::Halt;
 use crate::k8s::Caches;
-use crate::kind::{Cleanup, Kind};
-use crate::pass::Pass;
-use crate::runner::Controller;
+use crate::kind::Kind;
+use crate::runner::{Controller, steps};
 use crate::triggers::{RefersToControlPlane, TriggerSet, access_fingerprint};
 
 impl Kind for CoderMCPServer {
@@ -39,23 +35,13 @@ impl Kind for CoderMCPServer {
 impl Controller for CoderMCPServer {
     type Outcome = status::Outcome;
 
-    fn triggers(triggers: TriggerSet<Self>) -> TriggerSet<Self> {
+    fn triggers(triggers: TriggerSet<Self>, _: &Caches) -> TriggerSet<Self> {
         triggers
             .control_planes(control_plane_fingerprint)
             .secrets(reads_secret)
     }
 
-    async fn reconcile(pass: &mut Pass<'_, Self>) -> Result<status::Outcome, Halt<status::Outcome>> {
-        reconcile::reconcile(pass).await
-    }
-
-    async fn settle(pass: &mut Pass<'_, Self>, outcome: status::Outcome) -> Result<Action> {
-        reconcile::settle_outcome(pass, outcome).await
-    }
-
-    async fn cleanup(pass: &mut Pass<'_, Self>) -> Result<Cleanup> {
-        reconcile::cleanup(pass).await
-    }
+    steps!(reconcile: reconcile::reconcile, settle: reconcile::settle_outcome, cleanup: reconcile::cleanup);
 }
 
 impl RefersToControlPlane for CoderMCPServer {

@@ -102,7 +102,7 @@ pub async fn settle_outcome(pass: &mut ServerPass<'_>, mut outcome: Outcome) -> 
     if outcome.phase != SyncPhase::Pending && outcome.requeue.is_none() {
         outcome = outcome.requeue(pass.ctx.settings.entitlements_interval);
     }
-    write_outcome(pass, &outcome).await
+    write_outcome(pass, outcome).await
 }
 
 /// The finalizer: the object's own config is deleted in Coder before the object goes. An object that never sent a

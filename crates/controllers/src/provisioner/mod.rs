@@ -13,15 +13,11 @@ use std::sync::Arc;
 
 use coder_k8s_api::control_plane::CoderControlPlane;
 use coder_k8s_api::provisioner::{CoderProvisioner, FINALIZER};
-use kube::runtime::controller::Action;
 
 use crate::cache::{Fingerprint, Informer};
-use crate::error::Result;
-use crate::halt::Halt;
 use crate::k8s::Caches;
-use crate::kind::{Cleanup, Kind};
-use crate::pass::Pass;
-use crate::runner::Controller;
+use crate::kind::Kind;
+use crate::runner::{Controller, steps};
 use crate::triggers::{RefersToControlPlane, TriggerSet, access_fingerprint};
 
 impl Kind for CoderProvisioner {
@@ -37,9 +33,7 @@ impl Kind for CoderProvisioner {
 impl Controller for CoderProvisioner {
     type Outcome = status::Outcome;
 
-    fn triggers(triggers: TriggerSet<Self>) -> TriggerSet<Self> {
-        let ctx = triggers.context();
-        let caches = &ctx.k8s.caches;
+    fn triggers(triggers: TriggerSet<Self>, caches: &Caches) -> TriggerSet<Self> {
         triggers
             .deployments()
             .owned(&caches.service_accounts)
@@ -49,17 +43,7 @@ impl Controller for CoderProvisioner {
             .control_planes(control_plane_fingerprint)
     }
 
-    async fn reconcile(pass: &mut Pass<'_, Self>) -> Result<status::Outcome, Halt<status::Outcome>> {
-        reconcile::reconcile(pass).await
-    }
-
-    async fn settle(pass: &mut Pass<'_, Self>, outcome: status::Outcome) -> Result<Action> {
-        reconcile::settle(pass, outcome).await
-    }
-
-    async fn cleanup(pass: &mut Pass<'_, Self>) -> Result<Cleanup> {
-        reconcile::cleanup(pass).await
-    }
+    steps!(reconcile: reconcile::reconcile, settle: reconcile::settle, cleanup: reconcile::cleanup);
 }
 
 impl RefersToControlPlane for CoderProvisioner {

@@ -12,16 +12,12 @@ pub mod status;
 use std::sync::Arc;
 
 use coder_k8s_api::workspace_proxy::CoderWorkspaceProxy;
-use kube::runtime::controller::Action;
 
 use crate::cache::Informer;
 use crate::credentials;
-use crate::error::Result;
-use crate::halt::Halt;
 use crate::k8s::Caches;
 use crate::kind::Kind;
-use crate::pass::Pass;
-use crate::runner::Controller;
+use crate::runner::{Controller, steps};
 use crate::triggers::TriggerSet;
 
 impl Kind for CoderWorkspaceProxy {
@@ -37,22 +33,14 @@ impl Kind for CoderWorkspaceProxy {
 impl Controller for CoderWorkspaceProxy {
     type Outcome = status::Outcome;
 
-    fn triggers(triggers: TriggerSet<Self>) -> TriggerSet<Self> {
-        let ctx = triggers.context();
-        let caches = &ctx.k8s.caches;
+    fn triggers(triggers: TriggerSet<Self>, caches: &Caches) -> TriggerSet<Self> {
         triggers
             .deployments()
             .owned(&caches.services)
             .secrets(reads_secret)
     }
 
-    async fn reconcile(pass: &mut Pass<'_, Self>) -> Result<status::Outcome, Halt<status::Outcome>> {
-        reconcile::reconcile(pass).await
-    }
-
-    async fn settle(pass: &mut Pass<'_, Self>, outcome: status::Outcome) -> Result<Action> {
-        reconcile::settle(pass, outcome).await
-    }
+    steps!(reconcile: reconcile::reconcile, settle: reconcile::settle);
 }
 
 /// Whether the proxy reads the Secret `name`.
