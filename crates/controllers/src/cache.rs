@@ -22,6 +22,7 @@ use tokio::sync::mpsc;
 
 use crate::decode;
 use crate::labels::{LAST_APPLIED_ANNOTATION, LEGACY_FIELDS_MARK, UNREADABLE_MARK, desired_hash_of};
+use crate::owner_index::OwnerIndex;
 use crate::takeover::has_legacy_entries;
 
 /// What every watched object is: a static Kubernetes type that can be decoded, cloned and shared across tasks.
@@ -56,6 +57,8 @@ pub struct Informer<K: Resource<DynamicType = ()> + Clone + 'static> {
     changes: Fanout<K>,
     /// Set once the first list is cached. (kube's own readiness wakes only one waiter; several controllers wait.)
     listed: tokio::sync::watch::Receiver<bool>,
+    /// The cached objects that carry the owner-UID annotation, by that UID.
+    owners: Arc<Mutex<OwnerIndex>>,
 }
 
 impl<K> Informer<K>
@@ -110,10 +113,12 @@ where
     ) -> Arc<Self> {
         let (store, mut writer) = reflector::store();
         let (listed_tx, listed) = tokio::sync::watch::channel(false);
+        let owners = Arc::new(Mutex::new(OwnerIndex::default()));
         let informer = Arc::new(Self {
             store: store.clone(),
             changes: changes.clone(),
             listed,
+            owners: owners.clone(),
         });
         tokio::spawn(async move {
             let mut events = std::pin::pin!(events);
@@ -121,6 +126,7 @@ where
                 match event {
                     Ok(event) => {
                         writer.apply_watcher_event(&event);
+                        owners.lock().unwrap_or_else(|p| p.into_inner()).apply(&event);
                         if matches!(event, watcher::Event::InitDone) {
                             listed_tx.send_replace(true);
                         }
@@ -147,6 +153,19 @@ where
     /// The cached object `namespace/name`.
     pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<K>> {
         self.store.get(&ObjectRef::new(name).within(namespace))
+    }
+
+    /// The cached objects whose owner-UID annotation names `owner_uid`, in namespace and name order (read from an
+    /// index, not by filtering the cache).
+    pub fn annotated_owned_by(&self, owner_uid: &str) -> Vec<Arc<K>> {
+        let keys = self
+            .owners
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .owned_by(owner_uid);
+        keys.iter()
+            .filter_map(|(namespace, name)| self.get(namespace, name))
+            .collect()
     }
 
     /// The cached metadata of `namespace/name`.

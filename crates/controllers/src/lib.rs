@@ -31,6 +31,7 @@ pub mod mcp_server;
 pub mod memory;
 pub mod metrics;
 pub mod owned_secret;
+pub mod owner_index;
 pub mod ownership;
 pub mod pass;
 pub mod provisioner;

@@ -18,7 +18,7 @@ use kube::core::{ApiResource, GroupVersionKind};
 use kube::runtime::controller::Action;
 use serde_json::json;
 
-use super::desired::{self, ControlPlaneId, DesiredState, Inputs, WORKSPACE_RBAC_OWNER_UID_ANNOTATION};
+use super::desired::{self, ControlPlaneId, DesiredState, Inputs};
 use super::status::{self, Outcome, Referrer, entitlements_unknown_until_read, transitions};
 use super::{coder, inputs};
 use crate::apply::{Owned, delete, delete_owned, desired_hash, ready_replicas};
@@ -241,34 +241,22 @@ async fn apply_dynamic(
 }
 
 /// Deletes the control plane's workspace Roles and RoleBindings everywhere except `keep` (namespace, role,
-/// binding), found in the watch caches by the owner-UID annotation (no cluster-wide list).
+/// binding), found in the watch caches' index of the owner-UID annotation (no cluster-wide list, no scan).
 async fn delete_workspace_rbac(pass: &ControlPlanePass<'_>, keep: &[(String, String, String)]) -> Result<()> {
     let (ctx, uid) = (pass.ctx, pass.uid.as_str());
-    let ours = |meta: &ObjectMeta| {
-        meta.annotations
-            .as_ref()
-            .and_then(|a| a.get(WORKSPACE_RBAC_OWNER_UID_ANNOTATION))
-            .is_some_and(|owner| owner == uid)
-    };
     let key = |meta: &ObjectMeta| {
         (
             meta.namespace.clone().unwrap_or_default(),
             meta.name.clone().unwrap_or_default(),
         )
     };
-    for role in ctx.k8s.caches.roles.store().state_filter(|r| ours(&r.metadata)) {
+    for role in ctx.k8s.caches.roles.annotated_owned_by(uid) {
         let (ns, name) = key(&role.metadata);
         if !keep.iter().any(|(n, r, _)| *n == ns && *r == name) {
             delete::<Role>(ctx, &ns, &name).await?;
         }
     }
-    for binding in ctx
-        .k8s
-        .caches
-        .role_bindings
-        .store()
-        .state_filter(|b| ours(&b.metadata))
-    {
+    for binding in ctx.k8s.caches.role_bindings.annotated_owned_by(uid) {
         let (ns, name) = key(&binding.metadata);
         if !keep.iter().any(|(n, _, b)| *n == ns && *b == name) {
             delete::<RoleBinding>(ctx, &ns, &name).await?;
