@@ -401,6 +401,83 @@ async fn database_secret_conditions_and_operator_access() {
         .await;
 }
 
+/// Waits until the control plane controller has not reconciled for 1.5 s (1.5 times the tests' retry and
+/// entitlements intervals); fails when it goes on reconciling for 20 s.
+async fn wait_until_quiet(h: &Harness) {
+    for _ in 0..13 {
+        let runs = h.metrics.runs("CoderControlPlane");
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        if h.metrics.runs("CoderControlPlane") == runs {
+            return;
+        }
+    }
+    panic!("the control planes were reconciled again and again for 20 s with nothing changing");
+}
+
+#[tokio::test]
+async fn a_control_plane_waiting_for_its_database_is_not_reconciled_until_an_input_changes() {
+    let h = harness("ccp-quiet").await;
+    h.create(
+        "waits",
+        json!({"database": {"connectionSecretRef": {"name": "coder-db-app", "key": "uri"}}}),
+    )
+    .await;
+    h.create("no-database", json!({})).await;
+    h.wait_reason("waits", "DatabaseSecretResolved", "SecretNotFound")
+        .await;
+    wait_for(
+        || async {
+            h.get("no-database")
+                .await
+                .status
+                .is_some_and(|s| s.phase.is_some())
+        },
+        "the control plane without a database to get a status",
+    )
+    .await;
+    wait_until_quiet(&h).await;
+
+    // Five times the retry and entitlements intervals: neither control plane can change without an input
+    // changing, so nothing runs and nothing is sent.
+    let (runs, writes, reads) = (
+        h.metrics.runs("CoderControlPlane"),
+        h.requests.writes(),
+        h.requests.reads(),
+    );
+    let coder_requests = h.server.requests().len();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(
+        h.metrics.runs("CoderControlPlane"),
+        runs,
+        "no reconcile while waiting"
+    );
+    assert_eq!(
+        (h.requests.writes(), h.requests.reads()),
+        (writes, reads),
+        "no Kubernetes request"
+    );
+    let coder_calls: Vec<_> = h.server.requests()[coder_requests..]
+        .iter()
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect();
+    assert_eq!(coder_calls, Vec::<String>::new(), "no Coder call while waiting");
+
+    // The Secret's arrival is the change: the database resolves, operator access is bootstrapped, and from then on
+    // Coder's state (entitlements, the token) is polled at the entitlements interval.
+    h.put_secret("coder-db-app", &[("uri", &h.db_url)]).await;
+    h.wait_operator_access("waits", true).await;
+    let runs = h.metrics.runs("CoderControlPlane");
+    wait_for(
+        || async { h.metrics.runs("CoderControlPlane") >= runs + 3 },
+        "the control plane with operator access to be polled",
+    )
+    .await;
+    assert_eq!(
+        h.get("no-database").await.status.unwrap().operator_access_ready,
+        Some(false)
+    );
+}
+
 #[tokio::test]
 async fn token_secret_owned_by_someone_else_is_left_alone() {
     let h = harness("ccp-owned").await;

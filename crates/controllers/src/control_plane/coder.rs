@@ -63,10 +63,11 @@ fn client(pass: &ControlPlanePass<'_>, id: &ControlPlaneId, token: &OperatorToke
     pass.ctx.clients.client(&pass.uid, &url, &token.expose()).ok()
 }
 
+/// Operator access is not ready. The pass asks for no retry: what it waits for here (a database URL, the token
+/// Secret freed or written) is a Secret or spec change the control plane watches.
 fn not_ready(pass: &mut ControlPlanePass<'_>) {
     pass.status.operator_access_ready = Some(false);
     pass.status.operator_token_secret_ref = None;
-    pass.soon(pass.retry());
 }
 
 /// Operator access (docs/controllers/control-plane.md, "Operator access"): returns the working token, if any.
@@ -91,7 +92,9 @@ async fn operator_access(
     let existing =
         secrets::value(live.as_deref(), DEFAULT_TOKEN_SECRET_KEY).and_then(|t| OperatorToken::parse(&t).ok());
     let Some(token) = working_token(pass, id, url, (existing.as_ref(), live.as_deref())).await else {
+        // The bootstrap failed (PostgreSQL or Coder not reachable yet): nothing watched says when it can work.
         not_ready(pass);
+        pass.soon(pass.retry());
         return Ok(None);
     };
     if (existing.as_ref() != Some(&token) || live.is_none())

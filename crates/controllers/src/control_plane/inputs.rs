@@ -15,7 +15,7 @@ use kube::api::Api;
 use super::desired::{self, ACCESS_URL_ENV, ControlPlaneId};
 use super::status::check_database_secret;
 use super::workspace_rbac;
-use crate::conditions::{ConditionStatus, remove_condition};
+use crate::conditions::remove_condition;
 use crate::error::Result;
 use crate::pass::Pass;
 use crate::secrets;
@@ -47,9 +47,7 @@ pub async fn database_url(pass: &mut ControlPlanePass<'_>, id: &ControlPlaneId) 
         secret.as_ref().and_then(|s| s.data.as_ref()),
         desired::database_conflict(spec),
     );
-    if check.condition.status != ConditionStatus::True {
-        pass.soon(pass.retry());
-    }
+    // An unresolved database Secret needs no retry: its creation or change reconciles the control plane.
     pass.set(check.condition);
     Ok(check.url)
 }

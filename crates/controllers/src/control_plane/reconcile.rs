@@ -46,8 +46,12 @@ pub async fn reconcile(pass: &mut ControlPlanePass<'_>) -> Result<Outcome, Halt<
     let ready_replicas = apply_children(pass, &id, desired).await?;
     set_phase(pass, &id, ready_replicas);
     coder::reconcile(pass, &id, database_url.as_deref()).await?;
-    let interval = pass.ctx.settings.entitlements_interval;
-    Ok(Outcome(pass.next.map_or(interval, |next| next.min(interval))))
+    let access = pass.status.operator_access_ready == Some(true);
+    Ok(status::next_pass(
+        pass.next,
+        access,
+        pass.ctx.settings.entitlements_interval,
+    ))
 }
 
 fn set_phase(pass: &mut ControlPlanePass<'_>, id: &ControlPlaneId, ready_replicas: i32) {
@@ -63,12 +67,12 @@ fn set_phase(pass: &mut ControlPlanePass<'_>, id: &ControlPlaneId, ready_replica
     entitlements_unknown_until_read(status);
 }
 
-/// Writes the status when it changed, with an Event for each transition, and requeues.
+/// Writes the status when it changed, with an Event for each transition, and requeues when a time is due.
 pub async fn settle(pass: &mut ControlPlanePass<'_>, Outcome(requeue): Outcome) -> Result<Action> {
     let old = pass.shown.clone().unwrap_or_default();
     let events = transitions(&old, &pass.status);
     status_writer::write(pass, events).await?;
-    Ok(Action::requeue(requeue))
+    Ok(requeue.map_or_else(Action::await_change, Action::requeue))
 }
 
 /// Applies every owned object and removes what a turned-off feature left; returns the Deployment's ready replicas.

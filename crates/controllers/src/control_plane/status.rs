@@ -2,6 +2,7 @@
 //! the operator token Secret ownership check, and the Events of status transitions. Messages name Secrets and keys, never a URL or a credential.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use coder_k8s_api::control_plane::conditions::{
     DATABASE_SECRET_RESOLVED as CONDITION_DATABASE_SECRET_RESOLVED,
@@ -14,8 +15,20 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use kube::runtime::events::EventType;
 
-pub use crate::conditions::Requeue as Outcome;
 use crate::conditions::{ConditionStatus, Decided};
+
+/// How a pass ends: when the next one is due without a change (`None`: only when something the control plane
+/// watches changes, its spec, a Secret or ConfigMap it reads, an owned object).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Outcome(pub Option<Duration>);
+
+/// The next pass: the soonest any step asked for (`asked`), and the entitlements and token poll while the
+/// control plane has operator access (Coder's state is not watched). Without operator access nothing is polled,
+/// so a control plane that waits for a database or a Secret costs nothing until that input changes.
+pub fn next_pass(asked: Option<Duration>, operator_access_ready: bool, poll_interval: Duration) -> Outcome {
+    let poll = operator_access_ready.then_some(poll_interval);
+    Outcome([asked, poll].into_iter().flatten().min())
+}
 
 /// The outcome of the database Secret check; `url` is only set when resolved and is never displayed.
 pub struct DatabaseCheck {
@@ -276,6 +289,24 @@ pub fn referrer_wait(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_control_plane_with_operator_access_is_polled() {
+        let poll = Duration::from_secs(120);
+        let retry = Duration::from_secs(30);
+        assert_eq!(next_pass(None, false, poll), Outcome(None), "waits for a change");
+        assert_eq!(next_pass(Some(retry), false, poll), Outcome(Some(retry)));
+        assert_eq!(next_pass(None, true, poll), Outcome(Some(poll)));
+        assert_eq!(
+            next_pass(Some(retry), true, poll),
+            Outcome(Some(retry)),
+            "the sooner one"
+        );
+        assert_eq!(
+            next_pass(Some(Duration::from_secs(300)), true, poll),
+            Outcome(Some(poll))
+        );
+    }
 
     #[test]
     fn missing_features_read_unknown_and_the_status_starts_unknown() {
