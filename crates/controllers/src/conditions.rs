@@ -2,7 +2,10 @@
 //! `lastTransitionTime`, so an unchanged status serialises byte for byte the same and the reconciler can skip the
 //! write (zero API writes at steady state).
 
+use std::time::Duration;
+
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 
 /// An Event to publish with a status write: type, reason, note.
@@ -73,9 +76,25 @@ with_conditions!(
 );
 
 /// How a pass ends for a kind whose steps set its conditions one by one (control plane, provisioner, workspace
-/// proxy): the conditions are in the status it built; the outcome is when to look again.
+/// proxy): the conditions are in the status it built; the outcome is when to look again without a change (`None`:
+/// only when something the kind watches changes: its spec, a Secret it reads, an owned object, its control plane).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Requeue(pub std::time::Duration);
+pub struct Requeue(pub Option<Duration>);
+
+impl Requeue {
+    /// Nothing is due: the next pass comes with the next change of a watched input.
+    pub const ON_CHANGE: Self = Self(None);
+
+    /// The next pass comes after `wait` even without a change.
+    pub fn after(wait: Duration) -> Self {
+        Self(Some(wait))
+    }
+
+    /// The controller action of this outcome.
+    pub fn action(self) -> Action {
+        self.0.map_or_else(Action::await_change, Action::requeue)
+    }
+}
 
 /// Inserts or updates `decided` in `conditions`. The transition time changes only when the status changes.
 pub fn set_condition(conditions: &mut Vec<Condition>, decided: Decided, generation: Option<i64>, now: Time) {

@@ -107,7 +107,7 @@ where
     /// interval.
     pub fn stop(&mut self, decided: Decided) -> Halt<Requeue> {
         self.set(decided);
-        Halt::Settled(Requeue(self.retry()))
+        Halt::Settled(Requeue::after(self.retry()))
     }
 
     /// Sets the condition `type_` as decided, or removes it (`None`: it is shown only when it says something).

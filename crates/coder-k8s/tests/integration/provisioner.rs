@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use coder_k8s_api::provisioner::CoderProvisioner;
-use coder_k8s_coder_testserver::{Config, Fault, FaultRule, TestServer};
+use coder_k8s_coder_testserver::{Config, Entitlement, Fault, FaultRule, TestServer};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
@@ -163,22 +163,57 @@ async fn seed_000_tutorial_and_clean_up() {
         )
     );
 
-    // At rest (a requeue every second in the tests): no key or organization call, no Kubernetes read or write.
-    let reconciles = h.metrics.runs("CoderProvisioner");
+    // At rest: a Ready provisioner is not reconciled again (four times the tests' 1 s retry and entitlements
+    // intervals). The only Coder calls are the control plane's own entitlements and token checks, at most one of
+    // each per control plane pass; no Kubernetes read or write.
+    let (reconciles, cp_runs) = (
+        h.metrics.runs("CoderProvisioner"),
+        h.metrics.runs("CoderControlPlane"),
+    );
     let (coder_requests, reads, writes) =
         (h.server.requests().len(), h.requests.reads(), h.requests.writes());
     tokio::time::sleep(Duration::from_secs(4)).await;
-    assert!(
-        h.metrics.runs("CoderProvisioner") >= reconciles + 2,
-        "the provisioner kept reconciling during the window"
+    assert_eq!(
+        h.metrics.runs("CoderProvisioner"),
+        reconciles,
+        "a Ready provisioner was reconciled at rest"
     );
-    let key_calls: Vec<_> = h.server.requests()[coder_requests..]
+    let cp_passes = h.metrics.runs("CoderControlPlane") - cp_runs;
+    let calls: Vec<_> = h.server.requests()[coder_requests..]
         .iter()
-        .filter(|r| r.path.contains("/organizations") || r.path.contains("provisionerkeys"))
         .map(|r| format!("{} {}", r.method, r.path))
         .collect();
-    assert!(key_calls.is_empty(), "no key calls at rest: {key_calls:?}");
+    let polls = ["GET /api/v2/entitlements", "GET /api/v2/users/me"];
+    assert!(
+        calls.iter().all(|c| polls.contains(&c.as_str())),
+        "only the control plane's polls at rest: {calls:?}"
+    );
+    let entitlement_reads = calls.iter().filter(|c| *c == polls[0]).count();
+    assert!(
+        cp_passes >= 2 && entitlement_reads <= cp_passes as usize,
+        "{entitlement_reads} entitlements reads in {cp_passes} control plane passes"
+    );
     assert_eq!((h.requests.reads(), h.requests.writes()), (reads, writes));
+
+    // The control plane's poll is what notices a licence change, and its status change wakes the provisioner.
+    h.server
+        .set_entitlement("external_provisioner_daemons", Entitlement::NotEntitled);
+    wait_reason(
+        &h,
+        "coderprovisioner-sample",
+        "ExternalProvisionersEntitled",
+        "NotEntitled",
+    )
+    .await;
+    h.server
+        .set_entitlement("external_provisioner_daemons", Entitlement::Entitled);
+    wait_reason(
+        &h,
+        "coderprovisioner-sample",
+        "ExternalProvisionersEntitled",
+        "Entitled",
+    )
+    .await;
 
     // Clean up: the key goes in Coder.
     h.api::<CoderProvisioner>()

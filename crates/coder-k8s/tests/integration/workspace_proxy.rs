@@ -1,6 +1,8 @@
 //! The CoderWorkspaceProxy controller on the real kube-apiserver and the Coder API test server: the credential-
 //! Secret contract, direct mode and bootstrap mode.
 
+use std::time::Duration;
+
 use coder_k8s_api::workspace_proxy::CoderWorkspaceProxy;
 use coder_k8s_coder_testserver::Entitlement;
 use k8s_openapi::api::apps::v1::Deployment;
@@ -111,6 +113,15 @@ async fn direct_mode_uses_only_a_consenting_token_secret() {
     assert_eq!(
         status.proxy_token_secret_ref.unwrap().name,
         "coderworkspaceproxy-token"
+    );
+
+    // A Ready proxy is not reconciled again with nothing changing (three times the tests' 1 s retry interval).
+    let runs = h.metrics.runs("CoderWorkspaceProxy");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        h.metrics.runs("CoderWorkspaceProxy"),
+        runs,
+        "a Ready proxy was reconciled at rest"
     );
 }
 

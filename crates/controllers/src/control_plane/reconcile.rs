@@ -68,11 +68,11 @@ fn set_phase(pass: &mut ControlPlanePass<'_>, id: &ControlPlaneId, ready_replica
 }
 
 /// Writes the status when it changed, with an Event for each transition, and requeues when a time is due.
-pub async fn settle(pass: &mut ControlPlanePass<'_>, Outcome(requeue): Outcome) -> Result<Action> {
+pub async fn settle(pass: &mut ControlPlanePass<'_>, outcome: Outcome) -> Result<Action> {
     let old = pass.shown.clone().unwrap_or_default();
     let events = transitions(&old, &pass.status);
     status_writer::write(pass, events).await?;
-    Ok(requeue.map_or_else(Action::await_change, Action::requeue))
+    Ok(outcome.action())
 }
 
 /// Applies every owned object and removes what a turned-off feature left; returns the Deployment's ready replicas.

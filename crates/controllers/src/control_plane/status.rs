@@ -19,8 +19,7 @@ use crate::conditions::{ConditionStatus, Decided};
 
 /// How a pass ends: when the next one is due without a change (`None`: only when something the control plane
 /// watches changes, its spec, a Secret or ConfigMap it reads, an owned object).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Outcome(pub Option<Duration>);
+pub use crate::conditions::Requeue as Outcome;
 
 /// The next pass: the soonest any step asked for (`asked`), and the entitlements and token poll while the
 /// control plane has operator access (Coder's state is not watched). Without operator access nothing is polled,

@@ -46,7 +46,7 @@ pub async fn read_entitlement(ctx: &Context, upstream: &Upstream) -> Result<bool
 /// `ProvisionerKeyReady` after a failed Coder call; the next pass waits out the object's backoff after a 429.
 fn failed(pass: &mut ProvisionerPass<'_>, error: &CoderError) -> Halt<Outcome> {
     pass.set(decide::key_failed(error));
-    Halt::Settled(Outcome(pass.ctx.rate_limits.after(
+    Halt::Settled(Outcome::after(pass.ctx.rate_limits.after(
         &pass.uid,
         error,
         pass.retry(),
@@ -62,7 +62,7 @@ pub async fn key(
 ) -> Result<String, Halt<Outcome>> {
     // After a 429 the object waits out its backoff, even when a watch event wakes it early.
     if let Some(remaining) = pass.ctx.rate_limits.remaining(&pass.uid) {
-        return Err(Halt::Settled(Outcome(remaining)));
+        return Err(Halt::Settled(Outcome::after(remaining)));
     }
     let secret = pass.ctx.k8s.secret(&pass.namespace(), &names.key_secret).await?;
     let stored = secrets::value(secret.as_deref(), &names.key_secret_key).filter(|k| !k.is_empty());

@@ -12,7 +12,6 @@ use k8s_openapi::jiff::Timestamp;
 use super::coder;
 use super::desired::ProvisionerNames;
 use super::status::{self as decide, Outcome};
-use crate::conditions::ConditionStatus;
 use crate::credentials;
 use crate::halt::Halt;
 use crate::ownership::controlled_by;
@@ -49,12 +48,13 @@ pub async fn upstream(pass: &mut ProvisionerPass<'_>) -> Result<Upstream, Halt<O
         Refusal::TokenSecretNotOwned { secret } => decide::token_secret_not_owned(&cp_name, &secret),
         Refusal::Access(error) => decide::access_refused(&cp_name, &error),
     });
-    Err(Halt::Settled(Outcome(pass.retry())))
+    Err(Halt::Settled(Outcome::after(pass.retry())))
 }
 
 /// The entitlement gate (`ExternalProvisionersEntitled`): the control plane's recorded value when fresh, else the
 /// last read shared by every user of the control plane within the entitlements interval, else
-/// `GET /api/v2/entitlements`. Not entitled: the pass stops until the entitlements interval has passed.
+/// `GET /api/v2/entitlements`. Not entitled: the pass stops (see [`decide::after_entitlement`] for when the next
+/// one comes).
 pub async fn entitled(pass: &mut ProvisionerPass<'_>, upstream: &Upstream) -> Result<(), Halt<Outcome>> {
     let cp_status = upstream.control_plane.status.clone().unwrap_or_default();
     let fresh = cp_status
@@ -70,12 +70,11 @@ pub async fn entitled(pass: &mut ProvisionerPass<'_>, upstream: &Upstream) -> Re
         Some(value) => Ok(matches!(value, Entitlement::Entitled | Entitlement::GracePeriod)),
         None => coder::read_entitlement(pass.ctx, upstream).await,
     };
-    let condition = decide::entitlement_condition(outcome.as_ref().map(|e| *e));
-    let entitled = condition.status == ConditionStatus::True;
-    pass.set(condition);
-    match entitled {
-        true => Ok(()),
-        false => Err(Halt::Settled(Outcome(pass.ctx.settings.entitlements_interval))),
+    let outcome = outcome.as_ref().map(|e| *e);
+    pass.set(decide::entitlement_condition(outcome));
+    match decide::after_entitlement(outcome, pass.ctx.settings.entitlements_interval) {
+        None => Ok(()),
+        Some(next) => Err(Halt::Settled(next)),
     }
 }
 

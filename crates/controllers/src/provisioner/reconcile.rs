@@ -38,11 +38,13 @@ pub async fn reconcile(pass: &mut ProvisionerPass<'_>) -> Result<Outcome, Halt<O
     pass.status.ready_replicas = Some(ready);
     pass.set(deployment_ready(ready, "the provisioner Deployment"));
     if ready > 0 {
+        // Nothing of a Ready provisioner is polled per object: its owned objects and Secrets are watched, and the
+        // entitlement is the control plane's, whose own poll changes its status and so wakes its provisioners.
         pass.status.phase = Some(WorkloadPhase::Ready);
-        return Ok(Outcome(pass.ctx.settings.entitlements_interval));
+        return Ok(Outcome::ON_CHANGE);
     }
     pass.status.phase = Some(WorkloadPhase::Pending);
-    Ok(Outcome(pass.retry()))
+    Ok(Outcome::after(pass.retry()))
 }
 
 /// Applies the ServiceAccount, Role, RoleBinding and Deployment, except those of the same names the provisioner
@@ -69,7 +71,7 @@ async fn apply_objects(pass: &mut ProvisionerPass<'_>, upstream: &Upstream, key:
 }
 
 /// Writes the status when it changed and requeues.
-pub async fn settle(pass: &mut ProvisionerPass<'_>, Outcome(requeue): Outcome) -> Result<Action> {
+pub async fn settle(pass: &mut ProvisionerPass<'_>, outcome: Outcome) -> Result<Action> {
     pass.status.observed_generation = pass.generation();
     // Compared with what this provisioner really has: a pass that wrote the create marker has already changed it,
     // and the status memo must chain this write to that one, or a wake-up before the cache catches up would start
@@ -80,7 +82,7 @@ pub async fn settle(pass: &mut ProvisionerPass<'_>, Outcome(requeue): Outcome) -
         // status marker was cleared in this write, see `coder::key`).
         pass.remember(|memory| memory.created_key = None);
     }
-    Ok(Action::requeue(requeue))
+    Ok(outcome.action())
 }
 
 /// Best-effort key deletion (v0.1.5): by the recorded organization and the key ID the key Secret records (the

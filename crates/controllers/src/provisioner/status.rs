@@ -2,6 +2,8 @@
 //! entitlement gate, credentials, the provisioner key and its Secret, and the phase a pass starts from. A pass ends
 //! when it has set them, with the time of the next one.
 
+use std::time::Duration;
+
 use coder_k8s_api::provisioner::{conditions, reasons};
 use coder_k8s_api::shared::WorkloadPhase;
 use coder_k8s_coder_client::Error as CoderError;
@@ -81,7 +83,7 @@ pub fn entitlement_condition(outcome: Result<bool, &CoderError>) -> Decided {
             reasons::NOT_ENTITLED,
             "the Coder licence does not entitle external provisioner daemons".to_owned(),
         ),
-        Err(e) if e.is_route_not_found() || matches!(e, CoderError::NotFound { .. }) => (
+        Err(e) if no_entitlements_api(e) => (
             ConditionStatus::False,
             reasons::NOT_SUPPORTED,
             "this Coder deployment has no entitlements API".to_owned(),
@@ -103,6 +105,23 @@ pub fn entitlement_condition(outcome: Result<bool, &CoderError>) -> Decided {
         reason,
         message,
     )
+}
+
+/// How the entitlement gate ends a pass: `None` lets it go on. The control plane polls its entitlements and records
+/// every change in its status, which wakes its provisioners, so an answer (not entitled, or a Coder without an
+/// entitlements API, which the control plane records as `unknown`) waits for that change; a failed read is tried
+/// again after the entitlements interval.
+pub fn after_entitlement(outcome: Result<bool, &CoderError>, interval: Duration) -> Option<Outcome> {
+    match outcome {
+        Ok(true) => None,
+        Ok(false) => Some(Outcome::ON_CHANGE),
+        Err(e) if no_entitlements_api(e) => Some(Outcome::ON_CHANGE),
+        Err(_) => Some(Outcome::after(interval)),
+    }
+}
+
+fn no_entitlements_api(error: &CoderError) -> bool {
+    error.is_route_not_found() || matches!(error, CoderError::NotFound { .. })
 }
 
 /// `CredentialsReady`: the first refusal (reason, message), or verified.
@@ -238,5 +257,34 @@ mod tests {
             message: "no".to_owned(),
         };
         assert_eq!(entitlement_condition(Err(&forbidden)).reason, reasons::FORBIDDEN);
+    }
+
+    #[test]
+    fn an_entitlement_answer_waits_for_the_control_plane_and_a_failed_read_is_retried() {
+        let interval = Duration::from_secs(120);
+        assert_eq!(after_entitlement(Ok(true), interval), None, "the pass goes on");
+        assert_eq!(after_entitlement(Ok(false), interval), Some(Outcome::ON_CHANGE));
+        let unavailable = |reason| CoderError::Unavailable {
+            reason,
+            status: Some(404),
+            message: "no".to_owned(),
+        };
+        let no_api = unavailable(coder_k8s_coder_client::UnavailableReason::RouteNotFound);
+        assert_eq!(
+            after_entitlement(Err(&no_api), interval),
+            Some(Outcome::ON_CHANGE)
+        );
+        let down = unavailable(coder_k8s_coder_client::UnavailableReason::ServerError);
+        assert_eq!(
+            after_entitlement(Err(&down), interval),
+            Some(Outcome::after(interval))
+        );
+        let forbidden = CoderError::Forbidden {
+            message: "no".to_owned(),
+        };
+        assert_eq!(
+            after_entitlement(Err(&forbidden), interval),
+            Some(Outcome::after(interval))
+        );
     }
 }

@@ -50,10 +50,12 @@ pub async fn reconcile(pass: &mut ProxyPass<'_>) -> Result<Outcome, Halt<Outcome
     pass.status.ready_replicas = Some(ready);
     pass.set(deployment_ready(ready, "the proxy Deployment"));
     if ready > 0 {
+        // Nothing of a Ready proxy is polled: its Deployment, Service and Secrets are watched, and a bootstrap
+        // registration is made again only when the token Secret loses its token.
         pass.status.phase = Some(WorkloadPhase::Ready);
-        return Ok(Outcome(pass.ctx.settings.entitlements_interval));
+        return Ok(Outcome::ON_CHANGE);
     }
-    Ok(Outcome(pass.retry()))
+    Ok(Outcome::after(pass.retry()))
 }
 
 /// Bootstrap mode: registers the proxy when its owned token Secret holds no token (`ProxyRegistered`); a refusal or
@@ -187,8 +189,8 @@ async fn apply_objects(
 }
 
 /// Writes the status the pass built (when it changed) and requeues.
-pub async fn settle(pass: &mut ProxyPass<'_>, Outcome(requeue): Outcome) -> Result<Action> {
+pub async fn settle(pass: &mut ProxyPass<'_>, outcome: Outcome) -> Result<Action> {
     pass.status.observed_generation = pass.generation();
     status_writer::write(pass, Vec::new()).await?;
-    Ok(Action::requeue(requeue))
+    Ok(outcome.action())
 }
