@@ -65,8 +65,18 @@ impl Authorizer for Alice {
     }
 }
 
-/// The Coder registry of the test server in standalone mode, with feeds polling every `interval`.
+/// The Coder registry of the test server in standalone mode, with feeds polling every `interval` (a steady pace:
+/// the tests of what a poll reports do not wait for the cadence).
 fn watched_registry(coder: &Coder, interval: Duration) -> Registry {
+    let settings = WorldWatchSettings {
+        interval,
+        max_interval: interval,
+        ..WorldWatchSettings::default()
+    };
+    watched_registry_with(coder, settings)
+}
+
+fn watched_registry_with(coder: &Coder, feed: WorldWatchSettings) -> Registry {
     let backend = StaticBackend {
         url: coder.server.url(),
         token: coder.token.clone(),
@@ -74,11 +84,7 @@ fn watched_registry(coder: &Coder, interval: Duration) -> Registry {
     };
     let provider = Arc::new(StaticProvider::new(&backend, &settings()).unwrap());
     let mut registry = registry(provider.clone());
-    let settings = WorldWatchSettings {
-        interval,
-        ..WorldWatchSettings::default()
-    };
-    world_watch::attach(&mut registry, provider, settings);
+    world_watch::attach(&mut registry, provider, feed);
     registry
 }
 
@@ -291,13 +297,17 @@ async fn watchers_share_one_poll_that_stops_when_the_last_one_leaves() {
     let all = coder.server.requests();
     assert!((8..=11).contains(&polls), "{polls} polls in {window:?}: {all:?}");
     assert_eq!(all.len(), polls, "a poll is one list call: {all:?}");
-    // Coder calls per minute of this feed at the default interval, whatever the number of watchers.
+    // Coder calls per minute of this feed at the default pace right after a change (its fastest), whatever the
+    // number of watchers: within the poller's share of the token's limit.
     let calls_per_poll = all.len() as f64 / polls as f64;
     let per_minute_at_default = calls_per_poll * 60.0 / world_watch::DEFAULT_POLL_INTERVAL.as_secs_f64();
     eprintln!(
-        "{polls} polls in {window:?} for two watchers; {per_minute_at_default:.1} calls per minute at the default interval"
+        "{polls} polls in {window:?} for two watchers; {per_minute_at_default:.1} calls per minute at the default fastest pace"
     );
-    assert!(per_minute_at_default <= 512.0 / 10.0, "{per_minute_at_default}");
+    assert!(
+        per_minute_at_default <= f64::from(world_watch::DEFAULT_POLL_CALLS_PER_MINUTE),
+        "{per_minute_at_default}"
+    );
 
     // The last watcher leaves: the poll stops. Nothing at all reaches Coder over four intervals.
     drop(first);
@@ -317,6 +327,75 @@ async fn watchers_share_one_poll_that_stops_when_the_last_one_leaves() {
         coder.server.requests().is_empty(),
         "{:?}",
         coder.server.requests()
+    );
+}
+
+/// The number of workspace polls in `window`.
+async fn polls_within(coder: &Coder, window: Duration) -> usize {
+    let before = workspace_polls(coder);
+    tokio::time::sleep(window).await;
+    workspace_polls(coder) - before
+}
+
+#[tokio::test]
+async fn a_quiet_feed_polls_ever_more_slowly_and_a_change_brings_the_fast_pace_back() {
+    let coder = coder("cadence").await;
+    let (fastest, slowest) = (Duration::from_millis(200), Duration::from_millis(1600));
+    let settings = WorldWatchSettings {
+        interval: fastest,
+        max_interval: slowest,
+        calls_per_minute: 100_000,
+        ..WorldWatchSettings::default()
+    };
+    let router = router(watched_registry_with(&coder, settings));
+    let from = list_version(&router, WORKSPACES).await;
+    let mut watch = Watch::open(&router, WORKSPACES, &from).await;
+
+    // Quiet: waits of 0.2, 0.4, 0.8, 1.6, 1.6, ... s. A steady fastest pace would poll 30 times in 6 s.
+    let ramp = polls_within(&coder, Duration::from_secs(6)).await;
+    assert!((3..=7).contains(&ramp), "{ramp} polls while slowing down");
+    // At the bound: one poll per 1.6 s.
+    let at_rest = polls_within(&coder, slowest * 4).await;
+    assert!(
+        (3..=5).contains(&at_rest),
+        "{at_rest} polls in four slowest waits"
+    );
+
+    // A change made in Coder directly is seen within the slowest wait, and the next polls come fast again.
+    coder.create_workspace("web").await;
+    let name = coder.workspace_name("web");
+    let seen = std::time::Instant::now();
+    assert_eq!(summary(&watch.next_of(&name).await).0, "ADDED");
+    assert!(seen.elapsed() < slowest * 2, "seen after {:?}", seen.elapsed());
+    let after_change = polls_within(&coder, Duration::from_millis(1500)).await;
+    assert!(
+        after_change >= 2,
+        "{after_change} polls in 1.5 s after a change (the slowest pace makes one)"
+    );
+}
+
+#[tokio::test]
+async fn an_expensive_poll_is_spaced_by_the_budget() {
+    let coder = coder("budget").await;
+    // A template poll is two requests (the organizations, then the one organization's templates); at 60 a minute
+    // the polls are 2 s apart even right after a change, however short the fastest wait.
+    let settings = WorldWatchSettings {
+        interval: Duration::from_millis(100),
+        max_interval: Duration::from_secs(60),
+        calls_per_minute: 60,
+        ..WorldWatchSettings::default()
+    };
+    let router = router(watched_registry_with(&coder, settings));
+    let from = list_version(&router, TEMPLATES).await;
+    let _watch = Watch::open(&router, TEMPLATES, &from).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    coder.server.clear_requests();
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let requests = coder.server.requests();
+    assert!(
+        (1..=8).contains(&requests.len()),
+        "{} requests in 6 s at 60 a minute: {requests:?}",
+        requests.len()
     );
 }
 
@@ -456,6 +535,7 @@ async fn a_watch_sees_changes_made_in_a_real_coder() {
     // One second: both resources polled stay far below Coder's rate limit.
     let settings = WorldWatchSettings {
         interval: Duration::from_secs(1),
+        max_interval: Duration::from_secs(1),
         ..WorldWatchSettings::default()
     };
     world_watch::attach(&mut registry, provider, settings);

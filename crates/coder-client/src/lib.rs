@@ -8,13 +8,15 @@
 //! * Errors are typed ([`Error`]); only Coder's own 404 is [`Error::NotFound`] (see [`error`]). Their
 //!   texts are cleaned of credential-like text and cut short ([`redact`]), because they reach conditions and
 //!   Events; a `Retry-After` is capped at [`error::MAX_RETRY_AFTER`].
-//! * [`backoff`] computes requeue delays for rate-limited calls.
+//! * [`backoff`] computes requeue delays for rate-limited calls; [`calls::counted`] counts the requests a piece of
+//!   work sends.
 //! * [`ai`] holds the unstable AI routes in one place.
 //! * [`schedule`] holds Coder's rules for a workspace's time to live and autostart schedule.
 //! * The crate installs rustls' ring provider ([`install_ring_provider`]); aws-lc-rs is not used.
 
 pub mod ai;
 pub mod backoff;
+pub mod calls;
 mod client;
 pub mod error;
 pub mod redact;

@@ -7,6 +7,7 @@ pub mod errors;
 pub mod field_errors;
 pub mod first_build_stop;
 pub mod names;
+pub mod poll_cadence;
 pub mod promote;
 pub mod provider;
 pub mod resources;

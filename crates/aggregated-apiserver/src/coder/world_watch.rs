@@ -3,8 +3,10 @@
 //!
 //! The first watch of a namespace's `coderworkspaces` (or `codertemplates`) starts a poller; every further watch of
 //! it joins the same one, and the last one to leave stops it. A poller lists the resource through its storage (the
-//! same Coder calls and conversion as a list) every interval and compares the objects with the previous poll by
-//! name and resourceVersion: new names are `ADDED`, changed resourceVersions `MODIFIED`, missing names `DELETED`.
+//! same Coder calls and conversion as a list) and compares the objects with the previous poll by name and
+//! resourceVersion: new names are `ADDED`, changed resourceVersions `MODIFIED`, missing names `DELETED`. It polls
+//! again soon after a change and ever more slowly while nothing changes, within the bounds and the share of Coder's
+//! rate limit of its settings (`poll_cadence`).
 //! Writes through this server still publish at once; the poller takes them into account so it does not report
 //! them a second time. A failed poll (Coder down, 429, control plane not ready) publishes nothing and the next one
 //! compares with the last good poll, so an outage never looks like a deletion.
@@ -19,9 +21,11 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use coder_k8s_coder_client::calls::counted;
 use serde_json::Value;
 use tokio::sync::{broadcast, watch};
 
+use super::poll_cadence::{Cadence, CadenceRules};
 use super::provider::Provider;
 use super::resources::{TEMPLATES, WORKSPACES};
 use crate::generic::watch::{Broadcaster, WatchEvent};
@@ -29,14 +33,24 @@ use crate::generic::{
     ApiError, EventType, FeedLease, FeedRequest, Registry, RequestContext, Storage, UserInfo, WatchFeed,
 };
 
-/// How often a poller lists its resource when nothing else is configured.
+/// The wait between two polls right after a change, when nothing else is configured.
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(5);
+/// The longest wait between two polls (the latency of a change made in Coder directly at rest).
+pub const DEFAULT_MAX_POLL_INTERVAL: Duration = Duration::from_secs(30);
+/// Coder requests per minute one poller may spend: the workspace and the template poller of a control plane
+/// together stay under a fifth of Coder's default limit of 512 a minute per token.
+pub const DEFAULT_POLL_CALLS_PER_MINUTE: u32 = 48;
 
 /// How the feeds poll Coder.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WorldWatchSettings {
-    /// Time between two polls of one namespace and resource (the latency of a change made in Coder directly).
+    /// The wait between two polls of one namespace and resource after a poll that saw a change.
     pub interval: Duration,
+    /// The longest wait: every poll that sees nothing new doubles the wait, up to this (or longer, when one poll
+    /// costs more requests than `calls_per_minute` allows in it).
+    pub max_interval: Duration,
+    /// Coder requests per minute one poller may spend; a poll that costs many requests waits longer.
+    pub calls_per_minute: u32,
     /// Budget of one poll.
     pub poll_timeout: Duration,
 }
@@ -45,7 +59,19 @@ impl Default for WorldWatchSettings {
     fn default() -> Self {
         Self {
             interval: DEFAULT_POLL_INTERVAL,
+            max_interval: DEFAULT_MAX_POLL_INTERVAL,
+            calls_per_minute: DEFAULT_POLL_CALLS_PER_MINUTE,
             poll_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+impl WorldWatchSettings {
+    fn cadence(&self) -> CadenceRules {
+        CadenceRules {
+            fastest: self.interval.max(Duration::from_millis(10)),
+            slowest: self.max_interval,
+            calls_per_minute: self.calls_per_minute,
         }
     }
 }
@@ -269,32 +295,48 @@ impl Poller {
             }
         };
         let _ = baseline.send(Baseline::Ready(covered_since));
-        let period = self.settings.interval.max(Duration::from_millis(10));
-        let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
-        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut cadence = Cadence::new(self.settings.cadence());
+        let mut wait = self.settings.cadence().fastest;
         // Counters of the events this poller published, so it does not read them back as writes.
         let mut own = HashSet::new();
         loop {
-            ticks.tick().await;
+            tokio::time::sleep(wait).await;
             let started = self.broadcaster.current();
-            let polled = self.poll().await;
+            let (polled, calls) = counted(self.poll()).await;
             drain(&mut writes, &mut pending, &mut own);
-            let items = match polled {
-                Ok(items) => items,
+            let changed = match polled {
+                Ok(items) => {
+                    // A write through this server is a change too: what follows it in Coder (a build) is polled
+                    // soon.
+                    let wrote = !pending.is_empty();
+                    let events = poll_round(&mut known, items, pending.drain(..), started, &self.namespace);
+                    let saw = !events.is_empty();
+                    self.publish(events, &mut own);
+                    wrote || saw
+                }
                 Err(error) => {
-                    tracing::warn!(
-                        resource = self.resource,
-                        namespace = %self.namespace,
-                        "watch poll failed, nothing published: {}",
-                        error.message
-                    );
-                    continue;
+                    self.failed(&error);
+                    false
                 }
             };
-            for (kind, object) in poll_round(&mut known, items, pending.drain(..), started, &self.namespace) {
-                own.extend(self.broadcaster.publish(kind, object));
-            }
+            wait = cadence.after_poll(changed, calls);
         }
+    }
+
+    /// Publishes one poll's events, noting their counters as this poller's own.
+    fn publish(&self, events: Vec<(EventType, Value)>, own: &mut HashSet<u64>) {
+        for (kind, object) in events {
+            own.extend(self.broadcaster.publish(kind, object));
+        }
+    }
+
+    fn failed(&self, error: &ApiError) {
+        tracing::warn!(
+            resource = self.resource,
+            namespace = %self.namespace,
+            "watch poll failed, nothing published: {}",
+            error.message
+        );
     }
 
     /// Every object of the namespace, as a list answers it.

@@ -133,6 +133,7 @@ impl CoderClient {
 
     /// A request carrying the token and, when `bypass`, the rate-limit bypass header.
     fn request(&self, method: Method, url: Url, bypass: bool) -> RequestBuilder {
+        crate::calls::note_request();
         let mut rb = self.inner.http.request(method, url);
         if let Some(token) = &self.inner.token
             && let Ok(mut value) = HeaderValue::from_str(token.expose())

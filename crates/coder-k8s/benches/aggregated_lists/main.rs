@@ -5,12 +5,13 @@
 //! measures each list several ways (p50 / p99 / max): the Coder calls the server makes for it sent straight to Coder
 //! (recorded from the server's own list, then replayed one after the other and as the server sends them), the list
 //! sent straight to the aggregated API server, the list through kube-apiserver, and `kubectl get`; and one small GET served by kube-apiserver itself, the cost of
-//! the extra hop. Then it opens 10 watches through kube-apiserver and reports the operator's memory and the Coder
-//! calls per minute while nothing changes.
+//! the extra hop. Then it opens 10, 100 and 1,000 watches of the namespace through kube-apiserver, and then watches
+//! of 10 namespaces (each with its own control plane and token), and reports for each the operator's memory and the
+//! Coder calls per minute while nothing changes, in all and with the busiest token.
 //!
-//! Without `--bench` (what `cargo test --all-targets` runs) it does the same with 12 workspaces, 3 templates and a
-//! few samples, and asserts that every answer has the seeded objects, that the watches stay open and that their poll
-//! calls Coder, within Coder's default limit of 512 requests per minute per token.
+//! Without `--bench` (what `cargo test --all-targets` runs) it does the same with 12 workspaces, 3 templates, a few
+//! samples, 10 watches and 2 namespaces, and asserts that every answer has the seeded objects, that the watches stay
+//! open and that their poll calls Coder, below a fifth of Coder's default limit of 512 requests a minute per token.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 // Shared with the operator benchmark; this one uses a part of each.
@@ -30,6 +31,7 @@ mod operator;
 #[path = "../control_plane/setup.rs"]
 mod setup;
 
+mod rest;
 mod seed;
 mod timing;
 mod watches;
@@ -45,8 +47,8 @@ use kube::Api;
 use crate::coder::Coder;
 use crate::measure::{Memory, ms, percentiles};
 use crate::operator::Operator;
+use crate::rest::{RestCase, Watchers, Window};
 use crate::timing::samples;
-use crate::watches::Watch;
 
 /// Sizes of one run mode.
 struct Mode {
@@ -57,10 +59,17 @@ struct Mode {
     samples: usize,
     /// Samples of each `kubectl get`.
     kubectl_samples: usize,
-    watches: usize,
-    /// Nothing changes for this long while the watches are open.
-    rest: Duration,
+    /// The numbers of watches of one namespace measured at rest, in order.
+    watcher_steps: &'static [usize],
+    /// Namespaces (control planes) of the last case, with `watches_per_namespace` each.
+    namespaces: usize,
+    watches_per_namespace: usize,
+    window: Window,
 }
+
+/// Coder's default rate limit per token and minute, and the share the watches may use of it.
+const CODER_LIMIT_PER_MINUTE: f64 = 512.0;
+const WATCH_SHARE: f64 = 0.2;
 
 impl Mode {
     fn from_args() -> Self {
@@ -71,8 +80,14 @@ impl Mode {
                 templates: 200,
                 samples: 200,
                 kubectl_samples: 50,
-                watches: 10,
-                rest: Duration::from_secs(120),
+                watcher_steps: &[10, 100, 1000],
+                namespaces: 10,
+                watches_per_namespace: 10,
+                // The pollers reach their slowest pace (30 s) within about 40 s of their last change.
+                window: Window {
+                    settle: Duration::from_secs(50),
+                    rest: Duration::from_secs(120),
+                },
             }
         } else {
             Self {
@@ -81,9 +96,14 @@ impl Mode {
                 templates: 3,
                 samples: 3,
                 kubectl_samples: 1,
-                watches: 10,
-                // Two polls of the watch feed (every 5 s) at least.
-                rest: Duration::from_secs(12),
+                watcher_steps: &[10],
+                namespaces: 2,
+                watches_per_namespace: 4,
+                // The feed's first polls come 5 and 15 s after its baseline: one of each in the window at least.
+                window: Window {
+                    settle: Duration::from_secs(6),
+                    rest: Duration::from_secs(12),
+                },
             }
         }
     }
@@ -108,9 +128,7 @@ struct Results {
     lists: Vec<ListTimes>,
     kube_hop: Vec<Duration>,
     memory_before_watches: Memory,
-    memory_with_watches: Memory,
-    rest_calls: usize,
-    watch_events: Vec<usize>,
+    rest_cases: Vec<RestCase>,
 }
 
 fn main() -> Result<()> {
@@ -237,41 +255,55 @@ impl Measure<'_> {
         .await?;
 
         let memory_before_watches = self.operator.memory()?;
-        let mut watches = Vec::with_capacity(self.mode.watches);
-        for i in 0..self.mode.watches {
-            let resource = if i % 2 == 0 {
-                "coderworkspaces"
-            } else {
-                "codertemplates"
-            };
-            watches.push(Watch::open(self.kube, &self.resource_path(resource)).await?);
-        }
-        eprintln!(
-            "{} watches open; {:?} without changes ...",
-            watches.len(),
-            self.mode.rest
-        );
-        // The feed's first poll takes its baseline; the window starts after it.
-        tokio::time::sleep(Duration::from_secs(6)).await;
-        let calls_before = self.coder.calls();
-        tokio::time::sleep(self.mode.rest).await;
-        let rest_calls = self.coder.calls().saturating_sub(calls_before);
-        let memory_with_watches = self.operator.memory()?;
-        for watch in &watches {
-            ensure!(
-                watch.is_open(),
-                "the watch of {} ended during the rest window",
-                watch.path
-            );
-        }
+        let rest_cases = self.rest_cases().await?;
         Ok(Results {
             lists,
             kube_hop,
             memory_before_watches,
-            memory_with_watches,
-            rest_calls,
-            watch_events: watches.iter().map(Watch::events).collect(),
+            rest_cases,
         })
+    }
+
+    /// The at-rest cases: the watcher steps in the one namespace, then watches spread over several namespaces.
+    async fn rest_cases(&self) -> Result<Vec<RestCase>> {
+        let mut cases = Vec::new();
+        let mut watchers = Watchers::default();
+        let first = vec![self.namespace.to_owned()];
+        for &step in self.mode.watcher_steps {
+            watchers.grow_to(self.kube, &first, step).await?;
+            cases.push(rest::measure(self.coder, self.operator, &watchers, 1, &self.mode.window).await?);
+        }
+        watchers.close();
+        let extra = self
+            .more_served_namespaces(self.mode.namespaces.saturating_sub(1))
+            .await?;
+        let mut namespaces = first;
+        namespaces.extend(extra.iter().map(|ns| ns.name().to_owned()));
+        let total = self.mode.watches_per_namespace * namespaces.len();
+        watchers.grow_to(self.kube, &namespaces, total).await?;
+        let case = rest::measure(
+            self.coder,
+            self.operator,
+            &watchers,
+            namespaces.len(),
+            &self.mode.window,
+        );
+        cases.push(case.await?);
+        Ok(cases)
+    }
+
+    /// `count` more namespaces, each with a Ready control plane of the same Coder (and its own operator token).
+    async fn more_served_namespaces(&self, count: usize) -> Result<Vec<coder_k8s_testenv::TestNamespace>> {
+        let mut namespaces = Vec::with_capacity(count);
+        for _ in 0..count {
+            let namespace = self.cp.namespace("bench-agg").await?;
+            self.coder
+                .ready_control_plane(self.kube, namespace.name())
+                .await?;
+            wait_served(self.kube, namespace.name()).await?;
+            namespaces.push(namespace);
+        }
+        Ok(namespaces)
     }
 
     fn resource_path(&self, resource: &str) -> String {
@@ -388,24 +420,30 @@ fn print_report(mode: &Mode, results: &Results, log_path: &std::path::Path) {
     );
     let mib = |kib: u64| kib as f64 / 1024.0;
     println!(
-        "\noperator memory (RSS): {:.1} MiB before the watches, {:.1} MiB with {} watches open (peak {:.1} MiB)",
-        mib(results.memory_before_watches.current_kib),
-        mib(results.memory_with_watches.current_kib),
-        results.watch_events.len(),
-        mib(results.memory_with_watches.peak_kib)
+        "\noperator memory (RSS) before the watches: {:.1} MiB\n",
+        mib(results.memory_before_watches.current_kib)
     );
     println!(
-        "Coder calls at rest with the watches open: {} in {:?} = {:.1} per minute (events received per watch: {:?})",
-        results.rest_calls,
-        mode.rest,
-        per_minute(results.rest_calls, mode.rest),
-        results.watch_events
+        "| watches | namespaces | Coder calls at rest per minute, all | with the busiest token | tokens | RSS | peak RSS |\n|---|---|---|---|---|---|---|"
+    );
+    for case in &results.rest_cases {
+        println!(
+            "| {} | {} | {:.1} | {:.1} ({:.1} % of {CODER_LIMIT_PER_MINUTE}) | {} | {:.1} MiB | {:.1} MiB |",
+            case.watchers,
+            case.namespaces,
+            case.per_minute(),
+            case.most_per_token_per_minute(),
+            100.0 * case.most_per_token_per_minute() / CODER_LIMIT_PER_MINUTE,
+            case.tokens,
+            mib(case.memory.current_kib),
+            mib(case.memory.peak_kib)
+        );
+    }
+    println!(
+        "\n(each case counted over {:?} after {:?} to settle)",
+        mode.window.rest, mode.window.settle
     );
     println!("operator log: {}", log_path.display());
-}
-
-fn per_minute(calls: usize, window: Duration) -> f64 {
-    calls as f64 * 60.0 / window.as_secs_f64()
 }
 
 /// The smoke run's assertions (each answer was already checked for its objects while it was measured).
@@ -426,21 +464,36 @@ fn check_smoke(mode: &Mode, results: &Results) -> Result<()> {
             );
         }
     }
+    let expected: Vec<usize> = mode
+        .watcher_steps
+        .iter()
+        .copied()
+        .chain([mode.namespaces * mode.watches_per_namespace])
+        .collect();
+    let measured: Vec<usize> = results.rest_cases.iter().map(|c| c.watchers).collect();
     ensure!(
-        results.watch_events.len() == mode.watches,
-        "not every watch opened"
+        measured == expected,
+        "watches measured {measured:?}, expected {expected:?}"
     );
-    let rate = per_minute(results.rest_calls, mode.rest);
+    for case in &results.rest_cases {
+        ensure!(
+            case.calls > 0,
+            "no Coder call in {:?} with {} watches open: the watch feed does not poll",
+            case.window,
+            case.watchers
+        );
+        let busiest = case.most_per_token_per_minute();
+        ensure!(
+            busiest < CODER_LIMIT_PER_MINUTE * WATCH_SHARE,
+            "{busiest:.0} Coder calls per minute with one token and {} watches open, above a fifth of Coder's default limit",
+            case.watchers
+        );
+    }
+    let spread = results.rest_cases.last().map_or(0, |c| c.tokens);
     ensure!(
-        results.rest_calls > 0,
-        "no Coder call in {:?} with {} watches open: the watch feed does not poll",
-        mode.rest,
-        mode.watches
-    );
-    ensure!(
-        rate < 512.0,
-        "{rate:.0} Coder calls per minute with {} watches open, above Coder's default limit of 512",
-        mode.watches
+        spread == mode.namespaces,
+        "{spread} tokens polled for {} namespaces",
+        mode.namespaces
     );
     Ok(())
 }
