@@ -183,6 +183,7 @@ async fn run_components(
             // The aggregated API server reuses the controllers' Coder clients (one per control plane, forgotten
             // when the control plane is deleted).
             let clients = ctx.clients.clone();
+            let reads = Arc::new(aggregated::CachedReads::new(ctx.clone()));
             let controllers = run_controller(
                 ctx,
                 settings.leader_elect,
@@ -195,7 +196,9 @@ async fn run_components(
             }
             // Every replica serves the aggregated API; only the leader runs the controllers. Either failing stops
             // the process.
-            let provider = Arc::new(ControlPlaneProvider::new(client.clone(), clients));
+            // Control planes and their token Secrets come from the controllers' caches: no Kubernetes read per
+            // request.
+            let provider = Arc::new(ControlPlaneProvider::with_reads(client.clone(), reads, clients));
             // Readiness follows the controllers' caches, as in controller mode.
             let api = aggregated::run(
                 client,

@@ -28,6 +28,7 @@ pub mod workspaces;
 pub mod world_watch;
 
 pub use provider::{
-    Backend, ControlPlaneProvider, Provider, StaticBackend, StaticProvider, UnconfiguredProvider,
+    ApiReads, Backend, ControlPlaneProvider, ControlPlaneReads, Provider, StaticBackend, StaticProvider,
+    UnconfiguredProvider,
 };
 pub use resources::{registry, registry_with};

@@ -7,6 +7,7 @@
 //! and gets are 404, and a namespace holding these resources can be deleted. A namespace whose control plane exists
 //! but is not eligible (yet) answers 503, so a short outage never looks like every object was deleted.
 
+use std::borrow::Borrow;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -95,13 +96,13 @@ pub fn eligibility(control_plane: &CoderControlPlane) -> Eligibility {
 /// The control planes that serve a request in `namespace` (`None`: all namespaces), one per served namespace in
 /// namespace order, from every control plane the caller listed there. Logs each control plane skipped for a dotted
 /// name.
-pub fn choose<'a>(
+pub fn choose<'a, C: Borrow<CoderControlPlane>>(
     namespace: Option<&str>,
-    control_planes: &'a [CoderControlPlane],
+    control_planes: &'a [C],
 ) -> Result<Vec<&'a CoderControlPlane>, ApiError> {
     // Every namespace with a control plane, with its eligible ones.
     let mut by_namespace: BTreeMap<String, Vec<&CoderControlPlane>> = BTreeMap::new();
-    for control_plane in control_planes {
+    for control_plane in control_planes.iter().map(Borrow::borrow) {
         let ns = control_plane.namespace().unwrap_or_default();
         if namespace.is_some_and(|wanted| wanted != ns) {
             continue;
@@ -158,32 +159,78 @@ fn multiple_eligible_message(namespace: &str) -> String {
     )
 }
 
+/// Where `all` mode reads the control planes and their token Secrets, with the server's own credentials.
+#[async_trait]
+pub trait ControlPlaneReads: Send + Sync {
+    /// The control planes of `namespace` (`None`: every namespace).
+    async fn control_planes(&self, namespace: Option<&str>) -> Result<Vec<Arc<CoderControlPlane>>, String>;
+
+    /// Secret `name` in `namespace` (`Ok(None)` when there is none).
+    async fn secret(&self, namespace: &str, name: &str) -> Result<Option<Arc<Secret>>, String>;
+}
+
+/// Reads from kube-apiserver on every request: a list of the control planes and a GET of the token Secret.
+pub struct ApiReads(pub kube::Client);
+
+#[async_trait]
+impl ControlPlaneReads for ApiReads {
+    async fn control_planes(&self, namespace: Option<&str>) -> Result<Vec<Arc<CoderControlPlane>>, String> {
+        let api: Api<CoderControlPlane> = match namespace {
+            Some(ns) => Api::namespaced(self.0.clone(), ns),
+            None => Api::all(self.0.clone()),
+        };
+        let list = api
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(list.items.into_iter().map(Arc::new).collect())
+    }
+
+    async fn secret(&self, namespace: &str, name: &str) -> Result<Option<Arc<Secret>>, String> {
+        let secrets: Api<Secret> = Api::namespaced(self.0.clone(), namespace);
+        let secret = secrets.get_opt(name).await.map_err(|e| e.to_string())?;
+        Ok(secret.map(Arc::new))
+    }
+}
+
 /// `all` mode: the backends come from the cluster's `CoderControlPlane` objects.
 ///
-/// Control planes are listed and the token Secret is read on every request (the API server has no watch cache of
-/// its own); Coder clients are reused per control plane through the [`ClientCache`].
+/// Control planes and the token Secret come from [`ControlPlaneReads`]: in `all` mode the controllers' watch caches,
+/// so a request costs no Kubernetes read (see `ApiReads` for a server without them). Coder clients are reused per
+/// control plane through the [`ClientCache`].
 pub struct ControlPlaneProvider {
     kube: kube::Client,
+    reads: Arc<dyn ControlPlaneReads>,
     clients: Arc<ClientCache>,
 }
 
 impl ControlPlaneProvider {
+    /// Reads the control planes and token Secrets from kube-apiserver on every request.
     pub fn new(kube: kube::Client, clients: Arc<ClientCache>) -> Self {
-        Self { kube, clients }
+        let reads = Arc::new(ApiReads(kube.clone()));
+        Self::with_reads(kube, reads, clients)
     }
 
-    async fn list_control_planes(&self, namespace: Option<&str>) -> Result<Vec<CoderControlPlane>, ApiError> {
-        let api: Api<CoderControlPlane> = match namespace {
-            Some(ns) => Api::namespaced(self.kube.clone(), ns),
-            None => Api::all(self.kube.clone()),
-        };
+    /// Reads the control planes and token Secrets through `reads`; `kube` reads the Secrets a request names.
+    pub fn with_reads(
+        kube: kube::Client,
+        reads: Arc<dyn ControlPlaneReads>,
+        clients: Arc<ClientCache>,
+    ) -> Self {
+        Self { kube, reads, clients }
+    }
+
+    async fn list_control_planes(
+        &self,
+        namespace: Option<&str>,
+    ) -> Result<Vec<Arc<CoderControlPlane>>, ApiError> {
         let scope = match namespace {
             Some(ns) => format!("in namespace {ns:?}"),
             None => "across all namespaces".to_owned(),
         };
-        api.list(&ListParams::default())
+        self.reads
+            .control_planes(namespace)
             .await
-            .map(|list| list.items)
             .map_err(|e| ApiError::internal(format!("list CoderControlPlane resources {scope}: {e}")))
     }
 
@@ -193,8 +240,7 @@ impl ControlPlaneProvider {
         let name = control_plane.name_any();
         let namespace = control_plane.namespace().unwrap_or_default();
         let source = token_source(&name, Some(control_plane)).map_err(access_error)?;
-        let secrets: Api<Secret> = Api::namespaced(self.kube.clone(), &namespace);
-        let secret = secrets.get_opt(&source.secret).await.map_err(|e| {
+        let secret = self.reads.secret(&namespace, &source.secret).await.map_err(|e| {
             ApiError::internal(format!(
                 "read operator token secret {namespace}/{} for CoderControlPlane {namespace}/{name}: {e}",
                 source.secret
@@ -420,7 +466,11 @@ mod tests {
     fn a_namespace_without_control_planes_is_not_served() {
         let cps = [control_plane("other", "coder")];
         assert!(choose(Some("empty"), &cps).unwrap().is_empty());
-        assert!(choose(Some("empty"), &[]).unwrap().is_empty());
+        assert!(
+            choose::<CoderControlPlane>(Some("empty"), &[])
+                .unwrap()
+                .is_empty()
+        );
     }
 
     #[test]
@@ -524,7 +574,7 @@ mod tests {
             error.message,
             "no eligible CoderControlPlane instances found across all namespaces"
         );
-        assert_eq!(choose(None, &[]).unwrap_err().code, 503);
+        assert_eq!(choose::<CoderControlPlane>(None, &[]).unwrap_err().code, 503);
     }
 
     #[tokio::test]

@@ -120,6 +120,8 @@ struct ListTimes {
     direct_coder: Vec<Duration>,
     server: Vec<Duration>,
     through_kube: Vec<Duration>,
+    /// The operator's own Kubernetes reads (get and list) per list through kube-apiserver.
+    kube_reads_per_list: f64,
     kubectl: Vec<Duration>,
 }
 
@@ -341,7 +343,10 @@ impl Measure<'_> {
             timing::server_list(&server, &server_url, admin, items)
         })
         .await?;
+        let before = self.operator.scrape().await?;
         let through_kube = samples(self.mode.samples, || timing::kube_list(self.kube, &path, items)).await?;
+        let kube_reads = self.operator.scrape().await?.since(&before).reads();
+        let kube_reads_per_list = kube_reads as f64 / through_kube.len().max(1) as f64;
         let kubectl = samples(self.mode.kubectl_samples, || async {
             timing::kubectl_list(self.cp, resource, self.namespace, items)
         })
@@ -354,6 +359,7 @@ impl Measure<'_> {
             direct_coder,
             server: server_times,
             through_kube,
+            kube_reads_per_list,
             kubectl,
         })
     }
@@ -402,6 +408,10 @@ fn print_report(mode: &Mode, results: &Results, log_path: &std::path::Path) {
             row("through kube-apiserver (client-go)", &list.through_kube)
         );
         println!("{}", row("`kubectl get` (process start to exit)", &list.kubectl));
+        println!(
+            "\nthe operator's own Kubernetes reads per list through kube-apiserver: {:.2}",
+            list.kube_reads_per_list
+        );
         let (coder_p50, coder_p99, _) = percentiles(&list.direct_coder);
         let (kube_p50, kube_p99, _) = percentiles(&list.through_kube);
         let ratio = |through: Duration, direct: Duration| {
@@ -463,6 +473,13 @@ fn check_smoke(mode: &Mode, results: &Results) -> Result<()> {
                 latencies.len()
             );
         }
+        // The control planes and the token Secret come from the controllers' caches in `--app=all`.
+        ensure!(
+            list.kube_reads_per_list == 0.0,
+            "{}: {:.2} Kubernetes reads by the operator per list",
+            list.resource,
+            list.kube_reads_per_list
+        );
     }
     let expected: Vec<usize> = mode
         .watcher_steps
