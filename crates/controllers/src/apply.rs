@@ -5,6 +5,7 @@
 //! (`ownership`), and the one owned-object delete.
 
 use std::fmt::Debug;
+use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -15,7 +16,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use crate::cache::Informer;
-use crate::conditions::WithConditions;
+use crate::conditions::{Requeue, WithConditions};
 use crate::context::Context;
 use crate::kind::Kind;
 use crate::labels::{DESIRED_HASH_LABEL, FIELD_MANAGER, desired_hash_of};
@@ -269,6 +270,17 @@ impl Owned {
 impl Owned {
     /// `ResourcesOwned` on the status `pass` builds, shown only while an object under an owned name is someone
     /// else's.
+    /// When a workload whose objects were all applied and whose Deployment is ready is looked at again: only on a
+    /// change of what it watches, unless one of its names is held by a foreign object, which is not watched (it has
+    /// neither the operator's label nor an owner reference to the workload): then after `retry`, so the object is
+    /// created once the other one is gone.
+    pub fn when_ready(&self, retry: Duration) -> Requeue {
+        match self.not_owned.is_empty() {
+            true => Requeue::ON_CHANGE,
+            false => Requeue::after(retry),
+        }
+    }
+
     pub fn report<K>(&self, pass: &mut Pass<'_, K>)
     where
         K: Kind,

@@ -19,7 +19,8 @@ pub struct ControllerSettings {
     pub coder_request_timeout: Duration,
     /// Requeue after errors and while waiting on something outside the operator (30 s).
     pub retry_interval: Duration,
-    /// How often entitlements are read once the control plane is Ready (2 min); also the requeue of Ready objects.
+    /// How often a control plane with operator access checks Coder's entitlements and its token (2 min); also the
+    /// requeue of a settled MCP server and a provisioner's retry of a failed entitlements read.
     pub entitlements_interval: Duration,
     /// How long a deleted control plane waits for referrers that are being deleted (10 min).
     pub deletion_wait: Duration,

@@ -46,6 +46,11 @@ impl Cadence {
         self.wait
     }
 
+    /// The soonest the next poll may come after one that sent `calls` requests: the wait after a change.
+    pub fn soonest(&self, calls: u64) -> Duration {
+        self.rules.fastest.max(self.budget_floor(calls))
+    }
+
     /// The shortest wait that keeps polls that cost `calls` requests within the budget.
     fn budget_floor(&self, calls: u64) -> Duration {
         let budget = u64::from(self.rules.calls_per_minute.max(1));
@@ -74,6 +79,16 @@ mod tests {
         assert_eq!(secs(&quiet), [10.0, 20.0, 30.0, 30.0, 30.0]);
         assert_eq!(cadence.after_poll(true, 1), Duration::from_secs(5));
         assert_eq!(cadence.after_poll(false, 1), Duration::from_secs(10));
+        assert_eq!(
+            cadence.soonest(1),
+            Duration::from_secs(5),
+            "a write may cut a wait to this"
+        );
+        assert_eq!(
+            cadence.soonest(10),
+            Duration::from_millis(12_500),
+            "but not below the budget"
+        );
     }
 
     #[test]

@@ -270,11 +270,46 @@ struct Poller {
     settings: WorldWatchSettings,
 }
 
+/// What a poller carries from one poll to the next.
+struct Picture {
+    /// The objects as the last good poll and the writes since showed them, by name.
+    known: BTreeMap<String, Value>,
+    /// The events published through the server (writes, other pollers), received as they come.
+    writes: broadcast::Receiver<Arc<WatchEvent>>,
+    /// Those received and not yet taken into `known`.
+    pending: VecDeque<Arc<WatchEvent>>,
+    /// Counters of the events this poller published, so it does not read them back as writes.
+    own: HashSet<u64>,
+}
+
 impl Poller {
     async fn run(self, start: Option<(u64, Vec<Value>)>, baseline: watch::Sender<Baseline>) {
+        let Some(mut picture) = self.baseline(start, &baseline).await else {
+            return;
+        };
+        let mut cadence = Cadence::new(self.settings.cadence());
+        let (mut wait, mut calls) = (cadence.soonest(0), 0);
+        loop {
+            self.sleep_unless_written(&mut picture, wait, cadence.soonest(calls))
+                .await;
+            let started = self.broadcaster.current();
+            let (polled, sent) = counted(self.poll()).await;
+            calls = sent;
+            let changed = self.round(&mut picture, polled, started);
+            wait = cadence.after_poll(changed, calls);
+        }
+    }
+
+    /// The first picture: the client's remembered list with what was announced since, or a first poll. Tells the
+    /// joining watches what it covers (or why there is none).
+    async fn baseline(
+        &self,
+        start: Option<(u64, Vec<Value>)>,
+        sender: &watch::Sender<Baseline>,
+    ) -> Option<Picture> {
         let mut writes = self.broadcaster.subscribe();
         let mut pending = VecDeque::new();
-        let (mut known, covered_since) = match start {
+        let (known, covered_since) = match start {
             Some((counter, items)) => {
                 // What was announced since that list is part of the picture, so it is not reported again.
                 if let Some((receiver, announced)) = self.broadcaster.subscribe_after(counter) {
@@ -288,39 +323,67 @@ impl Poller {
                 match self.poll().await {
                     Ok(items) => (by_name(items), counter),
                     Err(error) => {
-                        let _ = baseline.send(Baseline::Failed(error));
-                        return;
+                        let _ = sender.send(Baseline::Failed(error));
+                        return None;
                     }
                 }
             }
         };
-        let _ = baseline.send(Baseline::Ready(covered_since));
-        let mut cadence = Cadence::new(self.settings.cadence());
-        let mut wait = self.settings.cadence().fastest;
-        // Counters of the events this poller published, so it does not read them back as writes.
-        let mut own = HashSet::new();
+        let _ = sender.send(Baseline::Ready(covered_since));
+        Some(Picture {
+            known,
+            writes,
+            pending,
+            own: HashSet::new(),
+        })
+    }
+
+    /// Waits `wait` for the next poll; a write in this namespace through the server cuts the wait to `soonest`
+    /// after the last poll, so what follows it in Coder (a build) is seen soon, still within the budget.
+    async fn sleep_unless_written(&self, picture: &mut Picture, wait: Duration, soonest: Duration) {
+        let polled_at = tokio::time::Instant::now();
+        let mut due = polled_at + wait;
         loop {
-            tokio::time::sleep(wait).await;
-            let started = self.broadcaster.current();
-            let (polled, calls) = counted(self.poll()).await;
-            drain(&mut writes, &mut pending, &mut own);
-            let changed = match polled {
-                Ok(items) => {
-                    // A write through this server is a change too: what follows it in Coder (a build) is polled
-                    // soon.
-                    let wrote = !pending.is_empty();
-                    let events = poll_round(&mut known, items, pending.drain(..), started, &self.namespace);
-                    let saw = !events.is_empty();
-                    self.publish(events, &mut own);
-                    wrote || saw
-                }
-                Err(error) => {
-                    self.failed(&error);
-                    false
-                }
-            };
-            wait = cadence.after_poll(changed, calls);
+            tokio::select! {
+                () = tokio::time::sleep_until(due) => return,
+                received = picture.writes.recv() => match received {
+                    Ok(event) if picture.own.contains(&event.counter) => {}
+                    Ok(event) => {
+                        if of_namespace(&event, &self.namespace) {
+                            due = due.min(polled_at + soonest);
+                        }
+                        picture.pending.push_back(event);
+                    }
+                    Err(broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(broadcast::error::RecvError::Closed) => {
+                        tokio::time::sleep_until(due).await;
+                        return;
+                    }
+                },
+            }
         }
+    }
+
+    /// Takes one poll into the picture and publishes what changed in Coder; whether anything changed here (in Coder,
+    /// or by a write through the server in this namespace).
+    fn round(&self, picture: &mut Picture, polled: Result<Vec<Value>, ApiError>, started: u64) -> bool {
+        drain(&mut picture.writes, &mut picture.pending, &mut picture.own);
+        let items = match polled {
+            Ok(items) => items,
+            Err(error) => {
+                self.failed(&error);
+                return false;
+            }
+        };
+        let wrote = picture
+            .pending
+            .iter()
+            .any(|event| of_namespace(event, &self.namespace));
+        let writes = picture.pending.drain(..);
+        let events = poll_round(&mut picture.known, items, writes, started, &self.namespace);
+        let saw = !events.is_empty();
+        self.publish(events, &mut picture.own);
+        wrote || saw
     }
 
     /// Publishes one poll's events, noting their counters as this poller's own.
@@ -383,13 +446,17 @@ fn by_name(items: Vec<Value>) -> BTreeMap<String, Value> {
         .collect()
 }
 
+/// Whether a published event is of an object in `namespace`.
+fn of_namespace(event: &WatchEvent, namespace: &str) -> bool {
+    event.object["metadata"]["namespace"].as_str() == Some(namespace)
+}
+
 /// Takes a published event of `namespace` into the poller's picture.
 fn apply(known: &mut BTreeMap<String, Value>, namespace: &str, event: &WatchEvent) {
-    let meta = &event.object["metadata"];
-    let (Some(name), Some(ns)) = (meta["name"].as_str(), meta["namespace"].as_str()) else {
+    let Some(name) = event.object["metadata"]["name"].as_str() else {
         return;
     };
-    if ns != namespace {
+    if !of_namespace(event, namespace) {
         return;
     }
     match event.kind {

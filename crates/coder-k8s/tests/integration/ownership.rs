@@ -471,6 +471,53 @@ async fn a_provisioner_reports_a_deployment_it_does_not_control_and_leaves_it_al
 }
 
 #[tokio::test]
+async fn a_ready_provisioner_creates_an_object_once_the_foreign_one_of_its_name_is_gone() {
+    let h = harness("own-prov-gone").await;
+    ready_control_plane(&h).await;
+    let theirs = ServiceAccount {
+        metadata: kube::api::ObjectMeta {
+            name: Some("p-provisioner".to_owned()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let accounts = h.api::<ServiceAccount>();
+    accounts.create(&PostParams::default(), &theirs).await.unwrap();
+    create_provisioner(&h, "p", sample_spec()).await;
+    crate::provisioner::wait_reason(&h, "p", "ResourcesOwned", "ResourceNotOwned").await;
+    h.deployment_ready("provisioner-p").await;
+    crate::provisioner::wait_reason(&h, "p", "DeploymentReady", "MinimumReplicasReady").await;
+    // The foreign ServiceAccount carries neither the operator's label nor an owner reference to the provisioner:
+    // its deletion wakes nothing, so a Ready provisioner that held one of its names must look again by itself.
+    accounts
+        .delete("p-provisioner", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_for(
+        || async {
+            accounts
+                .get_opt("p-provisioner")
+                .await
+                .unwrap()
+                .and_then(|a| a.metadata.owner_references)
+                .is_some_and(|owners| owners.iter().any(|o| o.kind == "CoderProvisioner"))
+        },
+        "the provisioner to create its ServiceAccount",
+    )
+    .await;
+    // The pass that created it writes the status after it: the condition goes with the conflict.
+    let provisioners = h.api::<coder_k8s_api::provisioner::CoderProvisioner>();
+    wait_for(
+        || async {
+            let status = provisioners.get("p").await.unwrap().status.unwrap_or_default();
+            !status.conditions.iter().any(|c| c.type_ == "ResourcesOwned")
+        },
+        "ResourcesOwned to be removed",
+    )
+    .await;
+}
+
+#[tokio::test]
 async fn a_workspace_role_the_control_plane_did_not_create_is_reported_and_never_written() {
     use coder_k8s_controllers::control_plane::desired::{ControlPlaneId, workspace_role_name};
     use k8s_openapi::api::rbac::v1::Role;

@@ -188,9 +188,10 @@ async fn seed_000_tutorial_and_clean_up() {
         calls.iter().all(|c| polls.contains(&c.as_str())),
         "only the control plane's polls at rest: {calls:?}"
     );
+    // One pass may be in flight at either end of the window, so one read more than the passes counted.
     let entitlement_reads = calls.iter().filter(|c| *c == polls[0]).count();
     assert!(
-        cp_passes >= 2 && entitlement_reads <= cp_passes as usize,
+        cp_passes >= 2 && entitlement_reads <= cp_passes as usize + 1,
         "{entitlement_reads} entitlements reads in {cp_passes} control plane passes"
     );
     assert_eq!((h.requests.reads(), h.requests.writes()), (reads, writes));

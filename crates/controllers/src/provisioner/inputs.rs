@@ -72,7 +72,8 @@ pub async fn entitled(pass: &mut ProvisionerPass<'_>, upstream: &Upstream) -> Re
     };
     let outcome = outcome.as_ref().map(|e| *e);
     pass.set(decide::entitlement_condition(outcome));
-    match decide::after_entitlement(outcome, pass.ctx.settings.entitlements_interval) {
+    let recorded = cp_status.external_provisioner_daemons_entitlement;
+    match decide::after_entitlement(outcome, recorded, pass.ctx.settings.entitlements_interval) {
         None => Ok(()),
         Some(next) => Err(Halt::Settled(next)),
     }

@@ -34,22 +34,27 @@ pub async fn reconcile(pass: &mut ProvisionerPass<'_>) -> Result<Outcome, Halt<O
     // The Deployment is not changed while a credential is refused.
     inputs::credentials_ready(pass, &names, &upstream.target.pod_url)?;
     let key = coder::key(pass, &upstream, &names).await?;
-    let ready = apply_objects(pass, &upstream, &key).await?;
+    let (ready, when_ready) = apply_objects(pass, &upstream, &key).await?;
     pass.status.ready_replicas = Some(ready);
     pass.set(deployment_ready(ready, "the provisioner Deployment"));
     if ready > 0 {
         // Nothing of a Ready provisioner is polled per object: its owned objects and Secrets are watched, and the
         // entitlement is the control plane's, whose own poll changes its status and so wakes its provisioners.
         pass.status.phase = Some(WorkloadPhase::Ready);
-        return Ok(Outcome::ON_CHANGE);
+        return Ok(when_ready);
     }
     pass.status.phase = Some(WorkloadPhase::Pending);
     Ok(Outcome::after(pass.retry()))
 }
 
 /// Applies the ServiceAccount, Role, RoleBinding and Deployment, except those of the same names the provisioner
-/// does not control (`ResourcesOwned`); returns the Deployment's ready replicas.
-async fn apply_objects(pass: &mut ProvisionerPass<'_>, upstream: &Upstream, key: &str) -> Result<i32, Error> {
+/// does not control (`ResourcesOwned`); returns the Deployment's ready replicas and when a Ready provisioner is
+/// looked at again ([`Owned::when_ready`]).
+async fn apply_objects(
+    pass: &mut ProvisionerPass<'_>,
+    upstream: &Upstream,
+    key: &str,
+) -> Result<(i32, Outcome), Error> {
     let inputs = Inputs {
         control_plane_url: upstream.target.pod_url.clone(),
         control_plane_image: Some(upstream.control_plane.spec.image.clone()),
@@ -67,7 +72,7 @@ async fn apply_objects(pass: &mut ProvisionerPass<'_>, upstream: &Upstream, key:
         .await?;
     let ready = owned.deployment(ctx, desired.deployment).await?;
     owned.report(pass);
-    Ok(ready)
+    Ok((ready, owned.when_ready(pass.retry())))
 }
 
 /// Writes the status when it changed and requeues.

@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use coder_k8s_api::control_plane::Entitlement;
 use coder_k8s_api::provisioner::{conditions, reasons};
 use coder_k8s_api::shared::WorkloadPhase;
 use coder_k8s_coder_client::Error as CoderError;
@@ -108,16 +109,24 @@ pub fn entitlement_condition(outcome: Result<bool, &CoderError>) -> Decided {
 }
 
 /// How the entitlement gate ends a pass: `None` lets it go on. The control plane polls its entitlements and records
-/// every change in its status, which wakes its provisioners, so an answer (not entitled, or a Coder without an
-/// entitlements API, which the control plane records as `unknown`) waits for that change; a failed read is tried
-/// again after the entitlements interval.
-pub fn after_entitlement(outcome: Result<bool, &CoderError>, interval: Duration) -> Option<Outcome> {
-    match outcome {
-        Ok(true) => None,
-        Ok(false) => Some(Outcome::ON_CHANGE),
-        Err(e) if no_entitlements_api(e) => Some(Outcome::ON_CHANGE),
-        Err(_) => Some(Outcome::after(interval)),
-    }
+/// every change in its status (`recorded`), which wakes its provisioners. So an answer that is what the control plane
+/// records (not entitled, or a Coder without an entitlements API, recorded as `unknown`) waits for that to change.
+/// Any other (the record is older than the provisioner's own read, or the read failed) is tried again after the
+/// entitlements interval: the control plane's next poll may change nothing in its status.
+pub fn after_entitlement(
+    outcome: Result<bool, &CoderError>,
+    recorded: Option<Entitlement>,
+    interval: Duration,
+) -> Option<Outcome> {
+    let as_recorded = match outcome {
+        Ok(true) => return None,
+        Ok(false) => recorded == Some(Entitlement::NotEntitled),
+        Err(e) => no_entitlements_api(e) && recorded == Some(Entitlement::Unknown),
+    };
+    Some(match as_recorded {
+        true => Outcome::ON_CHANGE,
+        false => Outcome::after(interval),
+    })
 }
 
 fn no_entitlements_api(error: &CoderError) -> bool {
@@ -260,10 +269,19 @@ mod tests {
     }
 
     #[test]
-    fn an_entitlement_answer_waits_for_the_control_plane_and_a_failed_read_is_retried() {
+    fn an_answer_the_control_plane_records_waits_for_it_and_any_other_is_retried() {
+        use Entitlement::{Entitled, NotEntitled, Unknown};
         let interval = Duration::from_secs(120);
-        assert_eq!(after_entitlement(Ok(true), interval), None, "the pass goes on");
-        assert_eq!(after_entitlement(Ok(false), interval), Some(Outcome::ON_CHANGE));
+        let retry = Some(Outcome::after(interval));
+        let on_change = Some(Outcome::ON_CHANGE);
+        assert_eq!(after_entitlement(Ok(true), Some(NotEntitled), interval), None);
+        assert_eq!(
+            after_entitlement(Ok(false), Some(NotEntitled), interval),
+            on_change
+        );
+        // The record says entitled (older than this read) or nothing: the next poll may not change the status.
+        assert_eq!(after_entitlement(Ok(false), Some(Entitled), interval), retry);
+        assert_eq!(after_entitlement(Ok(false), None, interval), retry);
         let unavailable = |reason| CoderError::Unavailable {
             reason,
             status: Some(404),
@@ -271,20 +289,18 @@ mod tests {
         };
         let no_api = unavailable(coder_k8s_coder_client::UnavailableReason::RouteNotFound);
         assert_eq!(
-            after_entitlement(Err(&no_api), interval),
-            Some(Outcome::ON_CHANGE)
+            after_entitlement(Err(&no_api), Some(Unknown), interval),
+            on_change
+        );
+        assert_eq!(
+            after_entitlement(Err(&no_api), Some(NotEntitled), interval),
+            retry
         );
         let down = unavailable(coder_k8s_coder_client::UnavailableReason::ServerError);
-        assert_eq!(
-            after_entitlement(Err(&down), interval),
-            Some(Outcome::after(interval))
-        );
+        assert_eq!(after_entitlement(Err(&down), Some(Unknown), interval), retry);
         let forbidden = CoderError::Forbidden {
             message: "no".to_owned(),
         };
-        assert_eq!(
-            after_entitlement(Err(&forbidden), interval),
-            Some(Outcome::after(interval))
-        );
+        assert_eq!(after_entitlement(Err(&forbidden), Some(Unknown), interval), retry);
     }
 }

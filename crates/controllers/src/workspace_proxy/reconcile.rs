@@ -46,14 +46,14 @@ pub async fn reconcile(pass: &mut ProxyPass<'_>) -> Result<Outcome, Halt<Outcome
         name: token_ref.name.clone(),
         key: Some(token_ref.key_or(DEFAULT_TOKEN_SECRET_KEY).to_owned()),
     });
-    let ready = apply_objects(pass, &primary_url, &token_ref).await?;
+    let (ready, when_ready) = apply_objects(pass, &primary_url, &token_ref).await?;
     pass.status.ready_replicas = Some(ready);
     pass.set(deployment_ready(ready, "the proxy Deployment"));
     if ready > 0 {
         // Nothing of a Ready proxy is polled: its Deployment, Service and Secrets are watched, and a bootstrap
         // registration is made again only when the token Secret loses its token.
         pass.status.phase = Some(WorkloadPhase::Ready);
-        return Ok(Outcome::ON_CHANGE);
+        return Ok(when_ready);
     }
     Ok(Outcome::after(pass.retry()))
 }
@@ -173,19 +173,20 @@ async fn store_token(
 }
 
 /// Applies the Service and the Deployment, except those of the same names the proxy does not control
-/// (`ResourcesOwned`); returns the Deployment's ready replicas.
+/// (`ResourcesOwned`); returns the Deployment's ready replicas and when a Ready proxy is looked at again
+/// ([`Owned::when_ready`]).
 async fn apply_objects(
     pass: &mut ProxyPass<'_>,
     primary_url: &str,
     token_ref: &SecretKeySelector,
-) -> Result<i32, Error> {
+) -> Result<(i32, Outcome), Error> {
     let (deployment, service) =
         desired::desired_state(pass.object, primary_url, token_ref).ok_or(Error::MissingMetadata)?;
     let (ctx, mut owned) = (pass.ctx, Owned::default());
     owned.apply(ctx, &ctx.k8s.caches.services, service).await?;
     let ready = owned.deployment(ctx, deployment).await?;
     owned.report(pass);
-    Ok(ready)
+    Ok((ready, owned.when_ready(pass.retry())))
 }
 
 /// Writes the status the pass built (when it changed) and requeues.
