@@ -1,7 +1,8 @@
 //! The aggregated API part of the benchmark: list requests sent straight to the operator's aggregated API server
 //! (`--app=all`), as kube-apiserver forwards `kubectl get codertemplates`, with the admin's bearer token. Reports
 //! their latency and what one request costs in Kubernetes requests (TokenReview and SubjectAccessReview are cached
-//! for 10 s; the control plane list and its token Secret are read per request) and in Coder calls.
+//! for 10 s; the control plane and its token Secret come from the controllers' caches, so no get or list) and in
+//! Coder calls.
 
 use std::time::{Duration, Instant};
 

@@ -261,7 +261,7 @@ fn write_api(out: &mut String, api: &ApiRound) {
     );
     let _ = writeln!(
         out,
-        "\n(create = TokenReviews and SubjectAccessReviews, cached 10 s; get/list = the control plane list and its \
-         token Secret, read per request)"
+        "\n(create = TokenReviews and SubjectAccessReviews, cached 10 s; get/list would be reads of the control plane \
+         and its token Secret, which come from the controllers' caches)"
     );
 }
