@@ -68,13 +68,20 @@ impl Authorizer for Alice {
 /// The Coder registry of the test server in standalone mode, with feeds polling every `interval` (a steady pace:
 /// the tests of what a poll reports do not wait for the cadence).
 fn watched_registry(coder: &Coder, interval: Duration) -> Registry {
-    let settings = WorldWatchSettings {
-        interval,
-        max_interval: interval,
-        calls_per_minute: 100_000,
+    watched_registry_with(coder, paced(interval, interval, UNLIMITED))
+}
+
+/// A budget no test poll comes near.
+const UNLIMITED: u32 = 100_000;
+
+/// Feed settings: `fastest` after a change, doubling up to `slowest`, at most `calls_per_minute`.
+fn paced(fastest: Duration, slowest: Duration, calls_per_minute: u32) -> WorldWatchSettings {
+    WorldWatchSettings {
+        interval: fastest,
+        max_interval: slowest,
+        calls_per_minute,
         ..WorldWatchSettings::default()
-    };
-    watched_registry_with(coder, settings)
+    }
 }
 
 fn watched_registry_with(coder: &Coder, feed: WorldWatchSettings) -> Registry {
@@ -331,12 +338,7 @@ async fn polls_within(coder: &Coder, window: Duration) -> usize {
 async fn a_quiet_feed_polls_ever_more_slowly_and_a_change_brings_the_fast_pace_back() {
     let coder = coder("cadence").await;
     let (fastest, slowest) = (Duration::from_millis(200), Duration::from_millis(1600));
-    let settings = WorldWatchSettings {
-        interval: fastest,
-        max_interval: slowest,
-        calls_per_minute: 100_000,
-        ..WorldWatchSettings::default()
-    };
+    let settings = paced(fastest, slowest, UNLIMITED);
     let router = router(watched_registry_with(&coder, settings));
     let from = list_version(&router, WORKSPACES).await;
     let mut watch = Watch::open(&router, WORKSPACES, &from).await;
@@ -372,12 +374,7 @@ async fn a_write_through_the_server_brings_the_next_poll_forward() {
     let coder = coder("written").await;
     coder.create_workspace("web").await;
     let name = coder.workspace_name("web");
-    let settings = WorldWatchSettings {
-        interval: Duration::from_millis(100),
-        max_interval: Duration::from_secs(5),
-        calls_per_minute: 100_000,
-        ..WorldWatchSettings::default()
-    };
+    let settings = paced(Duration::from_millis(100), Duration::from_secs(5), UNLIMITED);
     let router = router(watched_registry_with(&coder, settings));
     let from = list_version(&router, WORKSPACES).await;
     let _watch = Watch::open(&router, WORKSPACES, &from).await;
@@ -402,12 +399,7 @@ async fn an_expensive_poll_is_spaced_by_the_budget() {
     // A template poll is two requests (the organizations, then the one organization's templates); at 60 a minute
     // the polls are 2 s apart even right after a change, however short the fastest wait.
     // A steady 100 ms pace: without the budget, about 60 polls (120 requests) in the window.
-    let settings = WorldWatchSettings {
-        interval: Duration::from_millis(100),
-        max_interval: Duration::from_millis(100),
-        calls_per_minute: 60,
-        ..WorldWatchSettings::default()
-    };
+    let settings = paced(Duration::from_millis(100), Duration::from_millis(100), 60);
     let router = router(watched_registry_with(&coder, settings));
     let from = list_version(&router, TEMPLATES).await;
     let _watch = Watch::open(&router, TEMPLATES, &from).await;
