@@ -3,7 +3,7 @@
 //!
 //! `cargo bench -p coder-k8s --bench control_plane -- --bench` runs a round of 100 CoderProvisioner objects (using
 //! one Ready CoderControlPlane with operator access and an entitled Coder), a round of 100 CoderAIGatewayKey objects
-//! on the same control plane, then rounds of 1, 100 and 1000 CoderControlPlane objects, each control plane round in
+//! on the same control plane, then rounds of 1, 100, 1,000 and 10,000 CoderControlPlane objects, each control plane round in
 //! a fresh namespace. Per round it reports the latency from a create call returning to the object's Deployment (a
 //! key's Secret) existing (p50 / p99 / max); the Kubernetes API requests by verb, the
 //! reconciles of the round's kind and the Coder calls per new object (from the round's start until the operator is
@@ -89,14 +89,15 @@ impl Mode {
         if std::env::args().skip(1).any(|a| a == "--bench") {
             Self {
                 bench: true,
-                control_planes: &[1, 100, 1000],
+                // The 10,000 round measures memory per object at scale (and that it grows linearly).
+                control_planes: &[1, 100, 1000, 10_000],
                 provisioners: 100,
                 ai_gateway_keys: 100,
                 api_requests: 500,
                 idle_stable: Duration::from_secs(3),
                 idle_max: Duration::from_secs(120),
                 quiet: Duration::from_secs(10),
-                deployments_timeout: Duration::from_secs(300),
+                deployments_timeout: Duration::from_secs(1800),
                 rest: Some(Duration::from_secs(150)),
                 operator_args: &["--service-address-override=127.0.0.1"],
                 longest_requeue: Duration::from_secs(120),

@@ -51,7 +51,7 @@ pub fn print(
     let title = if mode.bench {
         "Operator benchmark (coder-k8s --app=all: controllers and aggregated API server)"
     } else {
-        "Operator smoke check (run with --bench for 100 provisioners, 500 aggregated API requests and 1, 100, 1000 control planes)"
+        "Operator smoke check (run with --bench for 100 provisioners, 500 aggregated API requests and 1, 100, 1,000 and 10,000 control planes)"
     };
     let _ = writeln!(out, "\n## {title}\n");
     let _ = writeln!(
@@ -106,6 +106,8 @@ pub fn print(
             mib(round.memory.current_kib),
         );
     }
+
+    write_memory_growth(&mut out, rounds);
 
     if let Some(api) = api {
         write_api(&mut out, api);
@@ -264,4 +266,51 @@ fn write_api(out: &mut String, api: &ApiRound) {
         "\n(create = TokenReviews and SubjectAccessReviews, cached 10 s; get/list would be reads of the control plane \
          and its token Secret, which come from the controllers' caches)"
     );
+}
+
+/// One control plane round's memory: the control planes that exist after it, the RSS after its quiet window, and
+/// the RSS added per control plane since the round before.
+#[derive(Debug, PartialEq)]
+struct Growth {
+    control_planes: usize,
+    current_kib: u64,
+    kib_per_added: Option<f64>,
+}
+
+/// The RSS growth per control plane between consecutive control plane rounds (every round adds its N; none is
+/// deleted). The first round has no figure: what came before it is not only control planes.
+fn memory_growth(rounds: &[Round]) -> Vec<Growth> {
+    let mut out = Vec::new();
+    let mut before: Option<u64> = None;
+    let mut control_planes = 0;
+    for round in rounds.iter().filter(|r| r.kind == crate::Kind::ControlPlane) {
+        control_planes += round.n;
+        let now = round.memory.current_kib;
+        out.push(Growth {
+            control_planes,
+            current_kib: now,
+            kib_per_added: before.map(|b| (now as f64 - b as f64) / round.n.max(1) as f64),
+        });
+        before = Some(now);
+    }
+    out
+}
+
+fn write_memory_growth(out: &mut String, rounds: &[Round]) {
+    let growth = memory_growth(rounds);
+    if growth.len() < 2 {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\n### Memory per control plane (RSS after each round's quiet window; each round adds its N)\n"
+    );
+    let _ = writeln!(out, "| control planes | RSS MiB | KiB per added control plane |");
+    let _ = writeln!(out, "|---|---|---|");
+    for g in &growth {
+        let per = g
+            .kib_per_added
+            .map_or_else(|| "-".to_owned(), |k| format!("{k:.1}"));
+        let _ = writeln!(out, "| {} | {} | {per} |", g.control_planes, mib(g.current_kib));
+    }
 }
