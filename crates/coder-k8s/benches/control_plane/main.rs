@@ -3,9 +3,9 @@
 //!
 //! `cargo bench -p coder-k8s --bench control_plane -- --bench` runs a round of 100 CoderProvisioner objects (using
 //! one Ready CoderControlPlane with operator access and an entitled Coder), a round of 100 CoderAIGatewayKey objects
-//! on the same control plane, then rounds of 1, 100, 1,000 and 10,000 CoderControlPlane objects, each control plane round in
-//! a fresh namespace. Per round it reports the latency from a create call returning to the object's Deployment (a
-//! key's Secret) existing (p50 / p99 / max); the Kubernetes API requests by verb, the
+//! on the same control plane, then rounds of 1, 100, 1,000 and 10,000 CoderControlPlane objects, each control plane
+//! round in a fresh namespace. Per round it reports the latency from a create call returning to the object's
+//! Deployment (a key's Secret) existing (p50 / p99 / max); the Kubernetes API requests by verb, the
 //! reconciles of the round's kind and the Coder calls per new object (from the round's start until the operator is
 //! idle); the operator's CPU seconds while busy and in a quiet window after; and its memory. A final rest window,
 //! longer than every requeue interval of the operator, reports reads, writes, reconciles and Coder calls per minute

@@ -270,7 +270,6 @@ fn write_api(out: &mut String, api: &ApiRound) {
 
 /// One control plane round's memory: the control planes that exist after it, the RSS after its quiet window, and
 /// the RSS added per control plane since the round before.
-#[derive(Debug, PartialEq)]
 struct Growth {
     control_planes: usize,
     current_kib: u64,
