@@ -19,12 +19,13 @@ use crate::cache::Informer;
 use crate::conditions::{Requeue, WithConditions};
 use crate::context::Context;
 use crate::kind::Kind;
-use crate::labels::{DESIRED_HASH_LABEL, FIELD_MANAGER, desired_hash_of};
+use crate::labels::{DESIRED_HASH_LABEL, FIELD_MANAGER};
 use crate::ownership::{
     Holder, NotOwned, claimed_owner, controlled_by, held_by, holder, ownership_condition,
 };
 use crate::pass::Pass;
-use crate::takeover::{PROBE_MANAGER, has_legacy_entries, probe_name, taken_over, takeover_due};
+use crate::slim::{Live, Slim};
+use crate::takeover::{PROBE_MANAGER, has_legacy_entries, probe_name, taken_over};
 
 /// A namespaced kind with a static type, as every kind the operator writes is.
 pub trait Namespaced:
@@ -66,22 +67,18 @@ pub fn desired_hash<K: Serialize>(desired: &K) -> String {
 
 /// Applies `desired` (which must carry name, namespace, apiVersion and kind) unless `cached`, the object as the
 /// watch cache shows it, already carries the same desired hash.
-pub async fn apply<K>(
-    ctx: &Context,
-    desired: K,
-    cached: Option<&ObjectMeta>,
-) -> Result<Applied<K>, kube::Error>
+pub async fn apply<K>(ctx: &Context, desired: K, cached: Option<&Live>) -> Result<Applied<K>, kube::Error>
 where
     K: Namespaced + Serialize,
 {
     let hash = desired_hash(&desired);
-    if let Some(meta) = cached {
-        if desired_hash_of(meta) == Some(hash.as_str()) {
+    if let Some(live) = cached {
+        if live.desired_hash() == Some(hash.as_str()) {
             return Ok(Applied::Unchanged);
         }
         // Fields recorded under an update manager of ours (the Go operator's writes, or our own create) move to the
         // apply manager first, so this apply can remove what the desired state dropped.
-        if takeover_due(meta) {
+        if live.takeover_due {
             take_over(ctx, &desired).await?;
         }
     }
@@ -143,7 +140,7 @@ where
         return Ok(false);
     };
     let entries = live.meta().managed_fields.clone().unwrap_or_default();
-    if !held_by(live.meta(), &owner) || !has_legacy_entries(&entries) {
+    if !held_by(&Live::of(live.meta().clone()), &owner) || !has_legacy_entries(&entries) {
         return Ok(false);
     }
     let ours = probe_fields(&api, desired).await?;
@@ -195,14 +192,14 @@ where
 pub async fn apply_owned<K>(
     ctx: &Context,
     desired: K,
-    cached: Option<&ObjectMeta>,
+    cached: Option<&Live>,
 ) -> Result<Claimed<K>, kube::Error>
 where
     K: Namespaced + Serialize,
 {
     let owner_uid = claimed_owner(desired.meta()).unwrap_or_default().to_owned();
     let live = match cached {
-        Some(meta) => Some(meta.clone()),
+        Some(live) => Some(live.clone()),
         None => {
             if let Some(created) = send_create(ctx, desired.clone()).await? {
                 return Ok(Claimed::Applied(Applied::Changed(created)));
@@ -211,7 +208,7 @@ where
                 Api::namespaced(ctx.k8s.client.clone(), &desired.namespace().unwrap_or_default());
             api.get_metadata_opt(&desired.name_any())
                 .await?
-                .map(|object| object.metadata)
+                .map(|object| Live::of(object.metadata))
         }
     };
     match holder(live.as_ref(), &owner_uid) {
@@ -232,17 +229,16 @@ pub struct Owned {
 
 impl Owned {
     /// Applies `desired` ([`apply_owned`]), looked up by its name in `cache`; a foreign object is noted.
-    pub async fn apply<K, C>(
+    pub async fn apply<K>(
         &mut self,
         ctx: &Context,
-        cache: &Informer<C>,
+        cache: &Informer<Slim<K>>,
         desired: K,
     ) -> Result<(), kube::Error>
     where
-        K: Namespaced + Serialize,
-        C: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        K: Namespaced + Serialize + Send + Sync + 'static,
     {
-        let cached = cache.meta(&desired.namespace().unwrap_or_default(), &desired.name_any());
+        let cached = cache.live(&desired.namespace().unwrap_or_default(), &desired.name_any());
         if let Claimed::NotOwned(foreign) = apply_owned(ctx, desired, cached.as_ref()).await? {
             self.not_owned.push(foreign);
         }
@@ -255,9 +251,11 @@ impl Owned {
         let deployments = &ctx.k8s.caches.deployments;
         let cached = deployments.get(&desired.namespace().unwrap_or_default(), &desired.name_any());
         Ok(
-            match apply_owned(ctx, desired, cached.as_deref().map(|d| &d.metadata)).await? {
+            match apply_owned(ctx, desired, cached.as_deref().map(|d| &d.live)).await? {
                 Claimed::Applied(Applied::Changed(live)) => ready_replicas(&live),
-                Claimed::Applied(Applied::Unchanged) => cached.as_deref().map(ready_replicas).unwrap_or(0),
+                Claimed::Applied(Applied::Unchanged) => {
+                    cached.as_deref().map(cached_ready_replicas).unwrap_or(0)
+                }
                 Claimed::NotOwned(foreign) => {
                     self.not_owned.push(foreign);
                     0
@@ -298,6 +296,11 @@ pub fn ready_replicas(deployment: &Deployment) -> i32 {
         .as_ref()
         .and_then(|s| s.ready_replicas)
         .unwrap_or(0)
+}
+
+/// The ready replicas of a Deployment as its watch cache shows it.
+pub fn cached_ready_replicas(deployment: &Slim<Deployment>) -> i32 {
+    deployment.ready_replicas.unwrap_or(0)
 }
 
 /// Deletes `namespace/name` of kind `K` when `cached` shows it exists and is controlled by `uid`; returns whether a

@@ -21,8 +21,9 @@ use serde::de::DeserializeOwned;
 use tokio::sync::mpsc;
 
 use crate::decode;
-use crate::labels::{LAST_APPLIED_ANNOTATION, LEGACY_FIELDS_MARK, UNREADABLE_MARK, desired_hash_of};
-use crate::owner_index::OwnerIndex;
+use crate::labels::{LAST_APPLIED_ANNOTATION, LEGACY_FIELDS_MARK, UNREADABLE_MARK};
+use crate::owner_index::{self, OwnerIndex};
+use crate::slim::{Live, Marked, Slim};
 use crate::takeover::has_legacy_entries;
 
 /// What every watched object is: a static Kubernetes type that can be decoded, cloned and shared across tasks.
@@ -77,7 +78,8 @@ where
         strip: fn(&mut K),
         changes: Fanout<K>,
     ) -> Arc<Self> {
-        Self::from_events(watcher(api, config).default_backoff().modify(strip), changes)
+        let events = watcher(api, config).default_backoff().modify(strip);
+        Self::from_events(events, changes, owner_index::annotated::<K>)
     }
 
     /// Like [`Informer::start`] for a custom resource whose stored objects may not fit the Rust type (stored before
@@ -103,13 +105,73 @@ where
             .default_backoff()
             .filter_map(move |event| std::future::ready(failures.typed(event)))
             .modify(strip);
-        Self::from_events(events, Fanout::default())
+        Self::from_events(events, Fanout::default(), owner_index::annotated::<K>)
     }
+}
 
-    /// Caches the objects of `events`, publishing their changes on `changes`.
+impl<K> Informer<Slim<K>>
+where
+    K: Resource<DynamicType = ()> + Clone + Debug + Send + Sync + 'static,
+{
+    /// Starts the watch of the objects of `api`, each cached as `slim(object)` (see [`Slim`]), publishing changes
+    /// on `changes`.
+    pub fn start_slim<S>(
+        api: Api<S>,
+        config: watcher::Config,
+        slim: fn(S) -> Slim<K>,
+        changes: Fanout<Slim<K>>,
+    ) -> Arc<Self>
+    where
+        S: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + 'static,
+    {
+        let events = watcher(api, config)
+            .default_backoff()
+            .map(move |event| event.map(|event| map_event(event, slim)));
+        Self::from_events(events, changes, Slim::claimed_by)
+    }
+}
+
+impl<K> Informer<Slim<K>>
+where
+    K: Resource<DynamicType = ()> + Clone + Debug + Send + Sync + 'static,
+{
+    /// What the cache shows of `namespace/name`.
+    pub fn live(&self, namespace: &str, name: &str) -> Option<Live> {
+        self.get(namespace, name).map(|object| object.live.clone())
+    }
+}
+
+impl<K> Informer<kube::core::PartialObjectMeta<K>>
+where
+    K: Resource<DynamicType = ()> + Clone + Debug + Send + Sync + 'static,
+{
+    /// The cached metadata of `namespace/name`.
+    pub fn meta(&self, namespace: &str, name: &str) -> Option<ObjectMeta> {
+        self.get(namespace, name).map(|object| object.metadata.clone())
+    }
+}
+
+/// `event` with its object mapped by `f`.
+fn map_event<A, B>(event: watcher::Event<A>, f: impl FnOnce(A) -> B) -> watcher::Event<B> {
+    match event {
+        watcher::Event::Apply(object) => watcher::Event::Apply(f(object)),
+        watcher::Event::Delete(object) => watcher::Event::Delete(f(object)),
+        watcher::Event::InitApply(object) => watcher::Event::InitApply(f(object)),
+        watcher::Event::Init => watcher::Event::Init,
+        watcher::Event::InitDone => watcher::Event::InitDone,
+    }
+}
+
+impl<K> Informer<K>
+where
+    K: Resource<DynamicType = ()> + Clone + Debug + Send + Sync + 'static,
+{
+    /// Caches the objects of `events`, publishing their changes on `changes`; `claimed_by` reads the owner UID an
+    /// object is indexed under.
     fn from_events(
         events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
         changes: Fanout<K>,
+        claimed_by: fn(&K) -> Option<&str>,
     ) -> Arc<Self> {
         let (store, mut writer) = reflector::store();
         let (listed_tx, listed) = tokio::sync::watch::channel(false);
@@ -126,7 +188,10 @@ where
                 match event {
                     Ok(event) => {
                         writer.apply_watcher_event(&event);
-                        owners.lock().unwrap_or_else(|p| p.into_inner()).apply(&event);
+                        owners
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .apply(&event, claimed_by);
                         if matches!(event, watcher::Event::InitDone) {
                             listed_tx.send_replace(true);
                         }
@@ -166,11 +231,6 @@ where
         keys.iter()
             .filter_map(|(namespace, name)| self.get(namespace, name))
             .collect()
-    }
-
-    /// The cached metadata of `namespace/name`.
-    pub fn meta(&self, namespace: &str, name: &str) -> Option<ObjectMeta> {
-        self.get(namespace, name).map(|object| object.meta().clone())
     }
 
     /// Waits until the first list is cached.
@@ -510,15 +570,15 @@ impl<K: Resource> ChangeFilter<K> {
 }
 
 /// The fingerprint of an owned object that only the desired-hash label describes.
-pub fn hash_only<K: Resource>(object: &K) -> Fingerprint {
+pub fn hash_only<K: Marked>(object: &K) -> Fingerprint {
     Fingerprint {
-        desired_hash: desired_hash_of(object.meta()).map(str::to_owned),
+        desired_hash: object.desired_hash().map(str::to_owned),
         other: 0,
     }
 }
 
 /// The fingerprint of an object whose every change matters (a Secret or ConfigMap a spec names).
-pub fn every_change<K: Resource>(object: &K) -> Fingerprint {
+pub fn every_change<K: Resource + Marked>(object: &K) -> Fingerprint {
     Fingerprint {
         other: hash_value(&object.meta().resource_version),
         ..hash_only(object)
@@ -683,9 +743,12 @@ where
 mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::core::PartialObjectMeta;
 
-    fn map(hash: Option<&str>, version: &str) -> Arc<ConfigMap> {
-        let mut object = ConfigMap::default();
+    type MapMeta = PartialObjectMeta<ConfigMap>;
+
+    fn map(hash: Option<&str>, version: &str) -> Arc<MapMeta> {
+        let mut object = MapMeta::default();
         object.metadata.name = Some("m".to_owned());
         object.metadata.namespace = Some("team".to_owned());
         object.metadata.resource_version = Some(version.to_owned());
@@ -701,11 +764,11 @@ mod tests {
     #[test]
     fn only_news_triggers() {
         let echoes = Arc::new(Echoes::default());
-        let mut owned = ChangeFilter::new("ConfigMap", echoes.clone(), hash_only::<ConfigMap>);
+        let mut owned = ChangeFilter::new("ConfigMap", echoes.clone(), hash_only::<MapMeta>);
         // The echo of the operator's own apply is not news, for every controller that watches the object.
         echoes.record("ConfigMap", "team", "m", "h1");
         assert!(!owned.is_news(&Change::Applied(map(Some("h1"), "1"))));
-        let mut other_controller = ChangeFilter::new("ConfigMap", echoes.clone(), hash_only::<ConfigMap>);
+        let mut other_controller = ChangeFilter::new("ConfigMap", echoes.clone(), hash_only::<MapMeta>);
         assert!(!other_controller.is_news(&Change::Applied(map(Some("h1"), "1"))));
         // A change that leaves the fingerprint alone is not news; another hash is.
         assert!(!owned.is_news(&Change::Applied(map(Some("h1"), "2"))));
@@ -714,7 +777,7 @@ mod tests {
         // After a deletion the object is new again.
         assert!(owned.is_news(&Change::Applied(map(Some("edited"), "4"))));
 
-        let mut read = ChangeFilter::new("ConfigMap", echoes, every_change::<ConfigMap>);
+        let mut read = ChangeFilter::new("ConfigMap", echoes, every_change::<MapMeta>);
         assert!(read.is_news(&Change::Applied(map(None, "1"))));
         assert!(
             !read.is_news(&Change::Applied(map(None, "1"))),
@@ -780,7 +843,7 @@ mod tests {
 
     #[tokio::test]
     async fn every_subscriber_gets_every_change_and_gone_ones_are_dropped() {
-        let fanout = Fanout::<ConfigMap>::default();
+        let fanout = Fanout::<MapMeta>::default();
         let mut first = fanout.subscribe();
         let second = fanout.subscribe();
         drop(second);

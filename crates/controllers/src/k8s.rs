@@ -11,11 +11,10 @@ use coder_k8s_api::mcp_server::CoderMCPServer;
 use coder_k8s_api::provisioner::CoderProvisioner;
 use coder_k8s_api::template_test::CoderTemplateTest;
 use coder_k8s_api::workspace_proxy::CoderWorkspaceProxy;
-use k8s_openapi::api::apps::v1::{Deployment, DeploymentStatus};
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service, ServiceAccount};
 use k8s_openapi::api::networking::v1::Ingress;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 use kube::core::PartialObjectMeta;
 use kube::runtime::events::{Recorder, Reporter};
@@ -23,9 +22,8 @@ use kube::runtime::watcher;
 
 use crate::cache::{Echoes, Fanout, Informer, Object, ValueReader, strip_meta};
 use crate::http_route::HttpRoute;
-use crate::labels::{
-    CLEANUP_RECORD_LABEL, DESIRED_HASH_LABEL, LEGACY_FIELDS_MARK, MANAGED_BY_SELECTOR, OWNER_UID_ANNOTATION,
-};
+use crate::labels::{CLEANUP_RECORD_LABEL, MANAGED_BY_SELECTOR};
+use crate::slim::Slim;
 
 /// The client, the recorder, the watch caches and the echoes of the operator's own applies.
 pub struct K8s {
@@ -82,16 +80,17 @@ pub struct Caches {
     /// Cleanup records: ConfigMaps labelled `coder.com/cleanup-record` in the operator namespace (whole objects;
     /// they are small and hold no secret).
     pub cleanup_records: Arc<Informer<ConfigMap>>,
-    pub deployments: Arc<Informer<Deployment>>,
-    pub services: Arc<Informer<PartialObjectMeta<Service>>>,
-    pub service_accounts: Arc<Informer<PartialObjectMeta<ServiceAccount>>>,
-    pub ingresses: Arc<Informer<PartialObjectMeta<Ingress>>>,
-    pub roles: Arc<Informer<PartialObjectMeta<Role>>>,
-    pub role_bindings: Arc<Informer<PartialObjectMeta<RoleBinding>>>,
+    /// The objects the operator creates, as the little the controllers read of them (see [`Slim`]).
+    pub deployments: Arc<Informer<Slim<Deployment>>>,
+    pub services: Arc<Informer<Slim<Service>>>,
+    pub service_accounts: Arc<Informer<Slim<ServiceAccount>>>,
+    pub ingresses: Arc<Informer<Slim<Ingress>>>,
+    pub roles: Arc<Informer<Slim<Role>>>,
+    pub role_bindings: Arc<Informer<Slim<RoleBinding>>>,
     /// HTTPRoutes (the Gateway API is optional): the watch starts once the API is found; changes are published
     /// on `http_route_changes` from then on.
-    http_routes: OnceLock<Arc<Informer<PartialObjectMeta<HttpRoute>>>>,
-    pub http_route_changes: Fanout<PartialObjectMeta<HttpRoute>>,
+    http_routes: OnceLock<Arc<Informer<Slim<HttpRoute>>>>,
+    pub http_route_changes: Fanout<Slim<HttpRoute>>,
     client: kube::Client,
     namespace: Option<String>,
     discovered: tokio::sync::OnceCell<()>,
@@ -105,50 +104,42 @@ fn strip_object<K: Resource>(object: &mut K) {
     strip_meta(object.meta_mut());
 }
 
-/// Owned objects are read for their owner, their desired hash and (workspace RBAC) their owner UID: the rest goes.
-fn strip_owned<K: Resource>(object: &mut K) {
-    strip_owned_meta(object.meta_mut());
-}
-
-fn strip_owned_meta(meta: &mut ObjectMeta) {
-    strip_meta(meta);
-    meta.creation_timestamp = None;
-    if let Some(labels) = meta.labels.as_mut() {
-        labels.retain(|key, _| key == DESIRED_HASH_LABEL);
-    }
-    if let Some(annotations) = meta.annotations.as_mut() {
-        annotations.retain(|key, _| key == OWNER_UID_ANNOTATION || key == LEGACY_FIELDS_MARK);
-    }
-}
-
-/// Of a Deployment only its ready replicas are read.
-fn strip_deployment(deployment: &mut Deployment) {
-    strip_owned_meta(&mut deployment.metadata);
-    deployment.spec = None;
-    let ready_replicas = deployment.status.as_ref().and_then(|s| s.ready_replicas);
-    deployment.status = Some(DeploymentStatus {
-        ready_replicas,
-        ..Default::default()
-    });
-}
-
 /// The watch of a kind's own objects, decoded one by one: one the types cannot read must not stop the others.
 fn own<K: Object + Default>(client: &kube::Client, namespace: Option<&str>) -> Arc<Informer<K>> {
     Informer::start_decoding_each(client, namespace, watcher::Config::default(), strip_object)
 }
 
-/// The metadata watch of objects the operator creates (selected by its label) in `namespace`.
-fn owned<K>(client: &kube::Client, namespace: Option<&str>) -> Arc<Informer<PartialObjectMeta<K>>>
+/// The metadata watch of objects the operator creates (selected by its label) in `namespace`, cached slim.
+fn owned<K>(client: &kube::Client, namespace: Option<&str>) -> Arc<Informer<Slim<K>>>
 where
     K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
         + Clone
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+    PartialObjectMeta<K>: Object + Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>,
+{
+    owned_with(client, namespace, Fanout::default())
+}
+
+fn owned_with<K>(
+    client: &kube::Client,
+    namespace: Option<&str>,
+    changes: Fanout<Slim<K>>,
+) -> Arc<Informer<Slim<K>>>
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + std::fmt::Debug
         + Send
         + Sync
         + 'static,
     PartialObjectMeta<K>: Object + Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>,
 {
     let managed = watcher::Config::default().labels(MANAGED_BY_SELECTOR);
-    Informer::start(scoped_api(client, namespace), managed, strip_owned)
+    let api = scoped_api::<PartialObjectMeta<K>>(client, namespace);
+    Informer::start_slim(api, managed, Slim::of_meta, changes)
 }
 
 /// Every object's metadata, for the values read by [`ValueReader`].
@@ -178,7 +169,13 @@ impl Caches {
                 records,
                 strip_object,
             ),
-            deployments: Informer::start(scoped_api(client, namespace), managed, strip_deployment),
+            // Whole Deployments are listed (a metadata watch has no status), and kept slim with their ready replicas.
+            deployments: Informer::start_slim(
+                scoped_api(client, namespace),
+                managed,
+                Slim::of_deployment,
+                Fanout::default(),
+            ),
             services: owned(client, namespace),
             service_accounts: owned(client, namespace),
             ingresses: owned(client, namespace),
@@ -222,7 +219,7 @@ impl Caches {
     }
 
     /// The HTTPRoute cache once it holds its first list; `None` while the Gateway API was not found.
-    pub fn http_routes(&self) -> Option<&Arc<Informer<PartialObjectMeta<HttpRoute>>>> {
+    pub fn http_routes(&self) -> Option<&Arc<Informer<Slim<HttpRoute>>>> {
         self.http_routes.get().filter(|informer| informer.is_ready())
     }
 
@@ -238,12 +235,10 @@ impl Caches {
             .await
             .is_ok_and(|list| list.resources.iter().any(|r| r.name == "httproutes"));
         if served {
-            let config = watcher::Config::default().labels(MANAGED_BY_SELECTOR);
-            let api = scoped_api::<PartialObjectMeta<HttpRoute>>(&self.client, self.namespace.as_deref());
             let changes = self.http_route_changes.clone();
             let _ = self
                 .http_routes
-                .set(Informer::start_with(api, config, strip_owned, changes));
+                .set(owned_with(&self.client, self.namespace.as_deref(), changes));
         }
     }
 }

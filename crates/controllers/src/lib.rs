@@ -40,6 +40,7 @@ pub mod refusal;
 pub mod runner;
 pub mod secrets;
 pub mod settings;
+pub mod slim;
 pub mod status_writer;
 pub mod sync_status;
 pub mod takeover;

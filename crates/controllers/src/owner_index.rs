@@ -31,16 +31,16 @@ struct Entries {
 }
 
 impl OwnerIndex {
-    /// Follows one watch event.
-    pub fn apply<K: Resource>(&mut self, event: &watcher::Event<K>) {
+    /// Follows one watch event; `claimed_by` reads the owner UID of an object.
+    pub fn apply<K: Resource>(&mut self, event: &watcher::Event<K>, claimed_by: fn(&K) -> Option<&str>) {
         match event {
-            watcher::Event::Apply(object) => self.current.set(object.meta()),
+            watcher::Event::Apply(object) => self.current.set(object.meta(), claimed_by(object)),
             watcher::Event::Delete(object) => self.current.remove(&key(object.meta())),
             watcher::Event::Init => self.relisting = Some(Entries::default()),
             watcher::Event::InitApply(object) => {
                 self.relisting
                     .get_or_insert_with(Entries::default)
-                    .set(object.meta());
+                    .set(object.meta(), claimed_by(object));
             }
             watcher::Event::InitDone => self.current = self.relisting.take().unwrap_or_default(),
         }
@@ -53,10 +53,10 @@ impl OwnerIndex {
 }
 
 impl Entries {
-    fn set(&mut self, meta: &ObjectMeta) {
+    fn set(&mut self, meta: &ObjectMeta, owner: Option<&str>) {
         let key = key(meta);
         self.remove(&key);
-        if let Some(owner) = annotated_owner(meta) {
+        if let Some(owner) = owner {
             let keys = self.by_owner.entry(owner.to_owned()).or_default();
             if let Err(at) = keys.binary_search(&key) {
                 keys.insert(at, key.clone());
@@ -87,8 +87,11 @@ fn key(meta: &ObjectMeta) -> Key {
     )
 }
 
-fn annotated_owner(meta: &ObjectMeta) -> Option<&str> {
-    meta.annotations
+/// The owner UID an object with its annotations cached names.
+pub fn annotated<K: Resource>(object: &K) -> Option<&str> {
+    object
+        .meta()
+        .annotations
         .as_ref()?
         .get(OWNER_UID_ANNOTATION)
         .map(String::as_str)
@@ -97,21 +100,25 @@ fn annotated_owner(meta: &ObjectMeta) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use k8s_openapi::api::rbac::v1::Role;
+    use kube::core::PartialObjectMeta;
     use watcher::Event;
+
+    use crate::slim::Slim;
 
     use super::*;
 
-    fn role(namespace: &str, name: &str, owner: Option<&str>) -> Role {
+    /// A Role as its watch cache holds it.
+    fn role(namespace: &str, name: &str, owner: Option<&str>) -> Slim<Role> {
         let annotations = owner.map(|uid| [(OWNER_UID_ANNOTATION.to_owned(), uid.to_owned())].into());
-        Role {
+        Slim::of_meta(PartialObjectMeta {
             metadata: ObjectMeta {
                 namespace: Some(namespace.to_owned()),
                 name: Some(name.to_owned()),
                 annotations,
                 ..ObjectMeta::default()
             },
-            ..Role::default()
-        }
+            ..PartialObjectMeta::default()
+        })
     }
 
     fn keys(pairs: &[(&str, &str)]) -> Vec<Key> {
@@ -124,10 +131,19 @@ mod tests {
     #[test]
     fn finds_the_annotated_objects_of_an_owner_and_nothing_else() {
         let mut index = OwnerIndex::default();
-        index.apply(&Event::Apply(role("ws-b", "cp-workspace", Some("uid-1"))));
-        index.apply(&Event::Apply(role("ws-a", "cp-workspace", Some("uid-1"))));
-        index.apply(&Event::Apply(role("ws-a", "other", Some("uid-2"))));
-        index.apply(&Event::Apply(role("coder", "cp", None)));
+        index.apply(
+            &Event::Apply(role("ws-b", "cp-workspace", Some("uid-1"))),
+            Slim::claimed_by,
+        );
+        index.apply(
+            &Event::Apply(role("ws-a", "cp-workspace", Some("uid-1"))),
+            Slim::claimed_by,
+        );
+        index.apply(
+            &Event::Apply(role("ws-a", "other", Some("uid-2"))),
+            Slim::claimed_by,
+        );
+        index.apply(&Event::Apply(role("coder", "cp", None)), Slim::claimed_by);
         assert_eq!(
             index.owned_by("uid-1"),
             keys(&[("ws-a", "cp-workspace"), ("ws-b", "cp-workspace")])
@@ -139,14 +155,14 @@ mod tests {
     #[test]
     fn a_changed_or_removed_annotation_and_a_deletion_move_the_entry() {
         let mut index = OwnerIndex::default();
-        index.apply(&Event::Apply(role("ws", "a", Some("uid-1"))));
-        index.apply(&Event::Apply(role("ws", "b", Some("uid-1"))));
-        index.apply(&Event::Apply(role("ws", "a", Some("uid-2"))));
+        index.apply(&Event::Apply(role("ws", "a", Some("uid-1"))), Slim::claimed_by);
+        index.apply(&Event::Apply(role("ws", "b", Some("uid-1"))), Slim::claimed_by);
+        index.apply(&Event::Apply(role("ws", "a", Some("uid-2"))), Slim::claimed_by);
         assert_eq!(index.owned_by("uid-1"), keys(&[("ws", "b")]));
         assert_eq!(index.owned_by("uid-2"), keys(&[("ws", "a")]));
-        index.apply(&Event::Apply(role("ws", "a", None)));
+        index.apply(&Event::Apply(role("ws", "a", None)), Slim::claimed_by);
         assert_eq!(index.owned_by("uid-2"), Vec::<Key>::new());
-        index.apply(&Event::Delete(role("ws", "b", Some("uid-1"))));
+        index.apply(&Event::Delete(role("ws", "b", Some("uid-1"))), Slim::claimed_by);
         assert_eq!(index.owned_by("uid-1"), Vec::<Key>::new());
         assert!(index.current.owner_of.is_empty() && index.current.by_owner.is_empty());
     }
@@ -154,12 +170,15 @@ mod tests {
     #[test]
     fn a_relist_replaces_the_index_when_it_ends() {
         let mut index = OwnerIndex::default();
-        index.apply(&Event::Apply(role("ws", "gone", Some("uid-1"))));
-        index.apply(&Event::<Role>::Init);
-        index.apply(&Event::InitApply(role("ws", "kept", Some("uid-1"))));
+        index.apply(&Event::Apply(role("ws", "gone", Some("uid-1"))), Slim::claimed_by);
+        index.apply(&Event::<Slim<Role>>::Init, Slim::claimed_by);
+        index.apply(
+            &Event::InitApply(role("ws", "kept", Some("uid-1"))),
+            Slim::claimed_by,
+        );
         // Until the relist ends, the index answers as the cache's store does: with what it had.
         assert_eq!(index.owned_by("uid-1"), keys(&[("ws", "gone")]));
-        index.apply(&Event::<Role>::InitDone);
+        index.apply(&Event::<Slim<Role>>::InitDone, Slim::claimed_by);
         assert_eq!(index.owned_by("uid-1"), keys(&[("ws", "kept")]));
     }
 }

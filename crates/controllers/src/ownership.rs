@@ -7,6 +7,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::conditions::{ConditionStatus, Decided};
 use crate::labels::OWNER_UID_ANNOTATION;
+use crate::slim::Live;
 
 /// An object under a name the operator writes that the custom resource does not control: it is never written.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -26,11 +27,11 @@ pub enum Holder {
     Other,
 }
 
-/// Decides who holds an object whose live metadata is `live` (`None`: it does not exist), for the owner `owner_uid`.
-pub fn holder(live: Option<&ObjectMeta>, owner_uid: &str) -> Holder {
+/// Decides who holds an object whose live view is `live` (`None`: it does not exist), for the owner `owner_uid`.
+pub fn holder(live: Option<&Live>, owner_uid: &str) -> Holder {
     match live {
         None => Holder::Nobody,
-        Some(meta) if held_by(meta, owner_uid) => Holder::Owner,
+        Some(live) if held_by(live, owner_uid) => Holder::Owner,
         Some(_) => Holder::Other,
     }
 }
@@ -46,15 +47,9 @@ pub fn claimed_owner(desired: &ObjectMeta) -> Option<&str> {
     })
 }
 
-/// Whether `owner_uid` holds the object with `live` metadata: as its controller, or through the owner-UID
-/// annotation.
-pub fn held_by(live: &ObjectMeta, owner_uid: &str) -> bool {
-    controlled_by(live, owner_uid)
-        || live
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(OWNER_UID_ANNOTATION))
-            .is_some_and(|claimed| claimed == owner_uid)
+/// Whether `owner_uid` holds the object seen as `live`: as its controller, or through the owner-UID annotation.
+pub fn held_by(live: &Live, owner_uid: &str) -> bool {
+    controlled_by(&live.metadata, owner_uid) || live.claimed_by() == Some(owner_uid)
 }
 
 /// The UID of the controller owner that `meta` names (the one owner reference with `controller: true`).
@@ -111,11 +106,19 @@ mod tests {
             }]),
             ..ObjectMeta::default()
         };
+        let held = |meta: ObjectMeta| holder(Some(&Live::of(meta)), "u1");
         assert_eq!(holder(None, "u1"), Holder::Nobody);
-        assert_eq!(holder(Some(&owned_by("u1", true)), "u1"), Holder::Owner);
-        assert_eq!(holder(Some(&owned_by("u2", true)), "u1"), Holder::Other);
-        assert_eq!(holder(Some(&owned_by("u1", false)), "u1"), Holder::Other);
-        assert_eq!(holder(Some(&ObjectMeta::default()), "u1"), Holder::Other);
+        assert_eq!(held(owned_by("u1", true)), Holder::Owner);
+        assert_eq!(held(owned_by("u2", true)), Holder::Other);
+        assert_eq!(held(owned_by("u1", false)), Holder::Other);
+        assert_eq!(held(ObjectMeta::default()), Holder::Other);
+        // Across namespaces the owner-UID annotation is the claim.
+        let claimed = |uid: &str| ObjectMeta {
+            annotations: Some([(OWNER_UID_ANNOTATION.to_owned(), uid.to_owned())].into()),
+            ..ObjectMeta::default()
+        };
+        assert_eq!(held(claimed("u1")), Holder::Owner);
+        assert_eq!(held(claimed("u2")), Holder::Other);
         assert_eq!(controller_uid(&owned_by("u1", true)), Some("u1"));
         assert_eq!(controller_uid(&owned_by("u1", false)), None);
     }

@@ -8,7 +8,6 @@ use futures::StreamExt;
 use futures::stream::BoxStream;
 use kube::Resource;
 use kube::runtime::reflector::{ObjectRef, Store};
-use serde::de::DeserializeOwned;
 
 use coder_k8s_api::control_plane::CoderControlPlane;
 use k8s_openapi::api::apps::v1::Deployment;
@@ -17,13 +16,14 @@ use kube::core::PartialObjectMeta;
 
 use tokio::sync::mpsc::UnboundedReceiver;
 
-use crate::apply::ready_replicas;
+use crate::apply::cached_ready_replicas;
 use crate::cache::{
     Change, ChangeFilter, Echoes, Fanout, Fingerprint, Informer, changes, controller_owner, every_change,
     hash_only,
 };
 use crate::context::Context;
 use crate::kind::Kind;
+use crate::slim::Slim;
 
 /// A trigger stream of a kind (from owned or read objects).
 pub type Triggers<K> = BoxStream<'static, ObjectRef<K>>;
@@ -35,7 +35,7 @@ pub trait Subscribe<C> {
 
 impl<C> Subscribe<C> for Informer<C>
 where
-    C: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    C: Resource<DynamicType = ()> + Clone + Debug + Send + Sync + 'static,
 {
     fn subscribe(&self) -> UnboundedReceiver<Change<C>> {
         Informer::subscribe(self)
@@ -66,7 +66,7 @@ pub fn from<O, C>(
 ) -> Triggers<O>
 where
     O: Kind,
-    C: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    C: Resource<DynamicType = ()> + Clone + Debug + Send + Sync + 'static,
 {
     let mut filter = ChangeFilter::new(applied_kind, echoes.clone(), fingerprint);
     changes(informer.subscribe(), move |change: Change<C>| {
@@ -104,7 +104,7 @@ impl<O: Kind> TriggerSet<O> {
         targets: impl Fn(&Store<O>, &C) -> Vec<ObjectRef<O>> + Send + 'static,
     ) -> Self
     where
-        C: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        C: Resource<DynamicType = ()> + Clone + Debug + Send + Sync + 'static,
     {
         let kind = C::kind(&()).into_owned();
         let triggers = from(
@@ -120,17 +120,17 @@ impl<O: Kind> TriggerSet<O> {
     }
 
     /// Owned objects of `informer`, whose desired hash is all that matters, mapped to their controller owner.
-    pub fn owned<C>(self, informer: &impl Subscribe<C>) -> Self
+    pub fn owned<C>(self, informer: &impl Subscribe<Slim<C>>) -> Self
     where
-        C: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        C: Resource<DynamicType = ()> + Clone + Debug + Send + Sync + 'static,
     {
-        self.with(informer, hash_only, owner::<O, C>)
+        self.with(informer, hash_only, owner::<O, Slim<C>>)
     }
 
     /// Owned Deployments: their desired hash and their ready replicas matter.
     pub fn deployments(self) -> Self {
         let deployments = self.ctx.k8s.caches.deployments.clone();
-        self.with(&deployments, deployment_fingerprint, owner::<O, Deployment>)
+        self.with(&deployments, deployment_fingerprint, owner::<O, Slim<Deployment>>)
     }
 
     /// Secrets: every change of one the kind owns, or of one it reads (`reads(object, secret name)`).
@@ -162,8 +162,8 @@ impl<O: Kind> TriggerSet<O> {
 }
 
 /// A Deployment matters for its desired hash and its ready replicas.
-pub fn deployment_fingerprint(deployment: &Deployment) -> Fingerprint {
-    let ready = ready_replicas(deployment);
+pub fn deployment_fingerprint(deployment: &Slim<Deployment>) -> Fingerprint {
+    let ready = cached_ready_replicas(deployment);
     Fingerprint {
         other: u64::from(ready.unsigned_abs()),
         ..hash_only(deployment)

@@ -18,6 +18,7 @@ use self::signing::SigningKey;
 use crate::apply::{self, Applied};
 use crate::context::Context;
 use crate::halt::Halt;
+use crate::slim::Live;
 use crate::sync_status::{Outcome, outcomes};
 
 /// The log line of a finalizer released without a delete in Coder (v0.1.5 text, followed by what stays).
@@ -105,7 +106,7 @@ pub async fn write(ctx: &Context, record: &Record) -> Result<(), kube::Error> {
         .and_then(|verified| verified.written_at)
         .unwrap_or_else(Timestamp::now);
     let desired = key.signed_config_map(record, written_at, namespace);
-    let cached = cached.map(|c| c.metadata.clone());
+    let cached = cached.map(|c| Live::of(c.metadata.clone()));
     match apply::apply::<ConfigMap>(ctx, desired, cached.as_ref()).await? {
         Applied::Changed(_) | Applied::Unchanged => Ok(()),
     }

@@ -22,6 +22,7 @@ use crate::cache::{Informer, every_change, hash_only};
 use crate::k8s::Caches;
 use crate::kind::Kind;
 use crate::runner::{Controller, steps};
+use crate::slim::Slim;
 use crate::triggers::{TriggerSet, owner, readers};
 
 impl Kind for CoderControlPlane {
@@ -95,20 +96,15 @@ fn config_map_targets(
 }
 
 /// Workspace RBAC may live in other namespaces (no owner reference there): found by the owner-UID annotation.
-fn rbac_targets<C: Resource>(
+fn rbac_targets<C: Resource<DynamicType = ()>>(
     store: &Store<CoderControlPlane>,
-    object: &C,
+    object: &Slim<C>,
 ) -> Vec<ObjectRef<CoderControlPlane>> {
-    let Some(uid) = object
-        .meta()
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(desired::WORKSPACE_RBAC_OWNER_UID_ANNOTATION))
-    else {
+    let Some(uid) = object.claimed_by() else {
         return owner(store, object);
     };
     store
-        .find(|cp| cp.metadata.uid.as_ref() == Some(uid))
+        .find(|cp| cp.metadata.uid.as_deref() == Some(uid))
         .map(|cp| ObjectRef::from_obj(cp.as_ref()))
         .into_iter()
         .collect()

@@ -21,13 +21,14 @@ use serde_json::json;
 use super::desired::{self, ControlPlaneId, DesiredState, Inputs};
 use super::status::{self, Outcome, Referrer, entitlements_unknown_until_read, transitions};
 use super::{coder, inputs};
-use crate::apply::{Owned, delete, delete_owned, desired_hash, ready_replicas};
+use crate::apply::{Owned, cached_ready_replicas, delete, delete_owned, desired_hash};
 use crate::error::{Error, Result};
 use crate::halt::Halt;
 use crate::kind::Cleanup;
-use crate::labels::{DESIRED_HASH_LABEL, FIELD_MANAGER, desired_hash_of};
+use crate::labels::{DESIRED_HASH_LABEL, FIELD_MANAGER};
 use crate::ownership::controlled_by;
 use crate::pass::Pass;
+use crate::slim::Live;
 use crate::status_writer;
 
 /// Log line while a deleted control plane waits for its referrers (v0.1.5 text).
@@ -131,7 +132,7 @@ async fn apply_deployment(
 ) -> Result<i32> {
     if desired::database_conflict(&pass.object.spec) {
         let cached = pass.ctx.k8s.caches.deployments.get(&id.namespace, &id.name);
-        return Ok(cached.as_deref().map(ready_replicas).unwrap_or(0));
+        return Ok(cached.as_deref().map(cached_ready_replicas).unwrap_or(0));
     }
     Ok(owned.deployment(pass.ctx, deployment).await?)
 }
@@ -148,8 +149,8 @@ async fn apply_ingress(
     match ingress {
         Some(ingress) => owned.apply(ctx, &ctx.k8s.caches.ingresses, ingress).await?,
         None => {
-            let cached = ctx.k8s.caches.ingresses.meta(ns, &id.name);
-            delete_owned::<Ingress>(ctx, ns, &id.name, cached.as_ref(), uid).await?;
+            let cached = ctx.k8s.caches.ingresses.live(ns, &id.name);
+            delete_owned::<Ingress>(ctx, ns, &id.name, cached.as_ref().map(|c| &c.metadata), uid).await?;
         }
     }
     Ok(())
@@ -205,14 +206,14 @@ async fn write_http_route(
     let api: Api<DynamicObject> =
         Api::namespaced_with(ctx.k8s.client.clone(), &id.namespace, &http_route_resource());
     let live = match ctx.k8s.caches.http_routes() {
-        Some(routes) => routes.meta(&id.namespace, &id.name),
-        None => api.get_opt(&id.name).await?.map(|r| r.metadata),
+        Some(routes) => routes.live(&id.namespace, &id.name),
+        None => api.get_opt(&id.name).await?.map(|r| Live::of(r.metadata)),
     };
     match route.map(serde_json::from_value::<DynamicObject>) {
         Some(Ok(object)) => apply_dynamic(pass, &api, object, live.as_ref()).await,
         Some(Err(_)) => Ok(()),
         None => match live {
-            Some(live) if controlled_by(&live, &pass.uid) => {
+            Some(live) if controlled_by(&live.metadata, &pass.uid) => {
                 api.delete(&id.name, &Default::default()).await.map(|_| ())
             }
             _ => Ok(()),
@@ -225,10 +226,10 @@ async fn apply_dynamic(
     pass: &ControlPlanePass<'_>,
     api: &Api<DynamicObject>,
     mut desired: DynamicObject,
-    live: Option<&ObjectMeta>,
+    live: Option<&Live>,
 ) -> std::result::Result<(), kube::Error> {
     let hash = desired_hash(&desired);
-    if live.and_then(desired_hash_of) == Some(hash.as_str()) {
+    if live.and_then(Live::desired_hash) == Some(hash.as_str()) {
         return Ok(());
     }
     let name = desired.name_any();
@@ -255,13 +256,13 @@ async fn delete_workspace_rbac(pass: &ControlPlanePass<'_>, keep: &[(String, Str
         )
     };
     for role in ctx.k8s.caches.roles.annotated_owned_by(uid) {
-        let (ns, name) = key(&role.metadata);
+        let (ns, name) = key(&role.live.metadata);
         if !keep.iter().any(|(n, r, _)| *n == ns && *r == name) {
             delete::<Role>(ctx, &ns, &name).await?;
         }
     }
     for binding in ctx.k8s.caches.role_bindings.annotated_owned_by(uid) {
-        let (ns, name) = key(&binding.metadata);
+        let (ns, name) = key(&binding.live.metadata);
         if !keep.iter().any(|(n, _, b)| *n == ns && *b == name) {
             delete::<RoleBinding>(ctx, &ns, &name).await?;
         }
@@ -281,12 +282,13 @@ async fn detach_service_account(pass: &ControlPlanePass<'_>, id: &ControlPlaneId
         .store()
         .state()
         .into_iter()
-        .filter(|sa| sa.metadata.namespace.as_deref() == Some(id.namespace.as_str()))
-        .filter(|sa| controlled_by(&sa.metadata, uid))
+        .filter(|sa| sa.live.metadata.namespace.as_deref() == Some(id.namespace.as_str()))
+        .filter(|sa| controlled_by(&sa.live.metadata, uid))
         .collect();
     let api: Api<ServiceAccount> = Api::namespaced(ctx.k8s.client.clone(), &id.namespace);
     for live in owned {
         let owners: Vec<_> = live
+            .live
             .metadata
             .owner_references
             .iter()
