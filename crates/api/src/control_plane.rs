@@ -129,15 +129,17 @@ pub struct CoderControlPlaneSpec {
     /// RBAC that lets Coder manage workspace pods.
     #[serde(default)]
     pub rbac: RbacSpec,
+    // The large optional pod fields are boxed (same JSON and schema): the watch cache holds every control plane, and
+    // inline they took about 1.5 KB of each, set or not.
     /// Resources of the Coder container.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub resources: Option<ResourceRequirements>,
+    pub resources: Option<Box<ResourceRequirements>>,
     /// Security context of the Coder container.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub security_context: Option<SecurityContext>,
+    pub security_context: Option<Box<SecurityContext>>,
     /// Security context of the Coder pods.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pod_security_context: Option<PodSecurityContext>,
+    pub pod_security_context: Option<Box<PodSecurityContext>>,
     /// Built-in TLS of the Coder server. A non-empty `secretNames` enables it.
     #[serde(default)]
     pub tls: TlsSpec,
@@ -156,7 +158,7 @@ pub struct CoderControlPlaneSpec {
     pub env_use_cluster_access_url: Option<bool>,
     /// Exposure outside the cluster through an Ingress or a Gateway API HTTPRoute.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub expose: Option<ExposeSpec>,
+    pub expose: Option<Box<ExposeSpec>>,
     /// Environment variables from ConfigMaps or Secrets.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[x_kube(validation = kube::core::Rule::new("self.all(e, !(has(e.configMapRef) && has(e.secretRef)))")
@@ -179,7 +181,7 @@ pub struct CoderControlPlaneSpec {
     pub tolerations: Vec<Toleration>,
     /// Affinity of the Coder pods.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub affinity: Option<Affinity>,
+    pub affinity: Option<Box<Affinity>>,
     /// Topology spread constraints of the Coder pods.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub topology_spread_constraints: Vec<TopologySpreadConstraint>,

@@ -635,8 +635,8 @@ fn container(
         ports: Some(container_ports(spec)),
         readiness_probe: probe(&spec.readiness_probe),
         liveness_probe: probe(&spec.liveness_probe),
-        resources: spec.resources.clone(),
-        security_context: spec.security_context.clone(),
+        resources: spec.resources.as_deref().cloned(),
+        security_context: spec.security_context.as_deref().cloned(),
         volume_mounts: (!volume_mounts.is_empty()).then_some(volume_mounts),
         ..Container::default()
     }
@@ -669,10 +669,10 @@ fn deployment(
                     containers: vec![container],
                     volumes: (!volumes.is_empty()).then_some(volumes),
                     image_pull_secrets: some_if_any(&spec.image_pull_secrets),
-                    security_context: spec.pod_security_context.clone(),
+                    security_context: spec.pod_security_context.as_deref().cloned(),
                     node_selector: (!spec.node_selector.is_empty()).then(|| spec.node_selector.clone()),
                     tolerations: some_if_any(&spec.tolerations),
-                    affinity: spec.affinity.clone(),
+                    affinity: spec.affinity.as_deref().cloned(),
                     topology_spread_constraints: some_if_any(&spec.topology_spread_constraints),
                     ..PodSpec::default()
                 }),
@@ -1037,7 +1037,7 @@ mod tests {
     #[test]
     fn exposure_by_ingress_or_gateway() {
         let mut cp = control_plane(json!({}));
-        cp.spec.expose = Some(ExposeSpec {
+        cp.spec.expose = Some(Box::new(ExposeSpec {
             ingress: Some(IngressExposeSpec {
                 host: "coder.example.com".to_owned(),
                 wildcard_host: Some("*.coder.example.com".to_owned()),
@@ -1048,7 +1048,7 @@ mod tests {
                 ..IngressExposeSpec::default()
             }),
             gateway: None,
-        });
+        }));
         let ingress = desired_state(&cp, &Inputs::default())
             .unwrap()
             .ingress
@@ -1057,7 +1057,7 @@ mod tests {
             .unwrap();
         assert_eq!(ingress.rules.as_ref().unwrap().len(), 2);
         assert_eq!(ingress.tls.as_ref().unwrap().len(), 1);
-        cp.spec.expose = Some(ExposeSpec {
+        cp.spec.expose = Some(Box::new(ExposeSpec {
             ingress: None,
             gateway: Some(GatewayExposeSpec {
                 host: "coder.example.com".to_owned(),
@@ -1068,7 +1068,7 @@ mod tests {
                     section_name: None,
                 }],
             }),
-        });
+        }));
         let state = desired_state(&cp, &Inputs::default()).unwrap();
         assert!(state.ingress.is_none());
         let route = state.http_route.unwrap();
