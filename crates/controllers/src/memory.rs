@@ -100,10 +100,30 @@ impl StatusMemo {
         current: Option<&S>,
     ) -> Option<S> {
         let shown = hash_of(&json(&current));
-        self.last.read(uid, |last| match last {
-            Some(last) if last.replaced == shown => serde_json::from_str(&last.written).ok(),
-            _ => current.cloned(),
-        })
+        let pending = self.last.read(uid, |last| match last {
+            Some(last) if last.replaced == shown => Some(serde_json::from_str(&last.written).ok()),
+            _ => None,
+        });
+        match pending {
+            Some(written) => written,
+            None => {
+                self.caught_up(uid, current);
+                current.cloned()
+            }
+        }
+    }
+
+    /// Forgets the write of `uid` once the cache shows another status than the one it replaced: the cache has
+    /// caught up (or someone wrote after us), and the memo only serves while it lags. Called for every change the
+    /// watch shows, so an object at rest keeps no copy of its status here.
+    pub fn caught_up<S: Serialize>(&self, uid: &str, shown: Option<&S>) {
+        let shown = hash_of(&json(&shown));
+        if self
+            .last
+            .read(uid, |last| last.is_some_and(|last| last.replaced != shown))
+        {
+            self.last.forget(uid);
+        }
     }
 
     /// Whether `status` is what was last written while the cache still shows what that write replaced.
@@ -148,8 +168,33 @@ mod tests {
         let newer = Some("failed".to_owned());
         assert_eq!(memo.effective("uid", newer.as_ref()).as_deref(), Some("failed"));
         assert!(!memo.already_written("uid", &json(&newer), &json(&"ready")));
+        assert!(
+            memo.is_empty(),
+            "a cache that moved on leaves nothing to remember"
+        );
+        memo.record("uid", &json(&old), json(&"ready"));
         memo.forget("uid");
         assert!(memo.is_empty());
+    }
+
+    #[test]
+    fn the_write_is_forgotten_once_the_watch_shows_another_status() {
+        let memo = StatusMemo::default();
+        let old = Some("pending".to_owned());
+        memo.record("uid", &json(&old), json(&"ready"));
+        // A change that still shows the replaced status (a label edit before the write arrived) keeps the memo.
+        memo.caught_up("uid", old.as_ref());
+        assert_eq!(memo.len(), 1);
+        assert_eq!(memo.effective("uid", old.as_ref()).as_deref(), Some("ready"));
+        // The echo of the write itself ends it; another object's is not concerned.
+        memo.record("other", &json(&old), json(&"ready"));
+        memo.caught_up("uid", Some(&"ready".to_owned()));
+        assert_eq!(memo.len(), 1);
+        assert_eq!(
+            memo.effective("uid", Some(&"ready".to_owned())).as_deref(),
+            Some("ready")
+        );
+        assert!(memo.already_written("other", &json(&old), &json(&"ready")));
     }
 
     #[test]

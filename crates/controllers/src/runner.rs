@@ -125,8 +125,10 @@ fn main_triggers<K: Kind>(
             Vec::new()
         }
         Change::Applied(object) => {
+            let uid = object.uid().unwrap_or_default();
+            shared.ctx.statuses.caught_up(&uid, object.status());
             let print = main_fingerprint(object.as_ref());
-            match seen.insert(object.uid().unwrap_or_default(), print) {
+            match seen.insert(uid, print) {
                 Some(previous) if previous == print => Vec::new(),
                 _ => vec![Ok(object.as_ref().clone())],
             }
