@@ -15,8 +15,9 @@ use kube::core::PartialObjectMeta;
 use crate::labels::{DESIRED_HASH_LABEL, OWNER_UID_ANNOTATION};
 use crate::takeover::takeover_due;
 
-/// What the operator reads of a live object it writes: its metadata without labels, annotations, managed fields
-/// and creation time, and the marks those held.
+/// What the operator reads of a live object it writes: its name, namespace and owner references (the rest of its
+/// metadata is not read, and a UID or resourceVersion kept here would be copied again into the cache's key), and the
+/// marks its labels and annotations held.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Live {
     pub metadata: ObjectMeta,
@@ -30,19 +31,20 @@ pub struct Live {
 
 impl Live {
     /// The live view of an object with `meta` (a watch event's or a read's), read once.
-    pub fn of(mut meta: ObjectMeta) -> Self {
+    pub fn of(meta: ObjectMeta) -> Self {
         let takeover_due = takeover_due(&meta);
         let mark = |map: Option<&std::collections::BTreeMap<String, String>>, key: &str| {
             map.and_then(|m| m.get(key)).map(|v| Box::from(v.as_str()))
         };
         let desired_hash = mark(meta.labels.as_ref(), DESIRED_HASH_LABEL);
         let claimed_by = mark(meta.annotations.as_ref(), OWNER_UID_ANNOTATION);
-        meta.labels = None;
-        meta.annotations = None;
-        meta.managed_fields = None;
-        meta.creation_timestamp = None;
         Self {
-            metadata: meta,
+            metadata: ObjectMeta {
+                name: meta.name,
+                namespace: meta.namespace,
+                owner_references: meta.owner_references,
+                ..ObjectMeta::default()
+            },
             desired_hash,
             claimed_by,
             takeover_due,
@@ -180,14 +182,14 @@ mod tests {
         assert_eq!(live.desired_hash(), Some("abc"));
         assert_eq!(live.claimed_by(), Some("owner-1"));
         assert!(!live.takeover_due);
-        assert_eq!(live.metadata.labels, None);
-        assert_eq!(live.metadata.annotations, None);
-        assert_eq!(live.metadata.creation_timestamp, None);
-        // Identity and owners stay: the holder and the store key are read from them.
-        assert_eq!(live.metadata.name.as_deref(), Some("coder"));
-        assert_eq!(live.metadata.namespace.as_deref(), Some("ns"));
-        assert_eq!(live.metadata.resource_version.as_deref(), Some("42"));
-        assert_eq!(live.metadata.owner_references, meta().owner_references);
+        // Name, namespace and owners stay (the store key and the holder are read from them); nothing else does.
+        let kept = ObjectMeta {
+            name: Some("coder".to_owned()),
+            namespace: Some("ns".to_owned()),
+            owner_references: meta().owner_references,
+            ..ObjectMeta::default()
+        };
+        assert_eq!(live.metadata, kept);
     }
 
     #[test]
@@ -209,7 +211,7 @@ mod tests {
         }]);
         let live = Live::of(legacy);
         assert!(live.takeover_due);
-        assert_eq!(live.metadata.managed_fields, None);
+        assert_eq!(live.metadata.managed_fields, None, "read once, not kept");
         let mut marked = meta();
         marked
             .annotations
