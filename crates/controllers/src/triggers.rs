@@ -156,6 +156,12 @@ impl<O: Kind> TriggerSet<O> {
         self.with(&control_planes, fingerprint, referrers::<O>)
     }
 
+    /// A stream the kind builds from the context and its own watch cache (a shared poll of Coder's state).
+    pub fn polled(mut self, poll: fn(Arc<Context>, Store<O>) -> Triggers<O>) -> Self {
+        self.list.push(poll(self.ctx.clone(), self.owners.clone()));
+        self
+    }
+
     pub fn build(self) -> Vec<Triggers<O>> {
         self.list
     }

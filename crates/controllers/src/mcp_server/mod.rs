@@ -3,11 +3,12 @@
 //! the config Coder should hold, the difference, the ownership proof, the access change; pure) → `status` (the
 //! outcomes, pure) → `reconcile` (the pass, its status write, the finalizer) with `coder` (find, create, patch, kill
 //! switch, access, delete). A change of the control plane or of a credential Secret reconciles the objects that
-//! read it.
+//! read it; a change in Coder that a settled object waits on is found by the shared `poll`.
 
 pub mod coder;
 pub mod desired;
 pub mod inputs;
+pub mod poll;
 pub mod reconcile;
 pub mod status;
 
@@ -39,6 +40,7 @@ impl Controller for CoderMCPServer {
         triggers
             .control_planes(control_plane_fingerprint)
             .secrets(reads_secret)
+            .polled(poll::triggers)
     }
 
     steps!(reconcile: reconcile::reconcile, settle: reconcile::settle_outcome, cleanup: reconcile::cleanup);

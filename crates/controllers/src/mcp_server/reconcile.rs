@@ -3,7 +3,7 @@
 //! (or write the create marker and create it) → patch when it differs → access → status. Cleanup deletes the
 //! object's own config.
 
-use coder_k8s_api::mcp_server::{CoderMCPServer, CoderMCPServerStatus};
+use coder_k8s_api::mcp_server::{CoderMCPServer, CoderMCPServerStatus, reasons};
 use coder_k8s_coder_client::CoderClient;
 use coder_k8s_coder_client::ai::McpServerConfigRequest;
 use kube::ResourceExt;
@@ -96,10 +96,17 @@ async fn converge(
 }
 
 /// Writes the status (its message cut to 256 bytes) when it changed, with an Event for a change of phase or reason.
-/// Ready and stalled objects are looked at again at the slower interval that notices a disable in the dashboard.
+/// A settled object is looked at again on a change of what it reads, or of what it waits on in Coder (the shared
+/// `poll`); only the stalls on a failure that neither shows (an unsupported deployment, a token Coder refuses, a
+/// rejected request) are tried again after the poll interval.
 pub async fn settle_outcome(pass: &mut ServerPass<'_>, mut outcome: Outcome) -> Result<Action> {
     outcome.message = decide::bounded(&outcome.message);
-    if outcome.phase != SyncPhase::Pending && outcome.requeue.is_none() {
+    let retried = [
+        reasons::NOT_SUPPORTED,
+        reasons::OPERATOR_ACCESS_NOT_READY,
+        reasons::REJECTED,
+    ];
+    if outcome.phase != SyncPhase::Pending && outcome.requeue.is_none() && retried.contains(&outcome.reason) {
         outcome = outcome.requeue(pass.ctx.settings.entitlements_interval);
     }
     write_outcome(pass, outcome).await
