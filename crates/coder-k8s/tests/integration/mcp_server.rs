@@ -233,6 +233,48 @@ async fn a_server_is_created_once_patched_once_per_spec_edit_and_left_alone_at_r
 }
 
 #[tokio::test]
+async fn settled_servers_share_one_poll_and_cost_no_pass_of_their_own_at_rest() {
+    let h = harness("mcp-poll").await;
+    let s = setup(&h, true).await;
+    let names = ["one", "two", "three"];
+    for name in names {
+        create_server(&h, name, spec(&s.organization)).await;
+    }
+    for name in names {
+        wait_reason(&h, name, "Synced").await;
+    }
+    // Each object's first poll reconciles it once; from then on only the poll reads Coder.
+    at_rest().await;
+    h.server.clear_requests();
+    at_rest().await;
+    let organization_id = s.organization_id.to_string();
+    let touched: Vec<String> = operator_requests(&h, &s.operator)
+        .into_iter()
+        .filter(|r| touches_mcp(r, &s.organization) || touches_mcp(r, &organization_id))
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect();
+    let list = format!("GET /api/v2/organizations/{organization_id}/mcp-servers");
+    let lists = touched.iter().filter(|r| **r == list).count();
+    // 4 s at the tests' 1 s interval: about four polls, one list each for the three objects together (a pass
+    // per object read the organization, the list and the access list each time).
+    assert!((2..=6).contains(&lists), "{touched:?}");
+    let others: Vec<&String> = touched.iter().filter(|r| **r != list).collect();
+    assert_eq!(others, Vec::<&String>::new(), "no pass of their own");
+    // A disable in the dashboard is still found, by the shared poll.
+    let id = config(&h, "two").unwrap()["id"].as_str().unwrap().parse().unwrap();
+    let disable = McpServerConfigRequest {
+        enabled: Some(false),
+        ..McpServerConfigRequest::default()
+    };
+    s.coder
+        .patch_mcp_server_config(&s.organization, id, &disable)
+        .await
+        .unwrap();
+    wait_reason(&h, "two", "DisabledExternally").await;
+    wait_reason(&h, "one", "Synced").await;
+}
+
+#[tokio::test]
 async fn without_the_opt_in_the_object_stalls_and_makes_no_coder_call() {
     let h = harness("mcp-notallowed").await;
     let s = setup(&h, false).await;
