@@ -77,6 +77,8 @@ pub struct StatusMemo {
 struct Written {
     replaced: u64,
     written: String,
+    /// The resourceVersion the write stored: the watch event that carries it is the write's own echo.
+    stored: Option<String>,
 }
 
 /// Compact JSON of a status (`null` for none), as the memo compares it.
@@ -100,28 +102,21 @@ impl StatusMemo {
         current: Option<&S>,
     ) -> Option<S> {
         let shown = hash_of(&json(&current));
-        let pending = self.last.read(uid, |last| match last {
-            Some(last) if last.replaced == shown => Some(serde_json::from_str(&last.written).ok()),
-            _ => None,
-        });
-        match pending {
-            Some(written) => written,
-            None => {
-                self.caught_up(uid, current);
-                current.cloned()
-            }
-        }
+        self.last.read(uid, |last| match last {
+            Some(last) if last.replaced == shown => serde_json::from_str(&last.written).ok(),
+            _ => current.cloned(),
+        })
     }
 
-    /// Forgets the write of `uid` once the cache shows another status than the one it replaced: the cache has
-    /// caught up (or someone wrote after us), and the memo only serves while it lags. Called for every change the
-    /// watch shows, so an object at rest keeps no copy of its status here.
-    pub fn caught_up<S: Serialize>(&self, uid: &str, shown: Option<&S>) {
-        let shown = hash_of(&json(&shown));
-        if self
-            .last
-            .read(uid, |last| last.is_some_and(|last| last.replaced != shown))
-        {
+    /// Forgets the write of `uid` once the watch shows it (an object at `resource_version`, the one the write
+    /// stored): the memo only serves while the cache lags, so an object at rest keeps no copy of its status here.
+    /// Only the write's own echo ends it: a lagging event of an older version (a pass can write twice) must not, or
+    /// the status in between would be believed.
+    pub fn caught_up(&self, uid: &str, resource_version: Option<&str>) {
+        let echoed = self.last.read(uid, |last| {
+            last.is_some_and(|last| last.stored.is_some() && last.stored.as_deref() == resource_version)
+        });
+        if echoed {
             self.last.forget(uid);
         }
     }
@@ -133,11 +128,17 @@ impl StatusMemo {
         })
     }
 
-    /// Records that `written` replaced `replaced` (both compact JSON).
-    pub fn record(&self, uid: &str, replaced: &str, written: String) {
+    /// Records that `written` replaced `replaced` (both compact JSON) and was stored at `stored` (the
+    /// resourceVersion of the write's answer).
+    pub fn record(&self, uid: &str, replaced: &str, written: String, stored: Option<String>) {
         let replaced = hash_of(replaced);
-        self.last
-            .update(uid, |last| *last = Written { replaced, written });
+        self.last.update(uid, |last| {
+            *last = Written {
+                replaced,
+                written,
+                stored,
+            }
+        });
     }
 
     pub fn forget(&self, uid: &str) {
@@ -161,40 +162,57 @@ mod tests {
     fn a_stale_cache_shows_the_last_written_status() {
         let memo = StatusMemo::default();
         let old = Some("pending".to_owned());
-        memo.record("uid", &json(&old), json(&"ready"));
+        memo.record("uid", &json(&old), json(&"ready"), Some("5".to_owned()));
         assert_eq!(memo.effective("uid", old.as_ref()).as_deref(), Some("ready"));
         assert!(memo.already_written("uid", &json(&old), &json(&"ready")));
         // Once the cache shows something else (the write, or another writer's), the cache is believed.
         let newer = Some("failed".to_owned());
         assert_eq!(memo.effective("uid", newer.as_ref()).as_deref(), Some("failed"));
         assert!(!memo.already_written("uid", &json(&newer), &json(&"ready")));
-        assert!(
-            memo.is_empty(),
-            "a cache that moved on leaves nothing to remember"
-        );
-        memo.record("uid", &json(&old), json(&"ready"));
         memo.forget("uid");
         assert!(memo.is_empty());
     }
 
     #[test]
-    fn the_write_is_forgotten_once_the_watch_shows_another_status() {
+    fn the_write_is_forgotten_once_the_watch_shows_its_version() {
         let memo = StatusMemo::default();
         let old = Some("pending".to_owned());
-        memo.record("uid", &json(&old), json(&"ready"));
-        // A change that still shows the replaced status (a label edit before the write arrived) keeps the memo.
-        memo.caught_up("uid", old.as_ref());
+        let ready = Some("ready".to_owned());
+        memo.record("uid", &json(&old), json(&ready), Some("5".to_owned()));
+        // An event of an earlier version (a label edit before the write arrived) keeps the memo.
+        memo.caught_up("uid", Some("4"));
         assert_eq!(memo.len(), 1);
-        assert_eq!(memo.effective("uid", old.as_ref()).as_deref(), Some("ready"));
+        assert_eq!(memo.effective("uid", old.as_ref()), ready);
         // The echo of the write itself ends it; another object's is not concerned.
-        memo.record("other", &json(&old), json(&"ready"));
-        memo.caught_up("uid", Some(&"ready".to_owned()));
+        memo.record("other", &json(&old), json(&ready), Some("5".to_owned()));
+        memo.caught_up("uid", Some("5"));
         assert_eq!(memo.len(), 1);
-        assert_eq!(
-            memo.effective("uid", Some(&"ready".to_owned())).as_deref(),
-            Some("ready")
+        assert!(memo.already_written("other", &json(&old), &json(&ready)));
+        // A write whose answer carried no version is kept until the object goes.
+        memo.record("unversioned", &json(&old), json(&ready), None);
+        memo.caught_up("unversioned", None);
+        assert_eq!(memo.len(), 2);
+    }
+
+    #[test]
+    fn a_lagging_event_of_an_older_version_keeps_the_second_write_of_a_pass() {
+        let memo = StatusMemo::default();
+        let (first, second, third) = (
+            Some("s0".to_owned()),
+            Some("s1".to_owned()),
+            Some("s2".to_owned()),
         );
-        assert!(memo.already_written("other", &json(&old), &json(&"ready")));
+        // One pass writes s1 (over s0, stored at 6) and then s2 (over s1, stored at 7); the watch still delivers a
+        // change of version 5, which shows s0.
+        memo.record("uid", &json(&first), json(&second), Some("6".to_owned()));
+        memo.record("uid", &json(&second), json(&third), Some("7".to_owned()));
+        memo.caught_up("uid", Some("5"));
+        // When the cache then shows s1, s2 is what the object has.
+        assert_eq!(memo.effective("uid", second.as_ref()), third);
+        memo.caught_up("uid", Some("6"));
+        assert_eq!(memo.len(), 1);
+        memo.caught_up("uid", Some("7"));
+        assert!(memo.is_empty());
     }
 
     #[test]

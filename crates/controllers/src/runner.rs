@@ -126,7 +126,8 @@ fn main_triggers<K: Kind>(
         }
         Change::Applied(object) => {
             let uid = object.uid().unwrap_or_default();
-            shared.ctx.statuses.caught_up(&uid, object.status());
+            let version = object.meta().resource_version.as_deref();
+            shared.ctx.statuses.caught_up(&uid, version);
             let print = main_fingerprint(object.as_ref());
             match seen.insert(uid, print) {
                 Some(previous) if previous == print => Vec::new(),

@@ -47,13 +47,15 @@ where
         "status": status,
     });
     let api: Api<K> = Api::namespaced(ctx.k8s.client.clone(), &object.namespace().unwrap_or_default());
-    api.patch_status(
-        &object.name_any(),
-        &PatchParams::apply(FIELD_MANAGER).force(),
-        &Patch::Apply(&patch),
-    )
-    .await?;
-    ctx.statuses.record(&uid, &shown, wanted);
+    let stored = api
+        .patch_status(
+            &object.name_any(),
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&patch),
+        )
+        .await?;
+    ctx.statuses
+        .record(&uid, &shown, wanted, stored.meta().resource_version.clone());
     publish(ctx, object, transitions).await;
     Ok(true)
 }

@@ -461,6 +461,12 @@ async fn a_control_plane_waiting_for_its_database_is_not_reconciled_until_an_inp
         .map(|r| format!("{} {}", r.method, r.path))
         .collect();
     assert_eq!(coder_calls, Vec::<String>::new(), "no Coder call while waiting");
+    // The watch has shown every status written, so the status memo keeps none of them.
+    assert_eq!(
+        h.ctx.statuses.len(),
+        0,
+        "a status memo entry for an object at rest"
+    );
 
     // The Secret's arrival is the change: the database resolves, operator access is bootstrapped, and from then on
     // Coder's state (entitlements, the token) is polled at the entitlements interval.
