@@ -253,7 +253,7 @@ async fn settled_servers_share_one_poll_and_cost_no_pass_of_their_own_at_rest() 
         .filter(|r| touches_mcp(r, &s.organization) || touches_mcp(r, &organization_id))
         .map(|r| format!("{} {}", r.method, r.path))
         .collect();
-    let list = format!("GET /api/v2/organizations/{organization_id}/mcp-servers");
+    let list = format!("GET /api/v2/organizations/{}/mcp-servers", s.organization);
     let lists = touched.iter().filter(|r| **r == list).count();
     // 4 s at the tests' 1 s interval: about four polls, one list each for the three objects together (a pass
     // per object read the organization, the list and the access list each time).
@@ -261,7 +261,11 @@ async fn settled_servers_share_one_poll_and_cost_no_pass_of_their_own_at_rest() 
     let others: Vec<&String> = touched.iter().filter(|r| **r != list).collect();
     assert_eq!(others, Vec::<&String>::new(), "no pass of their own");
     // A disable in the dashboard is still found, by the shared poll.
-    let id = config(&h, "two").unwrap()["id"].as_str().unwrap().parse().unwrap();
+    let id = config(&h, "two").unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
     let disable = McpServerConfigRequest {
         enabled: Some(false),
         ..McpServerConfigRequest::default()

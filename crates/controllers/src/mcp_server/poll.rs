@@ -17,6 +17,7 @@ use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
 
 use super::coder;
+use super::desired::organization_allowed;
 use super::status::ready_reason;
 use crate::context::Context;
 use crate::triggers::Triggers;
@@ -32,8 +33,8 @@ const WAITS_ON_CODER: &[&str] = &[
     reasons::ORGANIZATION_NOT_FOUND,
 ];
 
-/// Where objects are polled together: a control plane and an organization (its ID once an object recorded it,
-/// else the name in the spec; Coder accepts both in paths).
+/// Where objects are polled together: a control plane and the organization the spec names (by name or ID; Coder
+/// accepts both in paths, and the spec, not an ID recorded earlier, says which organization is meant now).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Place {
     pub namespace: String,
@@ -80,7 +81,19 @@ impl Poll {
     async fn once(&mut self) -> Vec<ObjectRef<CoderMCPServer>> {
         let mut now = HashMap::new();
         let mut servers_by_uid = HashMap::new();
-        for (place, servers) in places(&self.store.state()) {
+        let control_planes = &self.ctx.k8s.caches.control_planes;
+        // The poll makes no call the object's own pass would not: its control plane exists, is not being deleted
+        // and lets the organization in.
+        let allowed = |server: &CoderMCPServer| {
+            let namespace = server.namespace().unwrap_or_default();
+            control_planes
+                .get(&namespace, &server.spec.control_plane_ref.name)
+                .is_some_and(|cp| {
+                    cp.metadata.deletion_timestamp.is_none()
+                        && organization_allowed(&cp, &server.spec.organization)
+                })
+        };
+        for (place, servers) in places(&self.store.state(), allowed) {
             let shown = self.read(&place, &servers).await;
             for server in servers {
                 let uid = server.uid().unwrap_or_default();
@@ -128,17 +141,18 @@ impl Poll {
     }
 }
 
-/// The objects the poll looks after, by place: settled on a reason that waits on Coder, and not being deleted.
-pub fn places(servers: &[Arc<CoderMCPServer>]) -> BTreeMap<Place, Vec<Arc<CoderMCPServer>>> {
+/// The objects the poll looks after, by place: settled on a reason that waits on Coder, not being deleted, and
+/// `allowed` (their control plane lets them reach Coder).
+pub fn places(
+    servers: &[Arc<CoderMCPServer>],
+    allowed: impl Fn(&CoderMCPServer) -> bool,
+) -> BTreeMap<Place, Vec<Arc<CoderMCPServer>>> {
     let mut out: BTreeMap<Place, Vec<Arc<CoderMCPServer>>> = BTreeMap::new();
-    for server in servers.iter().filter(|s| waits_on_coder(s)) {
-        let status = server.status.as_ref();
+    for server in servers.iter().filter(|s| waits_on_coder(s) && allowed(s)) {
         let place = Place {
             namespace: server.namespace().unwrap_or_default(),
             control_plane: server.spec.control_plane_ref.name.clone(),
-            organization: status
-                .and_then(|s| s.organization_id.clone())
-                .unwrap_or_else(|| server.spec.organization.clone()),
+            organization: server.spec.organization.clone(),
         };
         out.entry(place).or_default().push(server.clone());
     }
@@ -195,16 +209,17 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
     use serde_json::json;
 
-    fn server(name: &str, reason: &str, organization_id: Option<&str>) -> Arc<CoderMCPServer> {
+    fn server(name: &str, reason: &str, organization: &str) -> Arc<CoderMCPServer> {
         let mut server: CoderMCPServer = serde_json::from_value(json!({
             "apiVersion": "coder.com/v1alpha1",
             "kind": "CoderMCPServer",
             "metadata": {"name": name, "namespace": "team", "uid": format!("uid-{name}")},
-            "spec": {"controlPlaneRef": {"name": "coder"}, "organization": "default", "url": "https://mcp.example.com"},
+            "spec": {"controlPlaneRef": {"name": "coder"}, "organization": organization, "url": "https://mcp.example.com"},
         }))
         .unwrap();
         let status = server.status.get_or_insert_with(Default::default);
-        status.organization_id = organization_id.map(str::to_owned);
+        // An ID recorded for an organization the spec no longer names does not decide the place.
+        status.organization_id = Some("recorded-id".to_owned());
         status.conditions = vec![Condition {
             type_: "Ready".to_owned(),
             status: "True".to_owned(),
@@ -226,17 +241,19 @@ mod tests {
 
     #[test]
     fn only_settled_objects_that_wait_on_coder_are_polled_by_control_plane_and_organization() {
-        let mut deleting = (*server("going", reasons::SYNCED, Some("org-1"))).clone();
+        let mut deleting = (*server("going", reasons::SYNCED, "org-1")).clone();
         deleting.metadata.deletion_timestamp = Some(Time(Default::default()));
         let servers = [
-            server("a", reasons::SYNCED, Some("org-1")),
-            server("b", reasons::DISABLED_EXTERNALLY, Some("org-1")),
-            server("c", reasons::ORGANIZATION_NOT_FOUND, None),
-            server("d", reasons::MCP_SERVERS_NOT_ALLOWED, Some("org-1")),
-            server("e", reasons::CREDENTIALS_NOT_READY, Some("org-1")),
+            server("a", reasons::SYNCED, "org-1"),
+            server("b", reasons::DISABLED_EXTERNALLY, "org-1"),
+            server("c", reasons::ORGANIZATION_NOT_FOUND, "default"),
+            server("d", reasons::MCP_SERVERS_NOT_ALLOWED, "org-1"),
+            server("e", reasons::CREDENTIALS_NOT_READY, "org-1"),
+            server("f", reasons::SYNCED, "withdrawn"),
             Arc::new(deleting),
         ];
-        let places = places(&servers);
+        // `f`'s control plane no longer lets its organization in (its status is not rewritten yet).
+        let places = places(&servers, |s| s.spec.organization != "withdrawn");
         let names: Vec<(String, Vec<String>)> = places
             .iter()
             .map(|(place, servers)| {
@@ -262,7 +279,7 @@ mod tests {
 
     #[test]
     fn the_fingerprint_follows_the_objects_own_config_and_nothing_else() {
-        let a = server("a", reasons::SYNCED, Some("org-1"));
+        let a = server("a", reasons::SYNCED, "org-1");
         let shown = |configs: Vec<McpServerConfig>| Shown {
             configs: Some(configs),
             groups: vec!["engineers".to_owned()],
