@@ -153,6 +153,18 @@ async fn delete_object(h: &Harness, name: &str) {
         .unwrap();
 }
 
+/// Someone disables config `id` in the Coder dashboard (as the second site owner).
+async fn disable_in_dashboard(s: &Setup, id: uuid::Uuid) {
+    let disable = McpServerConfigRequest {
+        enabled: Some(false),
+        ..McpServerConfigRequest::default()
+    };
+    s.coder
+        .patch_mcp_server_config(&s.organization, id, &disable)
+        .await
+        .unwrap();
+}
+
 /// Waits longer than the requeue interval (1 s in tests) several times over.
 async fn at_rest() {
     tokio::time::sleep(Duration::from_secs(4)).await;
@@ -266,14 +278,7 @@ async fn settled_servers_share_one_poll_and_cost_no_pass_of_their_own_at_rest() 
         .unwrap()
         .parse()
         .unwrap();
-    let disable = McpServerConfigRequest {
-        enabled: Some(false),
-        ..McpServerConfigRequest::default()
-    };
-    s.coder
-        .patch_mcp_server_config(&s.organization, id, &disable)
-        .await
-        .unwrap();
+    disable_in_dashboard(&s, id).await;
     wait_reason(&h, "two", "DisabledExternally").await;
     wait_reason(&h, "one", "Synced").await;
 }
@@ -378,14 +383,7 @@ async fn a_dashboard_disable_stalls_until_a_spec_edit_enables_the_server_again()
     create_server(&h, "tools", spec(&s.organization)).await;
     let status = wait_reason(&h, "tools", "Synced").await;
     let id = uuid::Uuid::parse_str(status.server_id.as_deref().unwrap()).unwrap();
-    let disable = McpServerConfigRequest {
-        enabled: Some(false),
-        ..McpServerConfigRequest::default()
-    };
-    s.coder
-        .patch_mcp_server_config(&s.organization, id, &disable)
-        .await
-        .unwrap();
+    disable_in_dashboard(&s, id).await;
     let status = wait_reason(&h, "tools", "DisabledExternally").await;
     assert_eq!(status.phase, Some(MCPServerPhase::Stalled));
     h.server.clear_requests();
