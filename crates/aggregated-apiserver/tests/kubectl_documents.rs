@@ -170,10 +170,10 @@ fn list_widgets(registry: &Registry, headers: &HeaderMap, query: Option<&str>) -
     let list_metadata = json!({"resourceVersion": "5"});
     let body = match response_format(headers, Answering::List, include.as_deref()) {
         Ok(ResponseFormat::PartialObjectMetadataList) => {
-            table::partial_object_metadata_list(&widgets(), list_metadata)
+            table::partial_object_metadata_list(&widgets(), list_metadata).to_value()
         }
         Ok(ResponseFormat::Table { include_object }) => {
-            table::table(def, &widgets(), list_metadata, include_object)
+            table::table(def, &widgets(), list_metadata, include_object).to_value()
         }
         Ok(_) => {
             json!({"apiVersion": "toys.example.com/v1alpha1", "kind": "WidgetList", "metadata": list_metadata, "items": widgets()})

@@ -12,7 +12,7 @@ use coder_k8s_api::aggregation::{
 use coder_k8s_coder_client::types::builds::{Transition, WorkspaceBuildStatus};
 use coder_k8s_coder_client::types::template_versions::TemplateVersion;
 use coder_k8s_coder_client::types::templates::Template;
-use coder_k8s_coder_client::types::workspaces::Workspace;
+use coder_k8s_coder_client::types::workspaces::{Workspace, WorkspaceListing};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
@@ -39,11 +39,13 @@ fn metadata(name: String, namespace: &str, uid: uuid::Uuid, created_at: &str) ->
     }
 }
 
-/// Hex SHA-256 of the object serialized without `resourceVersion`: equal representations, equal tokens.
+/// Hex SHA-256 of the object serialized without `resourceVersion`: equal representations, equal tokens. The JSON
+/// is hashed as it is written, never held.
 fn fingerprint(object: &impl Serialize) -> Result<String, ApiError> {
-    let bytes = serde_json::to_vec(object)
+    let mut hasher = crate::generic::discovery::HashingWriter::default();
+    serde_json::to_writer(&mut hasher, object)
         .map_err(|e| ApiError::internal(format!("serialize the object for its resourceVersion: {e}")))?;
-    Ok(crate::generic::discovery::hex_sha256(&bytes))
+    Ok(hasher.hex())
 }
 
 fn to_value(object: &impl Serialize) -> Result<Value, ApiError> {
@@ -51,7 +53,7 @@ fn to_value(object: &impl Serialize) -> Result<Value, ApiError> {
 }
 
 /// Whether the latest build is a start that is pending, starting or running.
-pub fn workspace_running(workspace: &Workspace) -> bool {
+pub fn workspace_running(workspace: &WorkspaceListing) -> bool {
     let build = &workspace.latest_build;
     build.transition == Transition::Start
         && matches!(
@@ -67,8 +69,13 @@ fn build_status(status: WorkspaceBuildStatus) -> String {
         .unwrap_or_default()
 }
 
-/// A `CoderWorkspace` in `namespace`, without parameter values (lists and watches).
+/// A `CoderWorkspace` in `namespace`, without parameter values (the answer of a write, and what a write checks).
 pub fn workspace(namespace: &str, w: &Workspace) -> Result<Value, ApiError> {
+    listed_workspace(namespace, &w.listing())
+}
+
+/// A `CoderWorkspace` in `namespace` from a listing, without parameter values (lists and watches).
+pub fn listed_workspace(namespace: &str, w: &WorkspaceListing) -> Result<Value, ApiError> {
     to_value(&workspace_object(namespace, w)?)
 }
 
@@ -80,12 +87,12 @@ pub fn workspace_with_parameters(
     w: &Workspace,
     parameters: Vec<CoderWorkspaceParameter>,
 ) -> Result<Value, ApiError> {
-    let mut object = workspace_object(namespace, w)?;
+    let mut object = workspace_object(namespace, &w.listing())?;
     object.spec.parameters = Some(parameters).filter(|p| !p.is_empty());
     to_value(&object)
 }
 
-fn workspace_object(namespace: &str, w: &Workspace) -> Result<CoderWorkspace, ApiError> {
+fn workspace_object(namespace: &str, w: &WorkspaceListing) -> Result<CoderWorkspace, ApiError> {
     let name = names::workspace_name(&w.organization_name, &w.owner_name, &w.name)?;
     let build = &w.latest_build;
     let mut object = CoderWorkspace {
@@ -134,6 +141,7 @@ pub fn template(namespace: &str, t: &Template) -> Result<Value, ApiError> {
         })?;
     let mut meta = metadata(name, namespace, t.id, &t.created_at);
     meta.resource_version = Some(resource_version);
+    let settings = template_settings::read_back(t);
     to_value(&CoderTemplate {
         api_version: API_VERSION.to_owned(),
         kind: "CoderTemplate".to_owned(),
@@ -146,7 +154,7 @@ pub fn template(namespace: &str, t: &Template) -> Result<Value, ApiError> {
             icon: t.icon.clone(),
             files: None,
             running: false,
-            settings: template_settings::read_back(t),
+            settings: settings.clone(),
             ..CoderTemplateSpec::default()
         },
         status: CoderTemplateStatus {
@@ -156,7 +164,7 @@ pub fn template(namespace: &str, t: &Template) -> Result<Value, ApiError> {
             deprecated: t.deprecated,
             updated_at,
             auto_shutdown: None,
-            settings: template_settings::read_back(t),
+            settings,
             ..CoderTemplateStatus::default()
         },
     })
@@ -270,6 +278,24 @@ mod tests {
     }
 
     #[test]
+    fn a_listing_decoded_from_coders_whole_answer_converts_as_the_whole_workspace_does() {
+        let mut whole = coder_workspace();
+        whole.automatic_updates = "always".into();
+        whole.latest_build.reason = "autostart".into();
+        whole.latest_build.job = ProvisionerJob {
+            status: JobStatus::Succeeded,
+            ..ProvisionerJob::default()
+        };
+        let answer = serde_json::to_string(&whole).unwrap();
+        let listing: WorkspaceListing = serde_json::from_str(&answer).unwrap();
+        assert_eq!(listing, whole.listing());
+        let listed = listed_workspace("coder", &listing).unwrap();
+        assert_eq!(listed, workspace("coder", &whole).unwrap());
+        assert_eq!(listed["spec"]["automaticUpdates"], "always");
+        assert_eq!(listed["status"]["latestBuildReason"], "autostart");
+    }
+
+    #[test]
     fn running_means_a_start_that_is_pending_starting_or_running() {
         let mut w = coder_workspace();
         for (transition, status, running) in [
@@ -281,7 +307,11 @@ mod tests {
         ] {
             w.latest_build.transition = transition;
             w.latest_build.status = status;
-            assert_eq!(workspace_running(&w), running, "{transition:?} {status:?}");
+            assert_eq!(
+                workspace_running(&w.listing()),
+                running,
+                "{transition:?} {status:?}"
+            );
         }
     }
 

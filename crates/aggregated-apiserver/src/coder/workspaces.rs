@@ -119,21 +119,46 @@ const PAGE: u32 = 100;
 /// about four rounds of pages instead of ten, with the same Coder calls.
 const PAGES_AT_ONCE: usize = 4;
 
-/// Every workspace Coder shows the operator. The first page tells Coder's count; the other pages are fetched
-/// [`PAGES_AT_ONCE`] at a time. Should the count grow meanwhile, the pages after it are fetched one by one until a
-/// short page; a workspace seen twice (shifted by a delete between pages) is kept once.
-async fn all_workspaces(client: &CoderClient, ctx: &RequestContext) -> Result<Vec<Workspace>, ApiError> {
-    let page = |offset: u32| {
-        within(
+/// One page of Coder's workspace list, converted as soon as it arrives, so that converting it overlaps the pages
+/// still in flight.
+struct ConvertedPage {
+    /// Coder's count of all workspaces.
+    count: i64,
+    /// The page was full: more may follow.
+    full: bool,
+    /// The converted workspaces with their Coder IDs.
+    objects: Vec<(uuid::Uuid, Value)>,
+}
+
+/// Every workspace Coder shows the operator, converted for `namespace`. The first page tells Coder's count; the other
+/// pages are fetched [`PAGES_AT_ONCE`] at a time. Should the count grow meanwhile, the pages after it are fetched one
+/// by one until a short page; a workspace seen twice (shifted by a delete between pages) is kept once. Each page is
+/// decoded as listings, the little a list shows of a workspace.
+async fn all_workspaces(
+    client: &CoderClient,
+    ctx: &RequestContext,
+    namespace: &str,
+) -> Result<Vec<Value>, ApiError> {
+    let page = |offset: u32| async move {
+        let listed = within(
             ctx.deadline,
             subject(WORKSPACES, ""),
-            client.workspaces("", PAGE, offset),
+            client.workspace_listings("", PAGE, offset),
         )
+        .await?;
+        let objects = listed
+            .workspaces
+            .iter()
+            .map(|w| Ok((w.id, convert::listed_workspace(namespace, w)?)))
+            .collect::<Result<Vec<_>, ApiError>>()?;
+        Ok::<_, ApiError>(ConvertedPage {
+            count: listed.count,
+            full: listed.workspaces.len() == PAGE as usize,
+            objects,
+        })
     };
     let first = page(0).await?;
-    let mut count = first.count;
-    let mut full = first.workspaces.len() == PAGE as usize;
-    let mut workspaces = first.workspaces;
+    let (mut count, mut full, mut objects) = (first.count, first.full, first.objects);
     if full {
         let planned = u32::try_from(count.max(0)).unwrap_or(u32::MAX);
         let offsets = (1..).map(|n| n * PAGE).take_while(|offset| *offset < planned);
@@ -143,21 +168,19 @@ async fn all_workspaces(client: &CoderClient, ctx: &RequestContext) -> Result<Ve
             .try_collect()
             .await?;
         for next in pages {
-            full = next.workspaces.len() == PAGE as usize;
-            count = count.max(next.count);
-            workspaces.extend(next.workspaces);
+            (full, count) = (next.full, count.max(next.count));
+            objects.extend(next.objects);
         }
     }
-    let listed = |workspaces: &Vec<Workspace>| i64::try_from(workspaces.len()).unwrap_or(i64::MAX);
-    while full && listed(&workspaces) < count {
-        let next = page(u32::try_from(workspaces.len()).unwrap_or(u32::MAX)).await?;
-        full = next.workspaces.len() == PAGE as usize;
-        count = count.max(next.count);
-        workspaces.extend(next.workspaces);
+    let listed = |objects: &Vec<_>| i64::try_from(objects.len()).unwrap_or(i64::MAX);
+    while full && listed(&objects) < count {
+        let next = page(u32::try_from(objects.len()).unwrap_or(u32::MAX)).await?;
+        (full, count) = (next.full, count.max(next.count));
+        objects.extend(next.objects);
     }
     let mut seen = std::collections::HashSet::new();
-    workspaces.retain(|w| seen.insert(w.id));
-    Ok(workspaces)
+    objects.retain(|(id, _)| seen.insert(*id));
+    Ok(objects.into_iter().map(|(_, object)| object).collect())
 }
 
 /// A workspace found under its canonical name, and the backend that serves it.
@@ -588,9 +611,7 @@ impl Storage for WorkspaceStorage {
     async fn list(&self, ctx: &RequestContext) -> Result<Vec<Value>, ApiError> {
         let mut objects = Vec::new();
         for backend in self.provider.resolve(ctx.namespace.as_deref()).await? {
-            for workspace in all_workspaces(&backend.client, ctx).await? {
-                objects.push(convert::workspace(&backend.namespace, &workspace)?);
-            }
+            objects.extend(all_workspaces(&backend.client, ctx, &backend.namespace).await?);
         }
         Ok(objects)
     }

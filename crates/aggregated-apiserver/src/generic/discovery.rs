@@ -105,7 +105,40 @@ fn if_none_match(headers: &HeaderMap, etag: &str) -> bool {
 
 /// Lower-case hex SHA-256 of `bytes`.
 pub fn hex_sha256(bytes: &[u8]) -> String {
-    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+    lower_hex(&Sha256::digest(bytes))
+}
+
+/// Lower-case hex of `bytes`, without a formatter call per byte (this runs for every object of a list).
+fn lower_hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut hex = String::with_capacity(bytes.len() * 2);
+    for byte in bytes {
+        hex.push(char::from(DIGITS[usize::from(byte >> 4)]));
+        hex.push(char::from(DIGITS[usize::from(byte & 0x0f)]));
+    }
+    hex
+}
+
+/// An [`std::io::Write`] that feeds SHA-256: what is serialized into it is hashed without being kept.
+#[derive(Default)]
+pub struct HashingWriter(Sha256);
+
+impl HashingWriter {
+    /// Lower-case hex of the digest of everything written.
+    pub fn hex(self) -> String {
+        lower_hex(&self.0.finalize())
+    }
+}
+
+impl std::io::Write for HashingWriter {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.update(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 fn legacy(headers: &HeaderMap, body: Value) -> Result<Document, ApiError> {
@@ -447,6 +480,29 @@ pub(crate) mod fixtures {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn digests_are_lower_hex_whether_hashed_at_once_or_as_written() {
+        assert_eq!(
+            hex_sha256(b""),
+            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+        );
+        let mut writer = HashingWriter::default();
+        std::io::Write::write_all(&mut writer, b"ab").unwrap();
+        std::io::Write::write_all(&mut writer, b"c").unwrap();
+        assert_eq!(
+            writer.hex(),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        assert_eq!(hex_sha256(b"abc"), HashingWriter::default().hex_of(b"abc"));
+    }
+
+    impl HashingWriter {
+        fn hex_of(mut self, bytes: &[u8]) -> String {
+            std::io::Write::write_all(&mut self, bytes).unwrap();
+            self.hex()
+        }
+    }
 
     const KUBE_AGGREGATOR_ACCEPT: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList";
 

@@ -7,7 +7,11 @@
 use std::sync::LazyLock;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use std::borrow::Cow;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::jiff::Timestamp;
+use serde::Serialize;
 use serde_json::{Map, Value, json};
 
 use super::negotiate::IncludeObject;
@@ -15,31 +19,69 @@ use super::registry::{Column, ResourceDef};
 
 const META_V1: &str = "meta.k8s.io/v1";
 
+/// A `meta.k8s.io/v1` Table of borrowed objects, encoded as it is serialized: the rows borrow each object (or its
+/// metadata) instead of copying it into a JSON tree per row. Fields are in the order a JSON map of the same Table
+/// would list them, so either encoding gives the same bytes.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Table<'a> {
+    api_version: &'static str,
+    column_definitions: Vec<Value>,
+    kind: &'static str,
+    metadata: Value,
+    rows: Vec<Row<'a>>,
+}
+
+impl Table<'_> {
+    /// The Table as a JSON value (the object of a watch event, and tests).
+    pub fn to_value(&self) -> Value {
+        to_value(self)
+    }
+}
+
+#[derive(Debug, Serialize)]
+struct Row<'a> {
+    cells: Vec<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    object: Option<RowObject<'a>>,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+enum RowObject<'a> {
+    Metadata(PartialObjectMetadata<'a>),
+    Object(&'a Value),
+}
+
 /// A `meta.k8s.io/v1` Table of `objects`: `Name`, the resource's columns, `Age`; each row's `object` per
 /// `include`. `list_metadata` is the list's `metadata` (resourceVersion, continue).
-pub fn table(def: &ResourceDef, objects: &[Value], list_metadata: Value, include: IncludeObject) -> Value {
+pub fn table<'a>(
+    def: &ResourceDef,
+    objects: &'a [Value],
+    list_metadata: Value,
+    include: IncludeObject,
+) -> Table<'a> {
     table_at(def, objects, list_metadata, include, unix_now())
 }
 
 /// [`table`] with the current time given, so ages are testable.
-pub fn table_at(
+pub fn table_at<'a>(
     def: &ResourceDef,
-    objects: &[Value],
+    objects: &'a [Value],
     list_metadata: Value,
     include: IncludeObject,
     now_unix_seconds: i64,
-) -> Value {
-    let rows: Vec<Value> = objects
-        .iter()
-        .map(|object| row(&def.columns, object, include, now_unix_seconds))
-        .collect();
-    json!({
-        "kind": "Table",
-        "apiVersion": META_V1,
-        "metadata": list_metadata,
-        "columnDefinitions": column_definitions(&def.columns),
-        "rows": rows,
-    })
+) -> Table<'a> {
+    Table {
+        api_version: META_V1,
+        column_definitions: column_definitions(&def.columns),
+        kind: "Table",
+        metadata: list_metadata,
+        rows: objects
+            .iter()
+            .map(|object| row(&def.columns, object, include, now_unix_seconds))
+            .collect(),
+    }
 }
 
 /// `Name`, the resource's columns in order, then `Age`.
@@ -65,7 +107,7 @@ fn definition(name: &str, type_: &str, format: &str, description: &str, priority
     })
 }
 
-fn row(columns: &[Column], object: &Value, include: IncludeObject, now_unix_seconds: i64) -> Value {
+fn row<'a>(columns: &[Column], object: &'a Value, include: IncludeObject, now_unix_seconds: i64) -> Row<'a> {
     let name = object.pointer("/metadata/name").cloned().unwrap_or(Value::Null);
     let own = columns.iter().map(|c| (c.cell)(object));
     let age = Value::String(age_cell(object, now_unix_seconds));
@@ -73,27 +115,22 @@ fn row(columns: &[Column], object: &Value, include: IncludeObject, now_unix_seco
         .chain(own)
         .chain(std::iter::once(age))
         .collect();
-    let mut row = Map::new();
-    row.insert("cells".into(), Value::Array(cells));
-    match include {
-        IncludeObject::None => {}
-        IncludeObject::Metadata => {
-            row.insert("object".into(), partial_object_metadata(object));
-        }
-        IncludeObject::Object => {
-            row.insert("object".into(), object.clone());
-        }
-    }
-    Value::Object(row)
+    let object = match include {
+        IncludeObject::None => None,
+        IncludeObject::Metadata => Some(RowObject::Metadata(partial_object_metadata(object))),
+        IncludeObject::Object => Some(RowObject::Object(object)),
+    };
+    Row { cells, object }
 }
 
 /// The `Age` cell: kubectl's short duration since `metadata.creationTimestamp`, `<unknown>` without one.
 pub fn age_cell(object: &Value, now_unix_seconds: i64) -> String {
     let created = object
         .pointer("/metadata/creationTimestamp")
-        .and_then(|t| serde_json::from_value::<Time>(t.clone()).ok());
+        .and_then(Value::as_str)
+        .and_then(|t| t.parse::<Timestamp>().ok());
     match created {
-        Some(Time(timestamp)) => human_duration(now_unix_seconds - timestamp.as_second()),
+        Some(timestamp) => human_duration(now_unix_seconds - timestamp.as_second()),
         None => "<unknown>".to_owned(),
     }
 }
@@ -145,27 +182,69 @@ fn with_remainder(big: i64, big_unit: &str, small: i64, small_unit: &str) -> Str
     }
 }
 
-/// `meta.k8s.io/v1` PartialObjectMetadata of one object (apiVersion/kind of the object kept as kube does).
+/// `meta.k8s.io/v1` PartialObjectMetadata of one object, borrowing its metadata.
 ///
 /// kube-apiserver answers the conversion's own type, `meta.k8s.io/v1` `PartialObjectMetadata`, with the object's
 /// metadata; the object's apiVersion and kind are not kept.
-pub fn partial_object_metadata(object: &Value) -> Value {
-    json!({
-        "kind": "PartialObjectMetadata",
-        "apiVersion": META_V1,
-        "metadata": object.get("metadata").cloned().unwrap_or_else(|| json!({})),
-    })
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PartialObjectMetadata<'a> {
+    api_version: &'static str,
+    kind: &'static str,
+    metadata: Cow<'a, Value>,
+}
+
+impl PartialObjectMetadata<'_> {
+    /// As a JSON value (the object of a watch event, and tests).
+    pub fn to_value(&self) -> Value {
+        to_value(self)
+    }
+}
+
+/// The PartialObjectMetadata of `object`; `{}` as its metadata when it has none.
+pub fn partial_object_metadata(object: &Value) -> PartialObjectMetadata<'_> {
+    PartialObjectMetadata {
+        api_version: META_V1,
+        kind: "PartialObjectMetadata",
+        metadata: object
+            .get("metadata")
+            .map_or_else(|| Cow::Owned(Value::Object(Map::new())), Cow::Borrowed),
+    }
+}
+
+/// `meta.k8s.io/v1` PartialObjectMetadataList of borrowed objects.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PartialObjectMetadataList<'a> {
+    api_version: &'static str,
+    items: Vec<PartialObjectMetadata<'a>>,
+    kind: &'static str,
+    metadata: Value,
+}
+
+impl PartialObjectMetadataList<'_> {
+    /// As a JSON value (tests).
+    pub fn to_value(&self) -> Value {
+        to_value(self)
+    }
 }
 
 /// `meta.k8s.io/v1` PartialObjectMetadataList of `objects`.
-pub fn partial_object_metadata_list(objects: &[Value], list_metadata: Value) -> Value {
-    let items: Vec<Value> = objects.iter().map(partial_object_metadata).collect();
-    json!({
-        "kind": "PartialObjectMetadataList",
-        "apiVersion": META_V1,
-        "metadata": list_metadata,
-        "items": items,
-    })
+pub fn partial_object_metadata_list(
+    objects: &[Value],
+    list_metadata: Value,
+) -> PartialObjectMetadataList<'_> {
+    PartialObjectMetadataList {
+        api_version: META_V1,
+        items: objects.iter().map(partial_object_metadata).collect(),
+        kind: "PartialObjectMetadataList",
+        metadata: list_metadata,
+    }
+}
+
+/// A representation of JSON values and static strings as a JSON value: it cannot fail (every map key is a string).
+fn to_value(representation: &impl Serialize) -> Value {
+    serde_json::to_value(representation).unwrap_or(Value::Null)
 }
 
 fn unix_now() -> i64 {
@@ -293,7 +372,8 @@ mod tests {
             json!({"resourceVersion": "7"}),
             IncludeObject::None,
             NOW,
-        );
+        )
+        .to_value();
         let names: Vec<&str> = got["columnDefinitions"]
             .as_array()
             .unwrap()
@@ -329,7 +409,7 @@ mod tests {
     fn rows_carry_cells_and_partial_metadata_by_default() {
         let def = fixtures::widgets();
         let object = workspace("w1", "2023-11-14T22:13:15Z");
-        let got = table_at(&def, &[object], json!({}), IncludeObject::Metadata, NOW);
+        let got = table_at(&def, &[object], json!({}), IncludeObject::Metadata, NOW).to_value();
         let row = &got["rows"][0];
         assert_eq!(row["cells"], json!(["w1", "blue", null, "5s"]));
         assert_eq!(row["object"]["kind"], "PartialObjectMetadata");
@@ -348,17 +428,44 @@ mod tests {
             json!({}),
             IncludeObject::Object,
             NOW,
-        );
+        )
+        .to_value();
         assert_eq!(full["rows"][0]["object"], object);
-        let none = table_at(&def, &[object], json!({}), IncludeObject::None, NOW);
+        let none = table_at(&def, &[object], json!({}), IncludeObject::None, NOW).to_value();
         assert!(none["rows"][0].get("object").is_none(), "{}", none["rows"][0]);
+    }
+
+    #[test]
+    fn a_table_encodes_to_the_bytes_of_its_json_value() {
+        let def = fixtures::widgets();
+        let objects = [
+            workspace("a", "2023-11-14T22:13:15Z"),
+            json!({"metadata": {"name": "b"}, "spec": {"color": "red"}}),
+        ];
+        for include in [
+            IncludeObject::None,
+            IncludeObject::Metadata,
+            IncludeObject::Object,
+        ] {
+            let table = table_at(&def, &objects, json!({"resourceVersion": "3"}), include, NOW);
+            let direct = serde_json::to_string(&table).unwrap();
+            assert_eq!(direct, table.to_value().to_string(), "{include:?}");
+            assert!(direct.contains(r#""cells":["a","#), "{direct}");
+        }
+        let list = partial_object_metadata_list(&objects, json!({"resourceVersion": "3"}));
+        assert_eq!(serde_json::to_string(&list).unwrap(), list.to_value().to_string());
+        assert_eq!(list.to_value()["items"][1]["metadata"], json!({"name": "b"}));
+        assert_eq!(
+            partial_object_metadata(&json!({"kind": "X"})).to_value()["metadata"],
+            json!({})
+        );
     }
 
     #[test]
     fn partial_object_metadata_keeps_only_metadata() {
         let object = workspace("w1", "2023-11-14T22:13:15Z");
         assert_eq!(
-            partial_object_metadata(&object),
+            partial_object_metadata(&object).to_value(),
             json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": object["metadata"]})
         );
     }
@@ -369,7 +476,7 @@ mod tests {
             workspace("a", "2023-11-14T22:13:15Z"),
             workspace("b", "2023-11-14T22:13:15Z"),
         ];
-        let list = partial_object_metadata_list(&objects, json!({"resourceVersion": "9"}));
+        let list = partial_object_metadata_list(&objects, json!({"resourceVersion": "9"})).to_value();
         assert_eq!(list["kind"], "PartialObjectMetadataList");
         assert_eq!(list["apiVersion"], "meta.k8s.io/v1");
         assert_eq!(list["metadata"]["resourceVersion"], "9");

@@ -248,12 +248,25 @@ impl Broadcaster {
     }
 
     /// Remembers a list answered at `counter` for `scope` (the namespace, `None` for all), replacing the last one of
-    /// the same scope.
-    pub fn remember_list(&self, scope: Option<&str>, counter: u64, items: Arc<Vec<Value>>) {
+    /// the same scope. Answers the lists it no longer remembers, so that the caller can free them after answering
+    /// (a list of a thousand objects takes a while to free) rather than under this lock.
+    pub fn remember_list(
+        &self,
+        scope: Option<&str>,
+        counter: u64,
+        items: Arc<Vec<Value>>,
+    ) -> Vec<Arc<Vec<Value>>> {
         let mut journal = self.journal();
-        journal.lists.retain(|l| l.scope.as_deref() != scope);
+        let mut forgotten = Vec::new();
+        journal.lists.retain_mut(|l| {
+            let same_scope = l.scope.as_deref() == scope;
+            if same_scope {
+                forgotten.push(std::mem::take(&mut l.items));
+            }
+            !same_scope
+        });
         if journal.lists.len() == LIST_SNAPSHOTS {
-            journal.lists.pop_front();
+            forgotten.extend(journal.lists.pop_front().map(|l| l.items));
         }
         journal.lists.push_back(ListSnapshot {
             scope: scope.map(str::to_owned),
@@ -261,6 +274,7 @@ impl Broadcaster {
             taken: Instant::now(),
             items,
         });
+        forgotten
     }
 
     /// The newest remembered list that covers `namespace` and was answered at or before `at_or_before`, no older
@@ -496,9 +510,9 @@ fn convert(def: &ResourceDef, format: EventObjectFormat, object: &Value) -> Valu
         EventObjectFormat::Object => object.clone(),
         EventObjectFormat::Table(include) => {
             let list_meta = json!({"resourceVersion": object["metadata"]["resourceVersion"]});
-            table::table(def, std::slice::from_ref(object), list_meta, include)
+            table::table(def, std::slice::from_ref(object), list_meta, include).to_value()
         }
-        EventObjectFormat::PartialObjectMetadata => table::partial_object_metadata(object),
+        EventObjectFormat::PartialObjectMetadata => table::partial_object_metadata(object).to_value(),
     }
 }
 

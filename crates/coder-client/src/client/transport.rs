@@ -179,7 +179,12 @@ impl CoderClient {
         if success && response.content_length().is_some_and(|len| len > limit as u64) {
             return Err(Error::BodyTooLarge { limit });
         }
-        let mut buf = BytesMut::new();
+        // Sized once from the announced length (never beyond the cap), instead of growing by copies: a page of a
+        // hundred workspaces is hundreds of KiB.
+        let announced = response
+            .content_length()
+            .map_or(0, |len| usize::try_from(len).unwrap_or(limit));
+        let mut buf = BytesMut::with_capacity(announced.min(limit));
         while let Some(chunk) = response.chunk().await.map_err(|e| self.map_transport(&e))? {
             if buf.len() + chunk.len() > limit {
                 if success {

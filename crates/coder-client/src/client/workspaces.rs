@@ -3,6 +3,7 @@
 //! build's values are checked against). Build logs are in `logs`.
 
 use reqwest::Method;
+use serde::de::DeserializeOwned;
 use uuid::Uuid;
 
 use super::{CoderClient, Result};
@@ -10,12 +11,32 @@ use crate::types::builds::{CreateWorkspaceBuildRequest, WorkspaceBuild};
 use crate::types::parameters::TemplateVersionParameter;
 use crate::types::workspaces::{
     CreateWorkspaceRequest, RichParameterValue, UpdateWorkspaceAutomaticUpdatesRequest,
-    UpdateWorkspaceAutostartRequest, UpdateWorkspaceTtlRequest, Workspace, WorkspacesPage,
+    UpdateWorkspaceAutostartRequest, UpdateWorkspaceTtlRequest, Workspace, WorkspaceListing, WorkspacesPage,
 };
 
 impl CoderClient {
     /// `GET /api/v2/workspaces?q=…` (one page: `limit`/`offset` when non-zero).
     pub async fn workspaces(&self, q: &str, limit: u32, offset: u32) -> Result<WorkspacesPage> {
+        self.workspace_page(q, limit, offset).await
+    }
+
+    /// [`CoderClient::workspaces`], each workspace decoded as the [`WorkspaceListing`] a list shows: the same call,
+    /// a fraction of the allocations.
+    pub async fn workspace_listings(
+        &self,
+        q: &str,
+        limit: u32,
+        offset: u32,
+    ) -> Result<WorkspacesPage<WorkspaceListing>> {
+        self.workspace_page(q, limit, offset).await
+    }
+
+    async fn workspace_page<W: DeserializeOwned + Default>(
+        &self,
+        q: &str,
+        limit: u32,
+        offset: u32,
+    ) -> Result<WorkspacesPage<W>> {
         let limit = limit.to_string();
         let offset = offset.to_string();
         let mut query: Vec<(&str, &str)> = Vec::new();

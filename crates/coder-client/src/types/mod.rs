@@ -47,6 +47,6 @@ pub use workspace_proxies::{
     WorkspaceProxyStatus,
 };
 pub use workspaces::{
-    CreateWorkspaceRequest, RichParameterValue, UpdateWorkspaceAutomaticUpdatesRequest,
-    UpdateWorkspaceAutostartRequest, UpdateWorkspaceTtlRequest, Workspace, WorkspacesPage,
+    BuildListing, CreateWorkspaceRequest, RichParameterValue, UpdateWorkspaceAutomaticUpdatesRequest,
+    UpdateWorkspaceAutostartRequest, UpdateWorkspaceTtlRequest, Workspace, WorkspaceListing, WorkspacesPage,
 };

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::builds::WorkspaceBuild;
+use super::builds::{Transition, WorkspaceBuild, WorkspaceBuildStatus};
 
 /// A rich parameter value.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -60,14 +60,89 @@ pub struct Workspace {
     pub template_require_active_version: bool,
 }
 
-/// `GET /workspaces` answer.
+/// `GET /workspaces` answer: whole [`Workspace`]s, or the [`WorkspaceListing`]s a list shows.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(default)]
-pub struct WorkspacesPage {
+pub struct WorkspacesPage<W = Workspace> {
     /// Workspaces.
-    pub workspaces: Vec<Workspace>,
+    pub workspaces: Vec<W>,
     /// Total count.
     pub count: i64,
+}
+
+/// What a listing of workspaces reads of each: its identity, settings and the state of its latest build. A page of
+/// a hundred workspaces decodes into these without the build's job, resources and agents, which serde skips
+/// without allocating them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default)]
+pub struct WorkspaceListing {
+    /// ID.
+    pub id: Uuid,
+    /// Created.
+    pub created_at: String,
+    /// Owner name.
+    pub owner_name: String,
+    /// Organization name.
+    pub organization_name: String,
+    /// Template name.
+    pub template_name: String,
+    /// Latest build.
+    pub latest_build: BuildListing,
+    /// Name.
+    pub name: String,
+    /// Autostart schedule.
+    pub autostart_schedule: Option<String>,
+    /// TTL.
+    pub ttl_ms: Option<i64>,
+    /// Last used.
+    pub last_used_at: String,
+    /// `always` or `never`.
+    pub automatic_updates: String,
+}
+
+/// What a listing reads of a workspace's latest build.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default)]
+pub struct BuildListing {
+    /// ID.
+    pub id: Uuid,
+    /// The template version it built.
+    pub template_version_id: Uuid,
+    /// Start, stop or delete.
+    pub transition: Transition,
+    /// Why it was started.
+    pub reason: String,
+    /// Autostop deadline.
+    pub deadline: Option<String>,
+    /// Pending, running, failed…
+    pub status: WorkspaceBuildStatus,
+}
+
+impl Workspace {
+    /// The listing of this workspace: what a list of workspaces would have shown of it.
+    pub fn listing(&self) -> WorkspaceListing {
+        let build = &self.latest_build;
+        WorkspaceListing {
+            id: self.id,
+            created_at: self.created_at.clone(),
+            owner_name: self.owner_name.clone(),
+            organization_name: self.organization_name.clone(),
+            template_name: self.template_name.clone(),
+            latest_build: BuildListing {
+                id: build.id,
+                template_version_id: build.template_version_id,
+                transition: build.transition,
+                reason: build.reason.clone(),
+                deadline: build.deadline.clone(),
+                status: build.status,
+            },
+            name: self.name.clone(),
+            autostart_schedule: self.autostart_schedule.clone(),
+            ttl_ms: self.ttl_ms,
+            last_used_at: self.last_used_at.clone(),
+            automatic_updates: self.automatic_updates.clone(),
+        }
+    }
 }
 
 /// `PUT /workspaces/{id}/ttl` body. `ttl_ms` is always sent: `null` (or 0) turns autostop off.
