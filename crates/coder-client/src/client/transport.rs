@@ -179,10 +179,12 @@ impl CoderClient {
         if success && response.content_length().is_some_and(|len| len > limit as u64) {
             return Err(Error::BodyTooLarge { limit });
         }
-        // Sized once from the announced length (never beyond the cap), instead of growing by copies: a page of a
-        // hundred workspaces is hundreds of KiB.
+        // A successful answer is sized once from its announced length (checked against the cap above) instead of
+        // growing by copies: a page of a hundred workspaces is hundreds of KiB. An error answer only grows with what
+        // arrives, so an announced length alone reserves nothing.
         let announced = response
             .content_length()
+            .filter(|_| success)
             .map_or(0, |len| usize::try_from(len).unwrap_or(limit));
         let mut buf = BytesMut::with_capacity(announced.min(limit));
         while let Some(chunk) = response.chunk().await.map_err(|e| self.map_transport(&e))? {
