@@ -13,6 +13,7 @@ use coder_k8s_aggregated_apiserver::coder::{
 };
 use coder_k8s_aggregated_apiserver::generic::{ApiError, Registry, RequestContext, UserInfo};
 use coder_k8s_api::control_plane::CoderControlPlane;
+use coder_k8s_coder_client::types::UpdateTemplateMeta;
 use coder_k8s_coder_client::types::workspaces::CreateWorkspaceRequest;
 use coder_k8s_coder_testserver::{Fault, FaultRule};
 use coder_k8s_control_plane_access::ClientCache;
@@ -311,6 +312,64 @@ async fn templates_and_versions_list_and_get_from_coder() {
     .await
     .unwrap_err();
     assert_eq!((wrong_case.code, wrong_case.reason), (404, "NotFound"));
+}
+
+/// A list asks Coder every time; while Coder's templates are unchanged it answers with the objects it built for
+/// the last list (shared, not rebuilt), and a change in Coder is in the very next list.
+#[tokio::test]
+async fn a_template_list_reuses_its_objects_until_coder_answers_differently() {
+    let coder = coder("tplmemo").await;
+    let registry = static_registry(&coder);
+    let storage = registry.resource("codertemplates").unwrap().storage.clone();
+    let listed = async || storage.list_shared(&ctx(Some(NAMESPACE))).await.unwrap();
+    let first = listed().await;
+    let second = listed().await;
+    assert_eq!(first.len(), 1);
+    assert!(
+        Arc::ptr_eq(&first, &second),
+        "an unchanged answer shares the last list's objects"
+    );
+    let copied = storage.list(&ctx(Some(NAMESPACE))).await.unwrap();
+    assert_eq!(
+        &copied,
+        first.as_ref(),
+        "a plain list is a copy of the same objects"
+    );
+
+    let t = &coder.template;
+    let changed = UpdateTemplateMeta {
+        display_name: Some("Docker, renamed".into()),
+        ..UpdateTemplateMeta::from_template(t)
+    };
+    let updated = coder
+        .client
+        .update_template_meta(t.id, &changed)
+        .await
+        .unwrap()
+        .expect("Coder changed the template");
+    let third = listed().await;
+    assert!(
+        !Arc::ptr_eq(&second, &third),
+        "a changed answer is converted again"
+    );
+    assert_eq!(third[0]["spec"]["displayName"], "Docker, renamed");
+    let updated_at: k8s_openapi::jiff::Timestamp = updated.updated_at.parse().unwrap();
+    assert_eq!(
+        third[0]["metadata"]["resourceVersion"],
+        updated_at.as_nanosecond().to_string()
+    );
+    assert_ne!(
+        third[0]["metadata"]["resourceVersion"],
+        first[0]["metadata"]["resourceVersion"]
+    );
+    assert!(
+        Arc::ptr_eq(&third, &listed().await),
+        "the changed answer is the one remembered now"
+    );
+
+    // Every namespace at once is the same backend here, so it shares the same objects too.
+    let everywhere = storage.list_shared(&ctx(None)).await.unwrap();
+    assert!(Arc::ptr_eq(&third, &everywhere));
 }
 
 #[tokio::test]

@@ -6,6 +6,7 @@ pub mod convert;
 pub mod errors;
 pub mod field_errors;
 pub mod first_build_stop;
+pub mod list_memo;
 pub mod names;
 pub mod poll_cadence;
 pub mod promote;

@@ -28,6 +28,7 @@ use super::archive;
 use super::convert;
 use super::errors::within;
 use super::field_errors::FieldError;
+use super::list_memo::ListMemo;
 use super::names::{self, TemplateName};
 use super::provider::{Backend, Provider};
 use super::resources::{TEMPLATES, at, backend_of, column, schema, subject};
@@ -73,7 +74,11 @@ pub fn resource_with(provider: Arc<dyn Provider>, settings: SettingsSource) -> R
         schema: schema::<CoderTemplate>(),
         columns: template_columns(),
         subresources: Vec::new(),
-        storage: Arc::new(TemplateStorage { provider, settings }),
+        storage: Arc::new(TemplateStorage {
+            provider,
+            settings,
+            listed: ListMemo::default(),
+        }),
         watch_feed: None,
     }
 }
@@ -109,6 +114,8 @@ fn template_columns() -> Vec<Column> {
 struct TemplateStorage {
     provider: Arc<dyn Provider>,
     settings: SettingsSource,
+    /// The last list of each namespace, reused while Coder's templates there are unchanged.
+    listed: ListMemo<Template>,
 }
 
 /// Every template of every organization, sorted by organization and name.
@@ -965,13 +972,25 @@ impl Storage for TemplateStorage {
     }
 
     async fn list(&self, ctx: &RequestContext) -> Result<Vec<Value>, ApiError> {
-        let mut objects = Vec::new();
+        Ok(Arc::unwrap_or_clone(self.list_shared(ctx).await?))
+    }
+
+    /// Coder is asked every time; the objects of a namespace whose templates are unchanged are the last list's.
+    async fn list_shared(&self, ctx: &RequestContext) -> Result<Arc<Vec<Value>>, ApiError> {
+        let mut lists = Vec::new();
         for backend in self.provider.resolve(ctx.namespace.as_deref()).await? {
-            for template in all_templates(&backend.client, ctx.deadline, TEMPLATES).await? {
-                objects.push(convert::template(&backend.namespace, &template)?);
-            }
+            let templates = all_templates(&backend.client, ctx.deadline, TEMPLATES).await?;
+            lists.push(self.listed.objects(&backend.namespace, templates, |templates| {
+                templates
+                    .iter()
+                    .map(|t| convert::template(&backend.namespace, t))
+                    .collect()
+            })?);
         }
-        Ok(objects)
+        Ok(match <[_; 1]>::try_from(lists) {
+            Ok([only]) => only,
+            Err(lists) => Arc::new(lists.iter().flat_map(|l| l.iter().cloned()).collect()),
+        })
     }
 
     async fn create(&self, ctx: &RequestContext, object: Value) -> Result<Written, ApiError> {

@@ -4,6 +4,7 @@
 //! patching and watch fan-out.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::DeleteOptions;
@@ -85,6 +86,12 @@ pub trait Storage: Send + Sync {
 
     /// Every object in `ctx.namespace` (all namespaces when `None`). Selectors are applied by the handlers.
     async fn list(&self, ctx: &RequestContext) -> Result<Vec<Value>, ApiError>;
+
+    /// [`Storage::list`] as shared objects, which is what the list handler asks for: a storage that keeps the
+    /// objects of its last list answers with them instead of building and later freeing a copy.
+    async fn list_shared(&self, ctx: &RequestContext) -> Result<Arc<Vec<Value>>, ApiError> {
+        Ok(Arc::new(self.list(ctx).await?))
+    }
 
     /// Whether this storage can serve a write with this context at all (for example a dry run), answered before
     /// anything reaches its backend. The patch handler asks it before reading the current object; a storage that

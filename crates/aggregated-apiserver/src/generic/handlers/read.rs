@@ -66,7 +66,7 @@ pub async fn list(call: Call<'_>) -> Result<Response, ApiError> {
         .broadcaster()
         .map(|b| b.resource_version())
         .unwrap_or_default();
-    let items = Arc::new(call.within(call.def.storage.list(&call.ctx)).await?);
+    let items = call.within(call.def.storage.list_shared(&call.ctx)).await?;
     // A feed that starts for a watch from this list's resourceVersion begins from what the client saw. The snapshot
     // shares the answer's objects rather than copying them; the one it replaces is freed after the answer is built.
     let mut forgotten = Vec::new();
