@@ -23,6 +23,7 @@ use coder_k8s_aggregated_apiserver::serving::{
 };
 use coder_k8s_testenv::ControlPlane;
 use k8s_openapi::ByteString;
+use k8s_openapi::api::authorization::v1::ResourceAttributes;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::rbac::v1::{
     ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject,
@@ -984,6 +985,9 @@ async fn a_missing_patch_permission_is_logged_once_and_retried_until_granted() {
         .create(&PostParams::default(), &binding)
         .await
         .unwrap();
+    cp.wait_until_allowed(&user, apiservice_attributes(&name, "watch"))
+        .await
+        .unwrap();
     let mut config = cp.config().unwrap();
     config.auth_info.impersonate = Some(user.clone());
     let ca = test_ca();
@@ -1018,7 +1022,21 @@ async fn a_missing_patch_permission_is_logged_once_and_retried_until_granted() {
         .replace(&user, &PostParams::default(), &granted)
         .await
         .unwrap();
+    cp.wait_until_allowed(&user, apiservice_attributes(&name, "patch"))
+        .await
+        .unwrap();
     wait_trusted(cp, &name, &ca).await;
     assert_eq!(running.logs.count(SET_LOG), 1);
     delete_apiservice(cp, &name).await;
+}
+
+/// `verb` on the APIService `name`, for waiting until a new grant reaches kube-apiserver's authorizer.
+fn apiservice_attributes(name: &str, verb: &str) -> ResourceAttributes {
+    ResourceAttributes {
+        verb: Some(verb.to_owned()),
+        group: Some("apiregistration.k8s.io".to_owned()),
+        resource: Some("apiservices".to_owned()),
+        name: Some(name.to_owned()),
+        ..ResourceAttributes::default()
+    }
 }

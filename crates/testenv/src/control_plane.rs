@@ -8,6 +8,9 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
+use k8s_openapi::api::authorization::v1::{
+    NonResourceAttributes, ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+};
 use k8s_openapi::api::core::v1::{Namespace, Node, ServiceAccount};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::PostParams;
@@ -26,6 +29,8 @@ pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
 /// Lines of a component's log included in start-up errors.
 const LOG_TAIL_LINES: usize = 40;
 const POLL_INTERVAL: Duration = Duration::from_millis(200);
+/// How long a new RBAC grant may take to reach the authorizer before [`ControlPlane::wait_until_allowed`] gives up.
+const RBAC_PROPAGATION_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Options for [`ControlPlane`]; get one from [`ControlPlane::builder`].
 #[derive(Debug, Clone)]
@@ -475,6 +480,58 @@ impl ControlPlane {
             .get(name)
             .await
             .with_context(|| format!("reading node {name}"))
+    }
+
+    /// Waits until kube-apiserver's authorizer allows `user` the request `attributes` describes. RBAC objects
+    /// reach the authorizer through its own watch, so a Role or binding created a moment ago may not apply yet;
+    /// a test that grants and then acts as the user waits here first, or it fails now and then on a slow machine.
+    pub async fn wait_until_allowed(&self, user: &str, attributes: ResourceAttributes) -> Result<()> {
+        self.wait_for_review(SubjectAccessReviewSpec {
+            user: Some(user.to_owned()),
+            groups: Some(vec!["system:authenticated".to_owned()]),
+            resource_attributes: Some(attributes),
+            ..SubjectAccessReviewSpec::default()
+        })
+        .await
+    }
+
+    /// [`ControlPlane::wait_until_allowed`] for a non-resource path such as `/openapi/v3/...`.
+    pub async fn wait_until_path_allowed(&self, user: &str, verb: &str, path: &str) -> Result<()> {
+        self.wait_for_review(SubjectAccessReviewSpec {
+            user: Some(user.to_owned()),
+            groups: Some(vec!["system:authenticated".to_owned()]),
+            non_resource_attributes: Some(NonResourceAttributes {
+                path: Some(path.to_owned()),
+                verb: Some(verb.to_owned()),
+            }),
+            ..SubjectAccessReviewSpec::default()
+        })
+        .await
+    }
+
+    async fn wait_for_review(&self, spec: SubjectAccessReviewSpec) -> Result<()> {
+        let reviews: Api<SubjectAccessReview> = Api::all(self.client()?);
+        let review = SubjectAccessReview {
+            spec,
+            ..SubjectAccessReview::default()
+        };
+        let deadline = Instant::now() + RBAC_PROPAGATION_TIMEOUT;
+        loop {
+            let answer = reviews
+                .create(&PostParams::default(), &review)
+                .await
+                .context("creating a SubjectAccessReview")?;
+            if answer.status.is_some_and(|status| status.allowed) {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                bail!(
+                    "still not allowed after {RBAC_PROPAGATION_TIMEOUT:?}: {:?}",
+                    review.spec
+                );
+            }
+            tokio::time::sleep(POLL_INTERVAL).await;
+        }
     }
 
     /// Whether kube-controller-manager runs (and so the ServiceAccount admission plugin is enabled).

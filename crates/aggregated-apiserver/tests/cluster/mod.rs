@@ -16,6 +16,7 @@ use coder_k8s_aggregated_apiserver::generic::{Column, Registry, ResourceDef, Ver
 use coder_k8s_aggregated_apiserver::run::{Options, prepare};
 use coder_k8s_aggregated_apiserver::serving::ServingSettings;
 use coder_k8s_testenv::ControlPlane;
+use k8s_openapi::api::authorization::v1::ResourceAttributes;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::api::{Api, DynamicObject, PostParams};
 use serde_json::{Value, json};
@@ -258,6 +259,18 @@ pub async fn grant(cp: &ControlPlane, namespace: &str, user: &str, verbs: &[&str
         .create(&PostParams::default(), &binding)
         .await
         .expect("binding");
+    if let Some(verb) = verbs.first() {
+        let attributes = ResourceAttributes {
+            verb: Some((*verb).to_owned()),
+            group: Some("aggregation.coder.com".to_owned()),
+            resource: Some("coderworkspaces".to_owned()),
+            namespace: Some(namespace.to_owned()),
+            ..ResourceAttributes::default()
+        };
+        cp.wait_until_allowed(user, attributes)
+            .await
+            .expect("the grant to apply");
+    }
 }
 
 /// An HTTPS client for direct requests to the server, trusting its serving CA and sending no credential.

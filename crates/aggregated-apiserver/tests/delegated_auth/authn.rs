@@ -9,6 +9,7 @@ use axum::http::{HeaderMap, HeaderValue, header};
 use coder_k8s_aggregated_apiserver::generic::Authenticator;
 use coder_k8s_aggregated_apiserver::generic::authn::DelegatedAuthenticator;
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::authorization::v1::ResourceAttributes;
 use k8s_openapi::api::core::v1::{ConfigMap, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{RoleBinding, RoleRef, Subject};
 use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
@@ -261,6 +262,18 @@ async fn reader_only_user(cp: &coder_k8s_testenv::ControlPlane) -> String {
         }]),
     };
     bindings.create(&PostParams::default(), &binding).await.unwrap();
+    cp.wait_until_allowed(
+        &user,
+        ResourceAttributes {
+            verb: Some("get".into()),
+            resource: Some("configmaps".into()),
+            namespace: Some("kube-system".into()),
+            name: Some("extension-apiserver-authentication".into()),
+            ..ResourceAttributes::default()
+        },
+    )
+    .await
+    .unwrap();
     user
 }
 

@@ -92,6 +92,21 @@ async fn grant(client: &kube::Client, ns: &str, user: &str) {
         .create(&PostParams::default(), &binding)
         .await
         .unwrap();
+    let cp = coder_k8s_testenv::shared().await.unwrap();
+    cp.wait_until_allowed(
+        user,
+        k8s_openapi::api::authorization::v1::ResourceAttributes {
+            verb: Some("create".into()),
+            group: Some(GROUP.into()),
+            resource: Some("coderworkspaces".into()),
+            subresource: Some("start".into()),
+            namespace: Some(ns.to_owned()),
+            name: Some("ws-a".into()),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
 }
 
 fn is_deny(decision: &Decision) -> bool {
@@ -169,6 +184,9 @@ async fn non_resource_paths_are_reviewed_by_path() {
     };
     Api::<ClusterRoleBinding>::all(client.clone())
         .create(&PostParams::default(), &binding)
+        .await
+        .unwrap();
+    cp.wait_until_path_allowed(&name, "get", "/openapi/v3/apis/aggregation.coder.com/v1alpha1")
         .await
         .unwrap();
     let authorizer = SubjectAccessReviewAuthorizer::new(client);
