@@ -14,6 +14,7 @@ use coder_k8s_aggregated_apiserver::coder::{
 use coder_k8s_aggregated_apiserver::generic::{ApiError, Registry, RequestContext, UserInfo};
 use coder_k8s_api::control_plane::CoderControlPlane;
 use coder_k8s_coder_client::types::UpdateTemplateMeta;
+use coder_k8s_coder_client::types::builds::{CreateWorkspaceBuildRequest, Transition};
 use coder_k8s_coder_client::types::workspaces::CreateWorkspaceRequest;
 use coder_k8s_coder_testserver::{Fault, FaultRule};
 use coder_k8s_control_plane_access::ClientCache;
@@ -370,6 +371,80 @@ async fn a_template_list_reuses_its_objects_until_coder_answers_differently() {
     // Every namespace at once is the same backend here, so it shares the same objects too.
     let everywhere = storage.list_shared(&ctx(None)).await.unwrap();
     assert!(Arc::ptr_eq(&third, &everywhere));
+}
+
+/// A workspace list pages through Coder every time. While every page is the same as last time it answers with the
+/// last list's objects; a change on one page of several is in the very next list, with every other workspace.
+#[tokio::test]
+async fn a_workspace_list_reuses_its_objects_while_coder_sends_the_same_pages() {
+    let coder = coder("wsmemo").await;
+    let registry = static_registry(&coder);
+    let storage = registry.resource("coderworkspaces").unwrap().storage.clone();
+    // 150 more than the fixture's one: two pages of Coder's list.
+    for i in 0..150 {
+        let request = CreateWorkspaceRequest {
+            template_id: Some(coder.template.id),
+            name: format!("memo-{i}"),
+            ..CreateWorkspaceRequest::default()
+        };
+        coder.client.create_workspace(OPERATOR, &request).await.unwrap();
+    }
+    let listed = async || storage.list_shared(&ctx(Some(NAMESPACE))).await.unwrap();
+    let settled = eventually("every build to end", async || {
+        let items = listed().await;
+        items
+            .iter()
+            .all(|o| o["status"]["latestBuildStatus"] != "starting")
+            .then_some(items)
+    })
+    .await;
+    assert_eq!(settled.len(), 151);
+    coder.server.clear_requests();
+    let first = listed().await;
+    let second = listed().await;
+    assert!(
+        Arc::ptr_eq(&first, &second),
+        "the same pages share the last list's objects"
+    );
+    let pages = coder
+        .server
+        .requests()
+        .iter()
+        .filter(|r| r.path == "/api/v2/workspaces")
+        .count();
+    assert_eq!(pages, 4, "each list still reads both pages from Coder");
+
+    // Stop the last workspace: the second page changes, the first does not.
+    let last = first.last().unwrap()["metadata"]["uid"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    coder
+        .client
+        .create_workspace_build(last, &CreateWorkspaceBuildRequest::transition(Transition::Stop))
+        .await
+        .unwrap();
+    let changed = listed().await;
+    assert!(
+        !Arc::ptr_eq(&second, &changed),
+        "a changed page is converted again"
+    );
+    assert_eq!(changed.len(), 151);
+    assert_eq!(
+        names(&changed),
+        names(&second),
+        "every workspace, in the same order"
+    );
+    let stopped = changed
+        .iter()
+        .find(|o| o["metadata"]["uid"] == last.to_string())
+        .unwrap();
+    assert_eq!(stopped["spec"]["running"], false, "{stopped}");
+    assert_eq!(
+        &changed[0], &second[0],
+        "the unchanged page converts to the same objects"
+    );
 }
 
 #[tokio::test]

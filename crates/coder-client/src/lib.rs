@@ -27,7 +27,7 @@ pub mod types;
 
 pub use client::{
     BYPASS_RATELIMIT_HEADER, ClientOptions, CoderClient, DEFAULT_LOG_IDLE_TIMEOUT, DEFAULT_MAX_BODY_BYTES,
-    DEFAULT_TIMEOUT, LogStream, Result, SESSION_TOKEN_HEADER, install_ring_provider,
+    DEFAULT_TIMEOUT, JsonAnswer, LogStream, Result, SESSION_TOKEN_HEADER, install_ring_provider,
 };
 pub use error::{Error, UnavailableReason, found};
 pub use secret::{REDACTED, Secret, SessionToken};

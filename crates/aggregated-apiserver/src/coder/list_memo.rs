@@ -1,10 +1,10 @@
 //! The last converted list of each namespace, answered again while Coder's answer for it has not changed.
 //!
-//! A list still asks Coder every time; what it saves is the work after that. Converting a few hundred templates
-//! into JSON trees, and freeing the trees of the list before, costs the server more than Coder takes to answer.
-//! The conversion is a pure function of the namespace and Coder's decoded answer, so an answer equal to the last
-//! one gets the objects built for the last one, shared rather than copied (the watch snapshot of a list holds the
-//! same objects).
+//! A list still asks Coder every time; what it saves is the work after that. Decoding and converting a few hundred
+//! templates, and freeing the objects of the list before, costs the server more than Coder takes to answer. The
+//! conversion is a pure function of the namespace and Coder's answer, so an answer equal to the last one (the
+//! storages compare the bytes Coder sent, before decoding them) gets the objects built for the last one, shared
+//! rather than copied: the watch snapshot of a list and the encoded answers kept for it hold the same objects.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -17,10 +17,12 @@ use crate::generic::ApiError;
 /// How long a namespace's list is kept without being asked for: a namespace no longer served is forgotten after it.
 pub const MEMO_MAX_IDLE: Duration = Duration::from_secs(600);
 
-/// Coder's decoded answer and the objects converted from it.
-struct Converted<S> {
-    source: Vec<S>,
-    objects: Arc<Vec<Value>>,
+/// Coder's answer and the objects converted from it.
+pub struct Converted<S> {
+    /// What Coder answered, in the order the storage asked.
+    pub source: Vec<S>,
+    /// The objects converted from it.
+    pub objects: Arc<Vec<Value>>,
 }
 
 /// Each namespace's last list, with when it was last asked for.
@@ -64,17 +66,20 @@ impl<S: PartialEq> ListMemo<S> {
             return Ok(last.objects.clone());
         }
         let objects = Arc::new(convert(&source)?);
-        let converted = Arc::new(Converted {
-            source,
-            objects: objects.clone(),
-        });
-        self.entries()
-            .insert(namespace.to_owned(), (Instant::now(), converted));
+        self.remember(namespace, source, objects.clone());
         Ok(objects)
     }
 
+    /// Remembers `objects` as the conversion of `source` in `namespace`, replacing its last list. For a storage
+    /// that compares Coder's answers with [`ListMemo::last`] as they arrive rather than all at once.
+    pub fn remember(&self, namespace: &str, source: Vec<S>, objects: Arc<Vec<Value>>) {
+        let converted = Arc::new(Converted { source, objects });
+        self.entries()
+            .insert(namespace.to_owned(), (Instant::now(), converted));
+    }
+
     /// The last list of `namespace`, marked as used; lists idle for longer than the bound are dropped.
-    fn last(&self, namespace: &str) -> Option<Arc<Converted<S>>> {
+    pub fn last(&self, namespace: &str) -> Option<Arc<Converted<S>>> {
         let now = Instant::now();
         let max_idle = self.max_idle;
         let mut entries = self.entries();

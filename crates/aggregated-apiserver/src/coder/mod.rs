@@ -20,6 +20,7 @@ pub mod template_settings;
 pub mod template_versions;
 pub mod templates;
 pub mod transitions;
+pub mod workspace_list;
 pub mod workspace_log;
 pub mod workspace_rules;
 pub mod workspace_secrets;

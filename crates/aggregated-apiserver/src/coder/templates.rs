@@ -18,7 +18,7 @@ use coder_k8s_coder_client::types::template_versions::{
     CreateTemplateVersionRequest, TemplateVersionVariable,
 };
 use coder_k8s_coder_client::types::templates::{CreateTemplateRequest, Template, UpdateTemplateMeta};
-use coder_k8s_coder_client::{CoderClient, Error as CoderError};
+use coder_k8s_coder_client::{CoderClient, Error as CoderError, JsonAnswer};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::DeleteOptions;
 use serde_json::Value;
 use tokio::time::Instant;
@@ -26,7 +26,7 @@ use uuid::Uuid;
 
 use super::archive;
 use super::convert;
-use super::errors::within;
+use super::errors::{map_coder_error, within};
 use super::field_errors::FieldError;
 use super::list_memo::ListMemo;
 use super::names::{self, TemplateName};
@@ -114,8 +114,8 @@ fn template_columns() -> Vec<Column> {
 struct TemplateStorage {
     provider: Arc<dyn Provider>,
     settings: SettingsSource,
-    /// The last list of each namespace, reused while Coder's templates there are unchanged.
-    listed: ListMemo<Template>,
+    /// The last list of each namespace, reused while Coder's answers for it are the same bytes.
+    listed: ListMemo<JsonAnswer<Vec<Template>>>,
 }
 
 /// Every template of every organization, sorted by organization and name.
@@ -124,16 +124,41 @@ pub(super) async fn all_templates(
     deadline: Instant,
     resource: &str,
 ) -> Result<Vec<Template>, ApiError> {
+    sorted_templates(&template_answers(client, deadline, resource).await?, resource)
+}
+
+/// Coder's answers to the template list of each organization the operator sees, undecoded.
+async fn template_answers(
+    client: &CoderClient,
+    deadline: Instant,
+    resource: &str,
+) -> Result<Vec<JsonAnswer<Vec<Template>>>, ApiError> {
     let organizations = within(deadline, subject(resource, ""), client.organizations()).await?;
-    let mut templates = Vec::new();
+    let mut answers = Vec::with_capacity(organizations.len());
     for organization in organizations {
-        templates.extend(
+        answers.push(
             within(
                 deadline,
                 subject(resource, ""),
-                client.templates(&organization.name),
+                client.templates_answer(&organization.name),
             )
             .await?,
+        );
+    }
+    Ok(answers)
+}
+
+/// The templates of `answers`, sorted by organization and name.
+fn sorted_templates(
+    answers: &[JsonAnswer<Vec<Template>>],
+    resource: &str,
+) -> Result<Vec<Template>, ApiError> {
+    let mut templates = Vec::new();
+    for answer in answers {
+        templates.extend(
+            answer
+                .decode()
+                .map_err(|e| map_coder_error(&e, subject(resource, "")))?,
         );
     }
     templates.sort_by(|a, b| (&a.organization_name, &a.name).cmp(&(&b.organization_name, &b.name)));
@@ -979,9 +1004,9 @@ impl Storage for TemplateStorage {
     async fn list_shared(&self, ctx: &RequestContext) -> Result<Arc<Vec<Value>>, ApiError> {
         let mut lists = Vec::new();
         for backend in self.provider.resolve(ctx.namespace.as_deref()).await? {
-            let templates = all_templates(&backend.client, ctx.deadline, TEMPLATES).await?;
-            lists.push(self.listed.objects(&backend.namespace, templates, |templates| {
-                templates
+            let answers = template_answers(&backend.client, ctx.deadline, TEMPLATES).await?;
+            lists.push(self.listed.objects(&backend.namespace, answers, |answers| {
+                sorted_templates(answers, TEMPLATES)?
                     .iter()
                     .map(|t| convert::template(&backend.namespace, t))
                     .collect()

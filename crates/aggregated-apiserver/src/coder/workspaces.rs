@@ -9,7 +9,6 @@ use coder_k8s_api::aggregation::{CoderWorkspace, CoderWorkspaceSecretKeyRef, Cod
 use coder_k8s_coder_client::CoderClient;
 use coder_k8s_coder_client::types::builds::{CreateWorkspaceBuildRequest, Transition, WorkspaceBuild};
 use coder_k8s_coder_client::types::workspaces::{RichParameterValue, Workspace};
-use futures::{StreamExt as _, TryStreamExt as _};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::DeleteOptions;
 use serde_json::Value;
 use tokio::time::Instant;
@@ -17,9 +16,11 @@ use tokio::time::Instant;
 use super::convert;
 use super::errors::{map_coder_error, timed_out, within};
 use super::first_build_stop;
+use super::list_memo::ListMemo;
 use super::names::{self, WorkspaceName};
 use super::provider::{Backend, Provider};
 use super::resources::{TEMPLATES, WORKSPACES, at, backend_of, column, schema, subject};
+use super::workspace_list::{Page, all_workspaces};
 use super::workspace_rules as rules;
 use super::workspace_secrets::{ParameterSecrets, secret_values};
 use super::workspace_settings::{self as settings, FieldErrors, SettingsChanges, WantedValue};
@@ -58,7 +59,11 @@ pub fn resource_with(provider: Arc<dyn Provider>, secrets: Option<Arc<dyn Parame
         schema: schema::<CoderWorkspace>(),
         columns: workspace_columns(),
         subresources: Vec::new(),
-        storage: Arc::new(WorkspaceStorage { provider, secrets }),
+        storage: Arc::new(WorkspaceStorage {
+            provider,
+            secrets,
+            listed: ListMemo::default(),
+        }),
         watch_feed: None,
     }
 }
@@ -111,76 +116,8 @@ fn workspace_columns() -> Vec<Column> {
 struct WorkspaceStorage {
     provider: Arc<dyn Provider>,
     secrets: Option<Arc<dyn ParameterSecrets>>,
-}
-
-/// Workspaces per Coder page.
-const PAGE: u32 = 100;
-/// Pages fetched at once after the first: where Coder answers pages in parallel, a list of 1,000 workspaces waits for
-/// about four rounds of pages instead of ten, with the same Coder calls.
-const PAGES_AT_ONCE: usize = 4;
-
-/// One page of Coder's workspace list, converted as soon as it arrives, so that converting it overlaps the pages
-/// still in flight.
-struct ConvertedPage {
-    /// Coder's count of all workspaces.
-    count: i64,
-    /// The page was full: more may follow.
-    full: bool,
-    /// The converted workspaces with their Coder IDs.
-    objects: Vec<(uuid::Uuid, Value)>,
-}
-
-/// Every workspace Coder shows the operator, converted for `namespace`. The first page tells Coder's count; the other
-/// pages are fetched [`PAGES_AT_ONCE`] at a time. Should the count grow meanwhile, the pages after it are fetched one
-/// by one until a short page; a workspace seen twice (shifted by a delete between pages) is kept once. Each page is
-/// decoded as listings, the little a list shows of a workspace.
-async fn all_workspaces(
-    client: &CoderClient,
-    ctx: &RequestContext,
-    namespace: &str,
-) -> Result<Vec<Value>, ApiError> {
-    let page = |offset: u32| async move {
-        let listed = within(
-            ctx.deadline,
-            subject(WORKSPACES, ""),
-            client.workspace_listings("", PAGE, offset),
-        )
-        .await?;
-        let objects = listed
-            .workspaces
-            .iter()
-            .map(|w| Ok((w.id, convert::listed_workspace(namespace, w)?)))
-            .collect::<Result<Vec<_>, ApiError>>()?;
-        Ok::<_, ApiError>(ConvertedPage {
-            count: listed.count,
-            full: listed.workspaces.len() == PAGE as usize,
-            objects,
-        })
-    };
-    let first = page(0).await?;
-    let (mut count, mut full, mut objects) = (first.count, first.full, first.objects);
-    if full {
-        let planned = u32::try_from(count.max(0)).unwrap_or(u32::MAX);
-        let offsets = (1..).map(|n| n * PAGE).take_while(|offset| *offset < planned);
-        let pages: Vec<_> = futures::stream::iter(offsets)
-            .map(page)
-            .buffered(PAGES_AT_ONCE)
-            .try_collect()
-            .await?;
-        for next in pages {
-            (full, count) = (next.full, count.max(next.count));
-            objects.extend(next.objects);
-        }
-    }
-    let listed = |objects: &Vec<_>| i64::try_from(objects.len()).unwrap_or(i64::MAX);
-    while full && listed(&objects) < count {
-        let next = page(u32::try_from(objects.len()).unwrap_or(u32::MAX)).await?;
-        (full, count) = (next.full, count.max(next.count));
-        objects.extend(next.objects);
-    }
-    let mut seen = std::collections::HashSet::new();
-    objects.retain(|(id, _)| seen.insert(*id));
-    Ok(objects.into_iter().map(|(_, object)| object).collect())
+    /// The last list of each namespace, reused while Coder sends the same pages.
+    listed: ListMemo<Page>,
 }
 
 /// A workspace found under its canonical name, and the backend that serves it.
@@ -609,11 +546,19 @@ impl Storage for WorkspaceStorage {
     }
 
     async fn list(&self, ctx: &RequestContext) -> Result<Vec<Value>, ApiError> {
-        let mut objects = Vec::new();
+        Ok(Arc::unwrap_or_clone(self.list_shared(ctx).await?))
+    }
+
+    /// Coder is asked every time; the objects of a namespace whose pages are unchanged are the last list's.
+    async fn list_shared(&self, ctx: &RequestContext) -> Result<Arc<Vec<Value>>, ApiError> {
+        let mut lists = Vec::new();
         for backend in self.provider.resolve(ctx.namespace.as_deref()).await? {
-            objects.extend(all_workspaces(&backend.client, ctx, &backend.namespace).await?);
+            lists.push(all_workspaces(&backend.client, ctx, &backend.namespace, &self.listed).await?);
         }
-        Ok(objects)
+        Ok(match <[_; 1]>::try_from(lists) {
+            Ok([only]) => only,
+            Err(lists) => Arc::new(lists.iter().flat_map(|l| l.iter().cloned()).collect()),
+        })
     }
 
     fn check_write(&self, ctx: &RequestContext) -> Result<(), ApiError> {

@@ -280,6 +280,9 @@ struct Picture {
     pending: VecDeque<Arc<WatchEvent>>,
     /// Counters of the events this poller published, so it does not read them back as writes.
     own: HashSet<u64>,
+    /// The objects of the last good poll, as the storage shared them, while `known` is exactly them: the last round
+    /// took no write of this namespace. A poll answering with the very same objects then changes nothing.
+    settled: Option<Arc<Vec<Value>>>,
 }
 
 impl Poller {
@@ -321,7 +324,7 @@ impl Poller {
             None => {
                 let counter = self.broadcaster.current();
                 match self.poll().await {
-                    Ok(items) => (by_name(items), counter),
+                    Ok(items) => (by_name(Arc::unwrap_or_clone(items)), counter),
                     Err(error) => {
                         let _ = sender.send(Baseline::Failed(error));
                         return None;
@@ -335,6 +338,7 @@ impl Poller {
             writes,
             pending,
             own: HashSet::new(),
+            settled: None,
         })
     }
 
@@ -366,7 +370,7 @@ impl Poller {
 
     /// Takes one poll into the picture and publishes what changed in Coder; whether anything changed here (in Coder,
     /// or by a write through the server in this namespace).
-    fn round(&self, picture: &mut Picture, polled: Result<Vec<Value>, ApiError>, started: u64) -> bool {
+    fn round(&self, picture: &mut Picture, polled: Result<Arc<Vec<Value>>, ApiError>, started: u64) -> bool {
         drain(&mut picture.writes, &mut picture.pending, &mut picture.own);
         let items = match polled {
             Ok(items) => items,
@@ -379,7 +383,17 @@ impl Poller {
             .pending
             .iter()
             .any(|event| of_namespace(event, &self.namespace));
+        if !wrote
+            && let Some(settled) = &picture.settled
+            && Arc::ptr_eq(settled, &items)
+        {
+            // The storage answered with the objects of the last poll, which `known` already is.
+            picture.pending.clear();
+            return false;
+        }
+        picture.settled = (!wrote).then(|| items.clone());
         let writes = picture.pending.drain(..);
+        let items = Arc::unwrap_or_clone(items);
         let events = poll_round(&mut picture.known, items, writes, started, &self.namespace);
         let saw = !events.is_empty();
         self.publish(events, &mut picture.own);
@@ -403,7 +417,7 @@ impl Poller {
     }
 
     /// Every object of the namespace, as a list answers it.
-    async fn poll(&self) -> Result<Vec<Value>, ApiError> {
+    async fn poll(&self) -> Result<Arc<Vec<Value>>, ApiError> {
         let ctx = RequestContext {
             user: UserInfo::default(),
             namespace: Some(self.namespace.clone()),
@@ -412,7 +426,7 @@ impl Poller {
             query: BTreeMap::new(),
         };
         // The storage bounds its Coder calls by the deadline; this also bounds finding the backend.
-        tokio::time::timeout(self.settings.poll_timeout, self.storage.list(&ctx))
+        tokio::time::timeout(self.settings.poll_timeout, self.storage.list_shared(&ctx))
             .await
             .unwrap_or_else(|_| Err(ApiError::timeout("the watch poll did not finish in time")))
     }

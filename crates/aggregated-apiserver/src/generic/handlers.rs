@@ -5,7 +5,7 @@
 mod params;
 mod patch;
 mod read;
-mod respond;
+pub(crate) mod respond;
 mod write;
 
 use std::sync::Arc;
@@ -19,6 +19,7 @@ use bytes::Bytes;
 use serde_json::Value;
 
 use super::auth::{Attributes, Decision, PeerCertificates, ResourceAttributes, UserInfo};
+use super::encoded_lists::EncodedLists;
 use super::negotiate::{self, Answering, ResponseFormat};
 use super::registry::{ResourceDef, Verb};
 use super::request_info::{self, RequestInfo, ResourceRequest};
@@ -35,6 +36,8 @@ pub use params::{MAX_BODY_BYTES, parse_go_duration};
 pub struct Shared {
     pub server: ApiServer,
     pub hub: WatchHub,
+    /// Lists kept encoded while their storage keeps their objects.
+    pub encoded_lists: EncodedLists,
 }
 
 /// The paths answered without authentication.

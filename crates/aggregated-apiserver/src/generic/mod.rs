@@ -6,6 +6,7 @@ pub mod authn;
 pub mod authz;
 pub mod caller;
 pub mod discovery;
+pub mod encoded_lists;
 pub mod feed;
 pub mod handlers;
 pub mod kube_call;

@@ -8,6 +8,7 @@ use std::time::Duration;
 use axum::Router;
 
 use super::auth::{Authenticator, Authorizer};
+use super::encoded_lists::EncodedLists;
 use super::handlers::{self, Shared};
 use super::registry::Registry;
 use super::watch::WatchHub;
@@ -59,6 +60,7 @@ impl ApiServer {
         let shared = Arc::new(Shared {
             server: self.clone(),
             hub: WatchHub::new(&self.registry),
+            encoded_lists: EncodedLists::default(),
         });
         Router::new().fallback(handlers::handle).with_state(shared)
     }

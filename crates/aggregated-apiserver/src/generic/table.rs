@@ -125,12 +125,22 @@ fn row<'a>(columns: &[Column], object: &'a Value, include: IncludeObject, now_un
 
 /// The `Age` cell: kubectl's short duration since `metadata.creationTimestamp`, `<unknown>` without one.
 pub fn age_cell(object: &Value, now_unix_seconds: i64) -> String {
-    let created = object
+    age_since(creation_seconds(object), now_unix_seconds)
+}
+
+/// `metadata.creationTimestamp` in Unix seconds, when the object has a valid one.
+pub fn creation_seconds(object: &Value) -> Option<i64> {
+    object
         .pointer("/metadata/creationTimestamp")
         .and_then(Value::as_str)
-        .and_then(|t| t.parse::<Timestamp>().ok());
+        .and_then(|t| t.parse::<Timestamp>().ok())
+        .map(|timestamp| timestamp.as_second())
+}
+
+/// The `Age` cell of an object created at `created` (Unix seconds; `None`: `<unknown>`).
+pub fn age_since(created: Option<i64>, now_unix_seconds: i64) -> String {
     match created {
-        Some(timestamp) => human_duration(now_unix_seconds - timestamp.as_second()),
+        Some(created) => human_duration(now_unix_seconds - created),
         None => "<unknown>".to_owned(),
     }
 }
@@ -247,7 +257,8 @@ fn to_value(representation: &impl Serialize) -> Value {
     serde_json::to_value(representation).unwrap_or(Value::Null)
 }
 
-fn unix_now() -> i64 {
+/// The clock the Age cells are written at, in Unix seconds.
+pub fn unix_now() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))

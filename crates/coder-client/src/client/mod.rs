@@ -27,7 +27,7 @@ use crate::redirect;
 use crate::secret::SessionToken;
 
 pub use logs::LogStream;
-pub use transport::{BYPASS_RATELIMIT_HEADER, SESSION_TOKEN_HEADER};
+pub use transport::{BYPASS_RATELIMIT_HEADER, JsonAnswer, SESSION_TOKEN_HEADER};
 
 /// Result of a Coder call.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

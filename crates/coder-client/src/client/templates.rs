@@ -4,6 +4,7 @@
 use reqwest::Method;
 use uuid::Uuid;
 
+use super::transport::JsonAnswer;
 use super::{CoderClient, Result};
 use crate::error::Error;
 use crate::types::template_acl::{TemplateAcl, UpdateTemplateAcl};
@@ -13,6 +14,12 @@ impl CoderClient {
     /// `GET /api/v2/organizations/{organization}/templates`.
     pub async fn templates(&self, organization: &str) -> Result<Vec<Template>> {
         self.get_json(&["organizations", organization, "templates"], &[])
+            .await
+    }
+
+    /// [`CoderClient::templates`], undecoded: for a caller that skips decoding an answer equal to the last one.
+    pub async fn templates_answer(&self, organization: &str) -> Result<JsonAnswer<Vec<Template>>> {
+        self.get_answer(&["organizations", organization, "templates"], &[])
             .await
     }
 

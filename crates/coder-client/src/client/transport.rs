@@ -2,6 +2,8 @@
 //! retry on 428, same-origin redirects, timeouts, the body-size cap, error mapping, the generic JSON
 //! calls used by every typed call, and the websocket handshake of followed logs.
 
+use std::marker::PhantomData;
+
 use bytes::{Bytes, BytesMut};
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue};
 use reqwest::{Method, RequestBuilder, StatusCode};
@@ -22,6 +24,52 @@ use crate::secret::{SessionToken, scrub};
 pub const SESSION_TOKEN_HEADER: &str = "Coder-Session-Token";
 /// The rate-limit bypass header sent (value `true`) on mutating calls.
 pub const BYPASS_RATELIMIT_HEADER: &str = "X-Coder-Bypass-Ratelimit";
+
+/// A successful JSON answer as Coder sent it, decoded on demand. A caller that remembers the last answer compares
+/// the bytes first and decodes only an answer that changed: decoding a few hundred templates costs more than
+/// Coder takes to send them.
+pub struct JsonAnswer<T> {
+    body: Bytes,
+    decoded_as: PhantomData<fn() -> T>,
+}
+
+impl<T: DeserializeOwned> JsonAnswer<T> {
+    /// The answer decoded; a body that is not the expected JSON is [`Error::Decode`], as for a decoded call.
+    pub fn decode(&self) -> Result<T> {
+        CoderClient::decode(&self.body)
+    }
+}
+
+impl<T> JsonAnswer<T> {
+    /// The body exactly as Coder sent it.
+    pub fn bytes(&self) -> &[u8] {
+        &self.body
+    }
+}
+
+impl<T> Clone for JsonAnswer<T> {
+    fn clone(&self) -> Self {
+        Self {
+            body: self.body.clone(),
+            decoded_as: PhantomData,
+        }
+    }
+}
+
+/// Two answers are equal when Coder sent the same bytes.
+impl<T> PartialEq for JsonAnswer<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.body == other.body
+    }
+}
+
+impl<T> std::fmt::Debug for JsonAnswer<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JsonAnswer")
+            .field("bytes", &self.body.len())
+            .finish()
+    }
+}
 
 /// A websocket upgraded from a reqwest connection.
 pub(super) type Ws = WebSocketStream<reqwest::Upgraded>;
@@ -252,6 +300,23 @@ impl CoderClient {
         }
         let answer = self.execute(Method::GET, url, Body::Empty).await?;
         Self::decode(&answer.body)
+    }
+
+    /// `GET /api/v2/<segments…>?<query>`, keeping the JSON answer undecoded.
+    pub(crate) async fn get_answer<T: DeserializeOwned>(
+        &self,
+        segments: &[&str],
+        query: &[(&str, &str)],
+    ) -> Result<JsonAnswer<T>> {
+        let mut url = self.endpoint(segments)?;
+        if !query.is_empty() {
+            url.query_pairs_mut().extend_pairs(query);
+        }
+        let answer = self.execute(Method::GET, url, Body::Empty).await?;
+        Ok(JsonAnswer {
+            body: answer.body,
+            decoded_as: PhantomData,
+        })
     }
 
     /// A call with a JSON body, decoding the JSON answer.

@@ -37,19 +37,11 @@ impl CoderClient {
         limit: u32,
         offset: u32,
     ) -> Result<WorkspacesPage<W>> {
-        let limit = limit.to_string();
-        let offset = offset.to_string();
-        let mut query: Vec<(&str, &str)> = Vec::new();
-        if !q.is_empty() {
-            query.push(("q", q));
-        }
-        if limit != "0" {
-            query.push(("limit", &limit));
-        }
-        if offset != "0" {
-            query.push(("offset", &offset));
-        }
-        self.get_json(&["workspaces"], &query).await
+        self.get_json(
+            &["workspaces"],
+            &page_query(q, &limit.to_string(), &offset.to_string()),
+        )
+        .await
     }
 
     /// `GET /api/v2/workspaces/{id}`.
@@ -219,4 +211,19 @@ impl CoderClient {
         self.get_json(&["workspaces", &workspace.to_string(), "builds"], &[])
             .await
     }
+}
+
+/// The query of one page of `GET /workspaces`: `q`, then `limit` and `offset` unless they are zero.
+fn page_query<'a>(q: &'a str, limit: &'a str, offset: &'a str) -> Vec<(&'a str, &'a str)> {
+    let mut query = Vec::new();
+    if !q.is_empty() {
+        query.push(("q", q));
+    }
+    if limit != "0" {
+        query.push(("limit", limit));
+    }
+    if offset != "0" {
+        query.push(("offset", offset));
+    }
+    query
 }

@@ -48,7 +48,7 @@ use crate::coder::Coder;
 use crate::measure::{Memory, ms, percentiles};
 use crate::operator::Operator;
 use crate::rest::{RestCase, Watchers, Window};
-use crate::timing::samples;
+use crate::timing::{samples, samples_then};
 
 /// Sizes of one run mode.
 struct Mode {
@@ -120,6 +120,8 @@ struct ListTimes {
     direct_coder: Vec<Duration>,
     server: Vec<Duration>,
     through_kube: Vec<Duration>,
+    /// The same list through kube-apiserver as a JSON `<Kind>List` instead of a Table.
+    through_kube_json: Vec<Duration>,
     /// The operator's own Kubernetes reads (get and list) per list through kube-apiserver.
     kube_reads_per_list: f64,
     kubectl: Vec<Duration>,
@@ -323,9 +325,10 @@ impl Measure<'_> {
         let server_url = format!("{base}{path}");
         let admin = self.cp.admin_token();
         // Record the Coder calls of one list, then replay exactly those.
-        timing::server_list(&server, &server_url, admin, items).await?;
+        let rows = |body: &[u8]| timing::check_rows(body, items, &path);
+        rows(&timing::server_list(&server, &server_url, admin).await?)?;
         self.coder.server.clear_requests();
-        timing::server_list(&server, &server_url, admin, items).await?;
+        rows(&timing::server_list(&server, &server_url, admin).await?)?;
         let calls = timing::coder_calls(&self.coder.server.requests());
         ensure!(!calls.is_empty(), "a list of {resource} made no Coder call");
         let coder_base = self.coder.server.url().as_str().trim_end_matches('/').to_owned();
@@ -339,14 +342,28 @@ impl Measure<'_> {
             timing::replay(&plain, &coder_base, self.token, &calls, timing::AT_ONCE)
         })
         .await?;
-        let server_times = samples(self.mode.samples, || {
-            timing::server_list(&server, &server_url, admin, items)
-        })
+        let server_times = samples_then(
+            self.mode.samples,
+            || timing::server_list(&server, &server_url, admin),
+            |body| rows(&body),
+        )
         .await?;
         let before = self.operator.scrape().await?;
-        let through_kube = samples(self.mode.samples, || timing::kube_list(self.kube, &path, items)).await?;
+        let through_kube = samples_then(
+            self.mode.samples,
+            || timing::kube_list(self.kube, &path),
+            |body| rows(body.as_bytes()),
+        )
+        .await?;
+        let through_kube_json = samples_then(
+            self.mode.samples,
+            || timing::kube_list_json(self.kube, &path),
+            |body| timing::check_items(body.as_bytes(), items, &path),
+        )
+        .await?;
         let kube_reads = self.operator.scrape().await?.since(&before).reads();
-        let kube_reads_per_list = kube_reads as f64 / through_kube.len().max(1) as f64;
+        let kube_reads_per_list =
+            kube_reads as f64 / (through_kube.len() + through_kube_json.len()).max(1) as f64;
         let kubectl = samples(self.mode.kubectl_samples, || async {
             timing::kubectl_list(self.cp, resource, self.namespace, items)
         })
@@ -359,6 +376,7 @@ impl Measure<'_> {
             direct_coder,
             server: server_times,
             through_kube,
+            through_kube_json,
             kube_reads_per_list,
             kubectl,
         })
@@ -405,7 +423,14 @@ fn print_report(mode: &Mode, results: &Results, log_path: &std::path::Path) {
         println!("{}", row("straight to the aggregated API server", &list.server));
         println!(
             "{}",
-            row("through kube-apiserver (client-go)", &list.through_kube)
+            row("through kube-apiserver (client-go), Table", &list.through_kube)
+        );
+        println!(
+            "{}",
+            row(
+                "through kube-apiserver (client-go), JSON",
+                &list.through_kube_json
+            )
         );
         println!("{}", row("`kubectl get` (process start to exit)", &list.kubectl));
         println!(
@@ -413,16 +438,21 @@ fn print_report(mode: &Mode, results: &Results, log_path: &std::path::Path) {
             list.kube_reads_per_list
         );
         let (coder_p50, coder_p99, _) = percentiles(&list.direct_coder);
-        let (kube_p50, kube_p99, _) = percentiles(&list.through_kube);
         let ratio = |through: Duration, direct: Duration| {
             through.saturating_sub(hop).as_secs_f64() / direct.as_secs_f64().max(1e-9)
         };
-        println!(
-            "\nthrough kube-apiserver minus one kube-apiserver hop ({}), over the same Coder calls sent as the server sends them: p50 {:.2}x, p99 {:.2}x (goal <= 1.10x)\n",
-            ms(hop),
-            ratio(kube_p50, coder_p50),
-            ratio(kube_p99, coder_p99)
-        );
+        println!();
+        for (representation, latencies) in [("Table", &list.through_kube), ("JSON", &list.through_kube_json)]
+        {
+            let (kube_p50, kube_p99, _) = percentiles(latencies);
+            println!(
+                "{representation} through kube-apiserver minus one kube-apiserver hop ({}), over the same Coder calls sent as the server sends them: p50 {:.2}x, p99 {:.2}x (goal <= 1.10x)",
+                ms(hop),
+                ratio(kube_p50, coder_p50),
+                ratio(kube_p99, coder_p99)
+            );
+        }
+        println!();
     }
     println!(
         "{}",
@@ -464,6 +494,11 @@ fn check_smoke(mode: &Mode, results: &Results) -> Result<()> {
             ("direct Coder", &list.direct_coder, mode.samples),
             ("server", &list.server, mode.samples),
             ("through kube-apiserver", &list.through_kube, mode.samples),
+            (
+                "through kube-apiserver, JSON",
+                &list.through_kube_json,
+                mode.samples,
+            ),
             ("kubectl", &list.kubectl, mode.kubectl_samples),
         ] {
             ensure!(

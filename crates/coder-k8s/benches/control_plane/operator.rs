@@ -23,6 +23,9 @@ pub struct Operator {
     clock: Clock,
 }
 
+/// The environment variable that names a `coder-k8s` binary to measure instead of the one built with the benchmark.
+pub const BINARY_OVERRIDE: &str = "CODER_K8S_BENCH_BINARY";
+
 impl Operator {
     /// Starts `coder-k8s --app=all --leader-elect=false` (the controllers and the aggregated API server, with its
     /// serving-CA Secret in `server_namespace`) with `extra_args` and waits for `/readyz`.
@@ -36,7 +39,10 @@ impl Operator {
         let metrics = SocketAddr::from(([127, 0, 0, 1], port));
         let api = SocketAddr::from(([127, 0, 0, 1], api_port));
         let log = File::create(log_path).with_context(|| format!("creating {}", log_path.display()))?;
-        let child = Command::new(env!("CARGO_BIN_EXE_coder-k8s"))
+        // Another build (an earlier commit, for a before-and-after on one machine) when the variable names one.
+        let binary =
+            std::env::var_os(BINARY_OVERRIDE).unwrap_or_else(|| env!("CARGO_BIN_EXE_coder-k8s").into());
+        let child = Command::new(binary)
             .args([
                 "--app=all".to_owned(),
                 "--leader-elect=false".to_owned(),

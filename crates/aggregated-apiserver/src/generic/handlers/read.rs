@@ -12,11 +12,13 @@ use tokio::sync::broadcast;
 
 use super::params::Query;
 use super::{Call, respond, streaming};
+use crate::generic::encoded_lists::Representation;
 use crate::generic::feed::{FeedLease, FeedRequest};
 use crate::generic::negotiate::{Answering, ResponseFormat};
 use crate::generic::request_info;
 use crate::generic::selectors::{FieldSelector, LabelSelector};
 use crate::generic::status::ApiError;
+use crate::generic::table;
 use crate::generic::watch::{
     Broadcaster, EventObjectFormat, WatchEvent, WatchFilter, WatchStart, WatchStream, WatchTiming,
 };
@@ -67,6 +69,8 @@ pub async fn list(call: Call<'_>) -> Result<Response, ApiError> {
         .map(|b| b.resource_version())
         .unwrap_or_default();
     let items = call.within(call.def.storage.list_shared(&call.ctx)).await?;
+    // Objects the storage keeps for its next list are worth keeping encoded too; a fresh list is encoded once.
+    let kept_by_storage = Arc::strong_count(&items) > 1;
     // A feed that starts for a watch from this list's resourceVersion begins from what the client saw. The snapshot
     // shares the answer's objects rather than copying them; the one it replaces is freed after the answer is built.
     let mut forgotten = Vec::new();
@@ -77,15 +81,41 @@ pub async fn list(call: Call<'_>) -> Result<Response, ApiError> {
     ) {
         forgotten = broadcaster.remember_list(call.ctx.namespace.as_deref(), counter, items.clone());
     }
-    let selected: Cow<'_, [Value]> = if selectors.select_everything() {
-        Cow::Borrowed(items.as_slice())
-    } else {
-        Cow::Owned(items.iter().filter(|o| selectors.matches(o)).cloned().collect())
-    };
     let list_meta = json!({"resourceVersion": resource_version});
-    let response = respond::list(call.def, &call.group_version(), &format, &selected, list_meta);
+    let kept = kept_by_storage && selectors.select_everything();
+    let response = match representation(&format).filter(|_| kept) {
+        Some(representation) => {
+            let text = call.shared.encoded_lists.encode(
+                call.def,
+                &call.group_version(),
+                representation,
+                &items,
+                &list_meta,
+                table::unix_now(),
+            );
+            respond::encoded_list(&format, text)
+        }
+        None => {
+            let selected: Cow<'_, [Value]> = if selectors.select_everything() {
+                Cow::Borrowed(items.as_slice())
+            } else {
+                Cow::Owned(items.iter().filter(|o| selectors.matches(o)).cloned().collect())
+            };
+            respond::list(call.def, &call.group_version(), &format, &selected, list_meta)
+        }
+    };
     free_later(forgotten);
     Ok(response)
+}
+
+/// The representation of `format` that [`EncodedLists`](crate::generic::encoded_lists::EncodedLists) keeps, if any.
+fn representation(format: &ResponseFormat) -> Option<Representation> {
+    match format {
+        ResponseFormat::Json => Some(Representation::Json),
+        ResponseFormat::Table { include_object } => Some(Representation::Table(*include_object)),
+        ResponseFormat::PartialObjectMetadataList => Some(Representation::PartialObjectMetadataList),
+        ResponseFormat::Yaml | ResponseFormat::PartialObjectMetadata => None,
+    }
 }
 
 /// Frees `lists` on a blocking thread, off the path of the answer: freeing a thousand JSON trees costs about as

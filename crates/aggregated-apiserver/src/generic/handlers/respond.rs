@@ -39,31 +39,58 @@ pub fn list(
     items: &[Value],
     list_meta: Value,
 ) -> Response {
-    match format {
-        ResponseFormat::Table { include_object } => encoded(
-            StatusCode::OK,
-            TABLE,
-            &table::table(def, items, list_meta, *include_object),
-        ),
-        ResponseFormat::PartialObjectMetadata | ResponseFormat::PartialObjectMetadataList => encoded(
-            StatusCode::OK,
-            PARTIAL_LIST,
-            &table::partial_object_metadata_list(items, list_meta),
-        ),
-        ResponseFormat::Json | ResponseFormat::Yaml => {
-            let list = ListBody {
-                api_version: group_version,
-                kind: def.list_kind,
-                metadata: list_meta,
-                items,
-            };
-            if *format == ResponseFormat::Yaml {
-                yaml(StatusCode::OK, &list)
-            } else {
-                encoded(StatusCode::OK, JSON, &list)
-            }
-        }
+    if *format == ResponseFormat::Yaml {
+        let list = ListBody {
+            api_version: group_version,
+            kind: def.list_kind,
+            metadata: list_meta,
+            items,
+        };
+        return yaml(StatusCode::OK, &list);
     }
+    match list_json(def, group_version, format, items, list_meta, table::unix_now()) {
+        Ok(text) => encoded_list(format, text),
+        Err(e) => ApiError::internal(format!("could not encode the answer as JSON: {e}")).into_response(),
+    }
+}
+
+/// The JSON text of a list as JSON, Table (Age cells at `now_unix_seconds`) or PartialObjectMetadataList.
+pub(crate) fn list_json(
+    def: &ResourceDef,
+    group_version: &str,
+    format: &ResponseFormat,
+    items: &[Value],
+    list_meta: Value,
+    now_unix_seconds: i64,
+) -> serde_json::Result<String> {
+    match format {
+        ResponseFormat::Table { include_object } => serde_json::to_string(&table::table_at(
+            def,
+            items,
+            list_meta,
+            *include_object,
+            now_unix_seconds,
+        )),
+        ResponseFormat::PartialObjectMetadata | ResponseFormat::PartialObjectMetadataList => {
+            serde_json::to_string(&table::partial_object_metadata_list(items, list_meta))
+        }
+        ResponseFormat::Json | ResponseFormat::Yaml => serde_json::to_string(&ListBody {
+            api_version: group_version,
+            kind: def.list_kind,
+            metadata: list_meta,
+            items,
+        }),
+    }
+}
+
+/// A list already encoded as `format` (JSON, Table or PartialObjectMetadataList).
+pub fn encoded_list(format: &ResponseFormat, text: String) -> Response {
+    let content_type = match format {
+        ResponseFormat::Table { .. } => TABLE,
+        ResponseFormat::PartialObjectMetadata | ResponseFormat::PartialObjectMetadataList => PARTIAL_LIST,
+        ResponseFormat::Json | ResponseFormat::Yaml => JSON,
+    };
+    (StatusCode::OK, [(header::CONTENT_TYPE, content_type)], text).into_response()
 }
 
 /// A `<Kind>List` as JSON or YAML.
