@@ -13,6 +13,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::shared::{SecretKeySelector, ServiceSpec, WorkloadPhase, conditions_schema, default_coder_image};
+pub use crate::workload::{CertSecretSelector, CertsSpec};
+use crate::workload::{Flat, WorkloadOptions};
 
 /// Finalizer that removes the workspace Roles and RoleBindings, also in other namespaces.
 pub const FINALIZER: &str = "coder.com/workspace-rbac-cleanup";
@@ -73,6 +75,13 @@ pub mod reasons {
     pub const LICENSE_APPLIED: &str = "Applied";
 }
 
+/// Name of the Coder server's container.
+pub const CONTAINER_NAME: &str = "coder";
+/// The admission rule that keeps extra and init containers off the Coder server's container name.
+const CONTAINER_NAMES_RULE: &str = "(!has(self.extraContainers) || self.extraContainers.all(c, c.name != 'coder')) && (!has(self.initContainers) || self.initContainers.all(c, c.name != 'coder'))";
+/// Admission message when an extra or init container takes the Coder server's container name.
+pub const CONTAINER_NAMES_MESSAGE: &str = "spec.extraContainers and spec.initContainers must not name a container coder: that is the Coder server's container";
+
 /// A Coder control plane: the Coder server Deployment, its Service, ServiceAccount, workspace RBAC, exposure, operator
 /// access to Coder's database, licence and entitlements.
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
@@ -93,6 +102,7 @@ pub mod reasons {
 #[x_kube(validation = kube::core::Rule::new(
     "!(has(self.database) && has(self.extraEnv) && self.extraEnv.exists(e, e.name == 'CODER_PG_CONNECTION_URL'))"
 ).message("spec.extraEnv must not set CODER_PG_CONNECTION_URL when spec.database.connectionSecretRef is set"))]
+#[x_kube(validation = kube::core::Rule::new(CONTAINER_NAMES_RULE).message(CONTAINER_NAMES_MESSAGE))]
 #[serde(rename_all = "camelCase")]
 pub struct CoderControlPlaneSpec {
     /// Container image of the Coder server.
@@ -198,6 +208,51 @@ pub struct CoderControlPlaneSpec {
     /// Opt-in for CoderMCPServer objects that reference this control plane.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mcp_servers: Option<MCPServersSpec>,
+    /// Coder's Prometheus endpoint: the metrics port on the pods, a metrics Service and, where the Prometheus
+    /// Operator's CRDs are installed, a ServiceMonitor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub monitoring: Option<Box<MonitoringSpec>>,
+    /// Deployment and pod settings shared by the workload kinds: labels and annotations, priority class, pull policy,
+    /// strategy, host aliases, init and sidecar containers, lifecycle hooks and a PodDisruptionBudget.
+    #[serde(flatten)]
+    pub workload: Flat<WorkloadOptions>,
+}
+
+/// Coder's Prometheus endpoint (`CODER_PROMETHEUS_ENABLE`), served on port 2112 of every pod.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct MonitoringSpec {
+    /// Turn the endpoint on. Default true when `monitoring` is present.
+    #[serde(default = "default_true", skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+    /// A `monitoring.coreos.com/v1` ServiceMonitor for the metrics Service. It is written once the Prometheus
+    /// Operator's CRDs are installed; without them the operator logs it, looks again every 2 minutes, and the rest of
+    /// the control plane works on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_monitor: Option<ServiceMonitorSpec>,
+}
+
+impl MonitoringSpec {
+    /// Whether the endpoint is on.
+    pub fn is_enabled(&self) -> bool {
+        self.enabled != Some(false)
+    }
+}
+
+/// The ServiceMonitor of a control plane's metrics Service.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ServiceMonitorSpec {
+    /// Write the ServiceMonitor. Default false.
+    #[serde(default)]
+    pub enabled: bool,
+    /// Labels of the ServiceMonitor (a Prometheus picks ServiceMonitors by label).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    /// Scrape interval, as a Prometheus duration (`30s`, `1m`). Default: the Prometheus' own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^(0|(([0-9]+)(ms|s|m|h))+)$"))]
+    pub interval: Option<String>,
 }
 
 fn default_true() -> Option<bool> {
@@ -383,25 +438,6 @@ pub struct GatewayParentRef {
     /// Listener of the Gateway.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub section_name: Option<String>,
-}
-
-/// Extra CA certificates for the Coder server.
-#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
-pub struct CertsSpec {
-    /// Secret keys with PEM CA certificates.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub secrets: Vec<CertSecretSelector>,
-}
-
-/// A Secret key that holds a PEM CA certificate.
-#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
-pub struct CertSecretSelector {
-    /// Name of the Secret; the certificate is mounted at `/etc/ssl/certs/<name>.crt`.
-    pub name: String,
-    /// Key inside the Secret.
-    pub key: String,
 }
 
 /// PostgreSQL connection of the Coder server.

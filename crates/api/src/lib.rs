@@ -15,4 +15,5 @@ pub mod provisioner;
 pub mod schema_compat;
 pub mod shared;
 pub mod template_test;
+pub mod workload;
 pub mod workspace_proxy;

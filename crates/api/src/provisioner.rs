@@ -10,6 +10,7 @@ use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
 use crate::shared::{SecretKeySelector, WorkloadPhase, conditions_schema};
+use crate::workload::{Flat, PodSettings, ServiceAccountMetadata, WorkloadOptions};
 
 /// Finalizer that deletes the provisioner key in Coder.
 pub const FINALIZER: &str = "coder.com/provisioner-key-cleanup";
@@ -89,6 +90,13 @@ pub mod reasons {
     pub const SECRET_READY: &str = "SecretReady";
 }
 
+/// Name of the daemons' container.
+pub const CONTAINER_NAME: &str = "provisioner";
+/// The admission rule that keeps extra and init containers off the daemons' container name.
+const CONTAINER_NAMES_RULE: &str = "(!has(self.extraContainers) || self.extraContainers.all(c, c.name != 'provisioner')) && (!has(self.initContainers) || self.initContainers.all(c, c.name != 'provisioner'))";
+/// Admission message when an extra or init container takes the daemons' container name.
+pub const CONTAINER_NAMES_MESSAGE: &str = "spec.extraContainers and spec.initContainers must not name a container provisioner: that is the daemons' container";
+
 /// External Coder provisioner daemons (`coder provisioner start`) authenticated with a provisioner key that the
 /// operator creates in Coder.
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
@@ -102,10 +110,16 @@ pub mod reasons {
     derive = "PartialEq",
     derive = "Default",
     doc = "CoderProvisioner runs external Coder provisioner daemons with a provisioner key managed by the operator.",
+    scale(
+        spec_replicas_path = ".spec.replicas",
+        status_replicas_path = ".status.replicas",
+        label_selector_path = ".status.selector"
+    ),
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
     printcolumn(name = "Replicas", type_ = "integer", json_path = ".status.readyReplicas"),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
 )]
+#[x_kube(validation = kube::core::Rule::new(CONTAINER_NAMES_RULE).message(CONTAINER_NAMES_MESSAGE))]
 #[serde(rename_all = "camelCase")]
 pub struct CoderProvisionerSpec {
     /// The CoderControlPlane in the same namespace whose Coder server the daemons connect to.
@@ -153,6 +167,79 @@ pub struct CoderProvisionerSpec {
         skip_serializing_if = "Option::is_none"
     )]
     pub termination_grace_period_seconds: Option<i64>,
+    /// Annotations and labels of the ServiceAccount the daemons run as (`<name>-provisioner`), for example a cloud
+    /// IAM role for workload identity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_account: Option<ServiceAccountMetadata>,
+    /// Read Coder's queue of provisioner jobs for this provisioner's tags, publish the pending and running jobs in
+    /// `status.jobs` and as the metric `coder_k8s_provisioner_jobs`, and, with `autoscaling`, set `replicas` from it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autoscaling: Option<AutoscalingSpec>,
+    /// Deployment and pod settings shared by the workload kinds: labels and annotations, priority class, pull policy,
+    /// strategy, host aliases, init and sidecar containers, lifecycle hooks and a PodDisruptionBudget.
+    #[serde(flatten)]
+    pub workload: Flat<WorkloadOptions>,
+    /// Scheduling, security contexts, volumes, `envFrom` and CA certificates of the daemons' pods.
+    #[serde(flatten)]
+    pub pod: Flat<PodSettings>,
+}
+
+/// Replicas set from Coder's queue of provisioner jobs. Each daemon runs one job at a time, so the operator asks for
+/// enough daemons to run every running and pending job (`jobsPerReplica` of them per daemon), within `minReplicas` and
+/// `maxReplicas`. It lowers `replicas` only after the queue has wanted fewer for `scaleDownDelay`, and never below
+/// the number of running jobs: a daemon that is stopped finishes its running build first (within
+/// `terminationGracePeriodSeconds`).
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[x_kube(validation = kube::core::Rule::new("!has(self.minReplicas) || !has(self.maxReplicas) || self.minReplicas <= self.maxReplicas")
+    .message("autoscaling.minReplicas must not be above autoscaling.maxReplicas"))]
+#[serde(rename_all = "camelCase")]
+pub struct AutoscalingSpec {
+    /// Set `spec.replicas` from the queue. False: only publish the queue (for a HorizontalPodAutoscaler or KEDA on the
+    /// scale subresource). Default true.
+    #[serde(default = "default_some_true", skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+    /// Fewest daemons. Default 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub min_replicas: Option<i32>,
+    /// Most daemons. Default 10.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub max_replicas: Option<i32>,
+    /// Queued and running jobs one daemon is counted for. Default 1 (a daemon runs one job at a time; a higher value
+    /// lets jobs wait).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub jobs_per_replica: Option<i32>,
+    /// How long the queue must want fewer daemons before `replicas` is lowered, as a Go duration (`5m`, `90s`).
+    /// Default `5m`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 32), regex(pattern = crate::ai_gateway_key::DURATION_PATTERN))]
+    pub scale_down_delay: Option<String>,
+}
+
+impl AutoscalingSpec {
+    /// Whether the operator sets `replicas` (not only publishes the queue).
+    pub fn sets_replicas(&self) -> bool {
+        self.enabled != Some(false)
+    }
+}
+
+fn default_some_true() -> Option<bool> {
+    Some(true)
+}
+
+/// Coder's provisioner jobs this provisioner's daemons can take, as last read.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ProvisionerJobsStatus {
+    /// Jobs waiting for a daemon.
+    pub pending: i32,
+    /// Jobs a daemon is running.
+    pub running: i32,
+    /// When Coder's queue was read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_at: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
 }
 
 fn default_organization() -> String {
@@ -192,6 +279,15 @@ pub struct CoderProvisionerStatus {
     /// Ready replicas of the provisioner Deployment.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ready_replicas: Option<i32>,
+    /// Replicas of the provisioner Deployment (the scale subresource's `status.replicas`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<i32>,
+    /// Label selector of the daemons' pods (the scale subresource's selector, for a HorizontalPodAutoscaler).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<String>,
+    /// Coder's provisioner jobs for this provisioner's tags, while `spec.autoscaling` is set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jobs: Option<ProvisionerJobsStatus>,
     /// `Ready` when every check passed and the Deployment has ready replicas.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<WorkloadPhase>,

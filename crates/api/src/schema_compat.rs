@@ -1,6 +1,8 @@
 //! Rewrites of the generated CRD schemas so that they accept what v0.1.5's CRDs accepted and reject what they
 //! rejected, where the schema derived from the Rust types differs: an optional `spec`, the quantity pattern, and
-//! object references whose `name` may be empty.
+//! object references whose `name` may be empty. Also the one rewrite that keeps a CRD small enough for
+//! `kubectl apply` without `--server-side`: the embedded Container and Lifecycle types keep their structure and
+//! validation but not the descriptions of their nested fields (Kubernetes documents those types).
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceDefinition, JSONSchemaProps,
@@ -17,6 +19,10 @@ const QUANTITY_FIELDS: &[&str] = &["divisor", "sizeLimit"];
 /// The description Kubernetes gives the `name` of a local object reference that may be empty for backwards
 /// compatibility; Kubernetes' own CRDs default it to `""` instead of requiring it.
 const MAY_BE_EMPTY_NAME: &str = "Name of the referent. This field is effectively required, but due to backwards compatibility is allowed to be empty.";
+
+/// Spec fields holding whole Kubernetes Container (or Lifecycle) types, whose nested descriptions are dropped: with
+/// them, a kind's CRD would outgrow the 256 KiB annotation client-side `kubectl apply` writes.
+const UNDOCUMENTED_INSIDE: &[&str] = &["initContainers", "extraContainers", "lifecycle"];
 
 /// Whether an object of the kind may omit `spec`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,6 +57,21 @@ pub fn adjust(mut crd: CustomResourceDefinition, spec: Spec) -> CustomResourceDe
 /// The rewrite of one version's root schema.
 pub fn adjust_schema(mut root: Value, spec: Spec) -> Value {
     walk(&mut root, None);
+    if let Some(fields) = root
+        .pointer_mut("/properties/spec/properties")
+        .and_then(Value::as_object_mut)
+    {
+        for (_, field) in fields
+            .iter_mut()
+            .filter(|(name, _)| UNDOCUMENTED_INSIDE.contains(&name.as_str()))
+        {
+            for child in ["items", "properties"] {
+                if let Some(nested) = field.get_mut(child) {
+                    drop_descriptions(nested);
+                }
+            }
+        }
+    }
     if spec == Spec::Optional {
         remove_required(&mut root, "spec");
         if let Some(spec) = root
@@ -104,6 +125,29 @@ fn walk(node: &mut Value, key: Option<&str>) {
     }
 }
 
+/// Removes every `description` in `node` and below (a property named `description` stays).
+fn drop_descriptions(node: &mut Value) {
+    match node {
+        Value::Object(object) => {
+            if object.get("description").is_some_and(Value::is_string) {
+                object.remove("description");
+            }
+            for (key, child) in object.iter_mut() {
+                if key == "properties" {
+                    // The children of `properties` are field names, any of which may be called `description`.
+                    if let Some(fields) = child.as_object_mut() {
+                        fields.values_mut().for_each(drop_descriptions);
+                    }
+                } else {
+                    drop_descriptions(child);
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(drop_descriptions),
+        _ => {}
+    }
+}
+
 fn remove_required(node: &mut Value, field: &str) {
     let Some(object) = node.as_object_mut() else {
         return;
@@ -123,6 +167,35 @@ fn remove_required(node: &mut Value, field: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn embedded_containers_keep_their_structure_without_nested_descriptions() {
+        let container = json!({"type": "object", "description": "A container.", "required": ["name"],
+            "properties": {"name": {"type": "string", "description": "Name."},
+                "description": {"type": "string", "description": "A field named description."}}});
+        let root = json!({"properties": {"spec": {"properties": {
+            "extraContainers": {"type": "array", "description": "Sidecars.", "items": container},
+            "volumes": {"type": "array", "description": "Volumes.", "items": container},
+        }}}});
+        let adjusted = adjust_schema(root, Spec::Required);
+        let spec = &adjusted["properties"]["spec"]["properties"];
+        assert_eq!(
+            spec["extraContainers"]["description"], "Sidecars.",
+            "the field keeps its own"
+        );
+        let item = &spec["extraContainers"]["items"];
+        assert!(item.get("description").is_none());
+        assert!(item.pointer("/properties/name/description").is_none());
+        assert_eq!(item["required"], json!(["name"]));
+        assert_eq!(
+            item.pointer("/properties/description/type"),
+            Some(&json!("string"))
+        );
+        assert_eq!(
+            spec["volumes"]["items"]["description"], "A container.",
+            "other fields are untouched"
+        );
+    }
 
     #[test]
     fn optional_spec_defaults_to_an_empty_object() {

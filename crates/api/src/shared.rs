@@ -6,6 +6,8 @@ use kube::KubeSchema;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::workload::{Flat, ServiceOptions};
+
 /// API group of every custom resource.
 pub const GROUP: &str = "coder.com";
 /// API version of every custom resource.
@@ -61,7 +63,7 @@ pub struct LocalObjectReference {
 }
 
 /// How a workload is exposed as a Kubernetes Service.
-#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct ServiceSpec {
     /// Service type: `ClusterIP` (also for `""`), `NodePort` or `LoadBalancer`.
@@ -73,6 +75,9 @@ pub struct ServiceSpec {
     /// Annotations added to the Service.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub annotations: BTreeMap<String, String>,
+    /// Traffic policy, load balancer, session affinity, node ports and extra ports.
+    #[serde(flatten)]
+    pub options: Flat<ServiceOptions>,
 }
 
 impl Default for ServiceSpec {
@@ -81,6 +86,7 @@ impl Default for ServiceSpec {
             type_: default_service_type(),
             port: default_service_port(),
             annotations: BTreeMap::new(),
+            options: Flat::default(),
         }
     }
 }

@@ -1,11 +1,14 @@
 //! `CoderWorkspaceProxy`: a Coder workspace proxy (`coder wsproxy server`) Deployment and Service.
 
-use k8s_openapi::api::core::v1::{EnvVar, LocalObjectReference as K8sLocalObjectReference};
+use k8s_openapi::api::core::v1::{
+    EnvVar, LocalObjectReference as K8sLocalObjectReference, ResourceRequirements,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
 use crate::shared::{SecretKeySelector, ServiceSpec, WorkloadPhase, conditions_schema, default_coder_image};
+use crate::workload::{Flat, PodSettings, ServiceAccountMetadata, WorkloadOptions};
 
 /// Admission message when `spec.extraEnv` sets the primary URL the operator sets.
 pub const PRIMARY_ACCESS_URL_ENV_MESSAGE: &str = "spec.extraEnv must not set CODER_PRIMARY_ACCESS_URL: the operator sets it from spec.primaryAccessURL or spec.bootstrap.coderURL";
@@ -62,6 +65,7 @@ pub mod reasons {
     printcolumn(name = "Registered", type_ = "boolean", json_path = ".status.registered"),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
 )]
+#[x_kube(validation = kube::core::Rule::new(CONTAINER_NAMES_RULE).message(CONTAINER_NAMES_MESSAGE))]
 #[serde(rename_all = "camelCase")]
 pub struct WorkspaceProxySpec {
     /// Container image.
@@ -107,7 +111,28 @@ pub struct WorkspaceProxySpec {
     /// Pull secrets for the image.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub image_pull_secrets: Vec<K8sLocalObjectReference>,
+    /// Resources of the proxy container.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<Box<ResourceRequirements>>,
+    /// A ServiceAccount for the proxy pods (`wsproxy-<name>`), with these annotations and labels. Unset: the pods run
+    /// as the namespace's `default` ServiceAccount, as before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_account: Option<ServiceAccountMetadata>,
+    /// Deployment and pod settings shared by the workload kinds: labels and annotations, priority class, pull policy,
+    /// strategy, host aliases, init and sidecar containers, lifecycle hooks and a PodDisruptionBudget.
+    #[serde(flatten)]
+    pub workload: Flat<WorkloadOptions>,
+    /// Scheduling, security contexts, volumes, `envFrom` and CA certificates of the proxy pods.
+    #[serde(flatten)]
+    pub pod: Flat<PodSettings>,
 }
+
+/// Name of the proxy's container.
+pub const CONTAINER_NAME: &str = "workspace-proxy";
+/// The admission rule that keeps extra and init containers off the proxy's container name.
+const CONTAINER_NAMES_RULE: &str = "(!has(self.extraContainers) || self.extraContainers.all(c, c.name != 'workspace-proxy')) && (!has(self.initContainers) || self.initContainers.all(c, c.name != 'workspace-proxy'))";
+/// Admission message when an extra or init container takes the proxy's container name.
+pub const CONTAINER_NAMES_MESSAGE: &str = "spec.extraContainers and spec.initContainers must not name a container workspace-proxy: that is the proxy's container";
 
 /// Registration of the proxy in Coder by the operator.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]

@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use coder_k8s_coder_client::types::jobs::{daemon_takes_job, effective_tags};
 use coder_k8s_coder_client::types::{
     ArchiveKind, BuildReason, CreateTemplateRequest, CreateTemplateVersionRequest,
     CreateWorkspaceBuildRequest, CreateWorkspaceRequest, JobStatus, ProvisionerJob, ProvisionerJobLog,
@@ -2416,6 +2417,82 @@ macro_rules! contracts {
     )*};
 }
 
+/// The organization's provisioner jobs (the build queue an autoscaler reads): a version tagged with a queue no daemon
+/// serves waits, pending, with the tags Coder stored; the status filter, the tag rule a daemon applies, and the 404 a
+/// plain member gets are the same on both servers. (The test server's simulated daemon serves every tag, so it is
+/// told that none has this one, as on real Coder.)
+async fn contract_provisioner_jobs(t: &Target) {
+    let client = t.client();
+    let queue = unique("queue");
+    if let Backend::TestServer(server) = &t.backend {
+        server.hold_jobs_tagged("queue", &queue);
+    }
+    let file = client
+        .upload_file(ArchiveKind::Tar, t.echo_template())
+        .await
+        .unwrap();
+    let mut request = CreateTemplateVersionRequest::terraform(file.id);
+    request.provisioner = "echo".to_owned();
+    request.tags = BTreeMap::from([("queue".to_owned(), queue.clone())]);
+    let version = client.create_template_version("default", &request).await.unwrap();
+    let jobs = client
+        .provisioner_jobs("default", &[JobStatus::Pending, JobStatus::Running], 1000)
+        .await
+        .unwrap();
+    let job = jobs
+        .iter()
+        .find(|j| j.id == version.job.id)
+        .expect("the pending import is listed");
+    assert_eq!(job.status, JobStatus::Pending);
+    assert_eq!(
+        job.tags,
+        BTreeMap::from([
+            ("owner".to_owned(), String::new()),
+            ("queue".to_owned(), queue.clone()),
+            ("scope".to_owned(), "organization".to_owned()),
+        ]),
+        "Coder stores the tags with the organization scope"
+    );
+    let daemon = |tags: &[(&str, &str)]| {
+        effective_tags(
+            &tags
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+        )
+    };
+    assert!(daemon_takes_job(&daemon(&[("queue", &queue)]), &job.tags));
+    assert!(
+        !daemon_takes_job(&daemon(&[]), &job.tags),
+        "an untagged daemon does not take it"
+    );
+    assert!(
+        jobs.iter()
+            .all(|j| matches!(j.status, JobStatus::Pending | JobStatus::Running)),
+        "the status filter"
+    );
+    let done = client
+        .provisioner_jobs("default", &[JobStatus::Succeeded], 1000)
+        .await
+        .unwrap();
+    assert!(done.iter().all(|j| j.status == JobStatus::Succeeded));
+    assert!(!done.iter().any(|j| j.id == job.id));
+
+    let member = t.client_as(&t.member_token().await);
+    let refused = member
+        .provisioner_jobs("default", &[JobStatus::Pending], 10)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&refused, Error::Rejected { status: 404, .. }),
+        "only owners and administrators see the queue: {refused:?}"
+    );
+    // On real Coder the job stays pending: no daemon of the shared server will ever have this queue's tag.
+    if let Backend::TestServer(server) = &t.backend {
+        server.release_held_jobs();
+    }
+}
+
 contracts! {
     workspace_ttl => contract_workspace_ttl,
     workspace_autostart => contract_workspace_autostart,
@@ -2448,6 +2525,7 @@ contracts! {
     template_version_inputs => contract_template_version_inputs,
     template_acl => contract_template_acl,
     user_lookups => contract_user_lookups,
+    provisioner_jobs => contract_provisioner_jobs,
 }
 
 /// The premium list and the reference page name the same routes.

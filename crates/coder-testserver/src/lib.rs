@@ -121,6 +121,17 @@ impl TestServer {
         lock(&self.app.hidden_features).insert(feature.to_owned());
     }
 
+    /// From now on no simulated daemon takes a job tagged `key=value`: such jobs stay pending, as in a Coder with no
+    /// daemon for the tag, until [`TestServer::release_held_jobs`].
+    pub fn hold_jobs_tagged(&self, key: &str, value: &str) {
+        lock(&self.app.held_tags).push((key.to_owned(), value.to_owned()));
+    }
+
+    /// Lets the simulated daemons take the held jobs (they run and succeed as any other).
+    pub fn release_held_jobs(&self) {
+        lock(&self.app.held_tags).clear();
+    }
+
     /// Changes the outcome of jobs started from now on.
     pub fn set_build_outcome(&self, outcome: BuildOutcome) {
         *lock(&self.app.build_outcome) = outcome;

@@ -43,6 +43,21 @@ fn stages(kind: JobKind, mem: &Mem) -> Vec<&'static str> {
     }
 }
 
+/// How often a held job looks again whether its tag was released.
+const HELD_RECHECK: Duration = Duration::from_millis(50);
+
+/// Whether job `job_id` carries a tag no simulated daemon has (and has not been canceled meanwhile).
+fn held(app: &App, job_id: Uuid) -> bool {
+    let held_tags = lock(&app.held_tags).clone();
+    let mem = app.mem();
+    mem.jobs.get(&job_id).is_some_and(|job| {
+        job.canceled_at.is_none()
+            && held_tags
+                .iter()
+                .any(|(key, value)| job.tags.get(key) == Some(value))
+    })
+}
+
 /// Starts simulating job `job_id`.
 pub(crate) fn spawn(app: &App, job_id: Uuid) {
     let app = app.clone();
@@ -51,6 +66,10 @@ pub(crate) fn spawn(app: &App, job_id: Uuid) {
 
 async fn run(app: App, job_id: Uuid) {
     tokio::time::sleep(PICKUP_DELAY).await;
+    // A job whose tags no simulated daemon has waits, pending, until its tag is released.
+    while held(&app, job_id) {
+        tokio::time::sleep(HELD_RECHECK).await;
+    }
     let stages = {
         let mut mem = app.mem();
         let Some(job) = mem.jobs.get_mut(&job_id) else {

@@ -46,6 +46,9 @@ pub(crate) struct Inner {
     pub mem: Mutex<Mem>,
     /// Bumped on every job or log change; log followers wait on it.
     pub changes: watch::Sender<u64>,
+    /// Tags no simulated daemon has: a job carrying one of them stays pending, as in a Coder without a daemon for
+    /// its tags, until the tag is released.
+    pub held_tags: Mutex<Vec<(String, String)>>,
 }
 
 impl App {
@@ -65,6 +68,7 @@ impl App {
             requests: Mutex::new(Vec::new()),
             mem: Mutex::new(Mem::default()),
             changes,
+            held_tags: Mutex::new(Vec::new()),
         }))
     }
 

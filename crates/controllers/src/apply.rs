@@ -245,6 +245,32 @@ impl Owned {
         Ok(())
     }
 
+    /// Applies `desired` when there is one; otherwise deletes the object `name` in the watch cache that the custom
+    /// resource (UID `uid`) controls: an optional object the spec no longer asks for (a PodDisruptionBudget, the
+    /// metrics Service). An object of that name someone else controls is left alone.
+    pub async fn apply_or_remove<K>(
+        &mut self,
+        ctx: &Context,
+        cache: &Informer<Slim<K>>,
+        namespace: &str,
+        name: &str,
+        desired: Option<K>,
+        uid: &str,
+    ) -> Result<(), kube::Error>
+    where
+        K: Namespaced + Serialize + Send + Sync + 'static,
+    {
+        match desired {
+            Some(desired) => self.apply(ctx, cache, desired).await,
+            None => {
+                let cached = cache.live(namespace, name);
+                delete_owned::<K>(ctx, namespace, name, cached.as_ref().map(|c| &c.metadata), uid)
+                    .await
+                    .map(|_| ())
+            }
+        }
+    }
+
     /// Applies a Deployment its custom resource controls and returns its ready replicas: from the server's answer
     /// when it was applied, else from the watch cache; 0 (and noted) when the Deployment of that name is foreign.
     pub async fn deployment(&mut self, ctx: &Context, desired: Deployment) -> Result<i32, kube::Error> {

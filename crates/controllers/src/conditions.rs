@@ -90,6 +90,16 @@ impl Requeue {
         Self(Some(wait))
     }
 
+    /// This requeue, or `after` when that comes sooner: a pass that asked for a look within some time
+    /// ([`crate::pass::Pass::soon`]) gets it even when its outcome alone would wait for a change.
+    pub fn at_most(self, after: Option<Duration>) -> Self {
+        match (self.0, after) {
+            (Some(wait), Some(after)) => Self(Some(wait.min(after))),
+            (None, after) => Self(after),
+            (wait, None) => Self(wait),
+        }
+    }
+
     /// The controller action of this outcome.
     pub fn action(self) -> Action {
         self.0.map_or_else(Action::await_change, Action::requeue)
@@ -151,6 +161,17 @@ pub fn remove_condition(conditions: &mut Vec<Condition>, type_: &str) {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_requeue_comes_at_most_as_late_as_asked() {
+        let (short, long) = (Duration::from_secs(1), Duration::from_secs(30));
+        assert_eq!(Requeue::ON_CHANGE.at_most(None), Requeue::ON_CHANGE);
+        assert_eq!(Requeue::ON_CHANGE.at_most(Some(long)), Requeue::after(long));
+        assert_eq!(Requeue::after(long).at_most(Some(short)), Requeue::after(short));
+        assert_eq!(Requeue::after(short).at_most(Some(long)), Requeue::after(short));
+        assert_eq!(Requeue::after(long).at_most(None), Requeue::after(long));
+    }
+
     use super::*;
     use k8s_openapi::jiff::Timestamp;
 

@@ -11,6 +11,7 @@ use crate::cleanup_records::signing::RecordKey;
 use crate::k8s::K8s;
 use crate::memory::{StatusMemo, Tracked};
 use crate::metrics::ReconcileMetrics;
+use crate::provisioner::autoscale::JobQueues;
 use crate::rate_limits::RateLimits;
 use crate::settings::ControllerSettings;
 
@@ -29,6 +30,9 @@ pub struct Context {
     pub rate_limits: RateLimits,
     /// The key that signs cleanup records, read (or created) once.
     pub record_key: RecordKey,
+    /// The last read of Coder's provisioner job queue per control plane and organization, shared by the
+    /// provisioners that autoscale there.
+    pub job_queues: JobQueues,
     /// Each running kind's memory of its objects (kept by its runner), counted by [`Context::tracked_objects`].
     memories: Mutex<Vec<Arc<dyn Tracked>>>,
 }
@@ -53,6 +57,7 @@ impl Context {
             statuses: StatusMemo::default(),
             rate_limits: RateLimits::default(),
             record_key: RecordKey::default(),
+            job_queues: JobQueues::default(),
             memories: Mutex::default(),
         }
     }

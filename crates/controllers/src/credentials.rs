@@ -3,7 +3,8 @@
 //! and its annotation `coder.com/credential-destinations` lists the origin the value is sent to. Pure functions.
 
 use coder_k8s_api::shared::{CREDENTIAL_DESTINATIONS_ANNOTATION, CREDENTIAL_LABEL};
-use k8s_openapi::api::core::v1::EnvVar;
+use coder_k8s_api::workload::{PodSettings, WorkloadOptions};
+use k8s_openapi::api::core::v1::{EnvFromSource, EnvVar};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 /// Reasons of `CredentialsReady` (the same for every kind that uses credential Secrets).
@@ -66,6 +67,54 @@ pub fn secret_refs(env: &[EnvVar]) -> Vec<String> {
     {
         if !names.contains(&name) {
             names.push(name);
+        }
+    }
+    names
+}
+
+/// Every Secret the pods of a provisioner or workspace proxy would receive through the spec, each once: the
+/// `secretKeyRef`s of `extra_env`, and from the shared settings the `secretKeyRef`s and `envFrom` Secrets of the
+/// operator's container and of the init and sidecar containers, and the Secret volumes (also inside projected
+/// volumes). CA certificate Secrets are not among them: they hold public certificates.
+pub fn pod_secret_refs(
+    extra_env: &[EnvVar],
+    workload: Option<&WorkloadOptions>,
+    pod: Option<&PodSettings>,
+) -> Vec<String> {
+    let mut names = secret_refs(extra_env);
+    let mut add = |name: &str| {
+        if !name.is_empty() && !names.iter().any(|n| n == name) {
+            names.push(name.to_owned());
+        }
+    };
+    let env_from_secrets = |env_from: &[EnvFromSource]| -> Vec<String> {
+        env_from
+            .iter()
+            .filter_map(|e| Some(e.secret_ref.as_ref()?.name.clone()))
+            .collect()
+    };
+    if let Some(pod) = pod {
+        env_from_secrets(&pod.env_from).iter().for_each(|n| add(n));
+        for volume in &pod.volumes {
+            if let Some(name) = volume.secret.as_ref().and_then(|s| s.secret_name.as_deref()) {
+                add(name);
+            }
+            let projected = volume.projected.as_ref().and_then(|p| p.sources.as_ref());
+            for source in projected.into_iter().flatten() {
+                if let Some(secret) = &source.secret {
+                    add(&secret.name);
+                }
+            }
+        }
+    }
+    if let Some(workload) = workload {
+        for container in workload.init_containers.iter().chain(&workload.extra_containers) {
+            secret_refs(container.env.as_deref().unwrap_or_default())
+                .iter()
+                .for_each(|n| add(n));
+            env_from_secrets(container.env_from.as_deref().unwrap_or_default())
+                .iter()
+                .for_each(|n| add(n));
         }
     }
     names

@@ -14,6 +14,7 @@ use coder_k8s_api::workspace_proxy::CoderWorkspaceProxy;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service, ServiceAccount};
 use k8s_openapi::api::networking::v1::Ingress;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::Resource;
 use kube::core::PartialObjectMeta;
@@ -21,8 +22,8 @@ use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::watcher;
 
 use crate::cache::{Echoes, Fanout, Informer, Object, ValueReader, strip_meta};
-use crate::http_route::HttpRoute;
 use crate::labels::{CLEANUP_RECORD_LABEL, MANAGED_BY_SELECTOR};
+use crate::optional_kinds::{HttpRoute, ServiceMonitor};
 use crate::slim::Slim;
 
 /// The client, the recorder, the watch caches and the echoes of the operator's own applies.
@@ -85,12 +86,13 @@ pub struct Caches {
     pub services: Arc<Informer<Slim<Service>>>,
     pub service_accounts: Arc<Informer<Slim<ServiceAccount>>>,
     pub ingresses: Arc<Informer<Slim<Ingress>>>,
+    pub pod_disruption_budgets: Arc<Informer<Slim<PodDisruptionBudget>>>,
     pub roles: Arc<Informer<Slim<Role>>>,
     pub role_bindings: Arc<Informer<Slim<RoleBinding>>>,
-    /// HTTPRoutes (the Gateway API is optional): the watch starts once the API is found; changes are published
-    /// on `http_route_changes` from then on.
-    http_routes: OnceLock<Arc<Informer<Slim<HttpRoute>>>>,
-    pub http_route_changes: Fanout<Slim<HttpRoute>>,
+    /// HTTPRoutes (the Gateway API is optional).
+    pub http_routes: OptionalWatch<HttpRoute>,
+    /// ServiceMonitors (the Prometheus Operator is optional).
+    pub service_monitors: OptionalWatch<ServiceMonitor>,
     client: kube::Client,
     namespace: Option<String>,
     discovered: tokio::sync::OnceCell<()>,
@@ -179,11 +181,12 @@ impl Caches {
             services: owned(client, namespace),
             service_accounts: owned(client, namespace),
             ingresses: owned(client, namespace),
+            pod_disruption_budgets: owned(client, namespace),
             // Workspace RBAC lives in other namespaces too: these two are watched everywhere.
             roles: owned(client, None),
             role_bindings: owned(client, None),
-            http_routes: OnceLock::new(),
-            http_route_changes: Fanout::default(),
+            http_routes: OptionalWatch::default(),
+            service_monitors: OptionalWatch::default(),
             client: client.clone(),
             namespace: namespace.map(str::to_owned),
             discovered: tokio::sync::OnceCell::new(),
@@ -194,10 +197,16 @@ impl Caches {
 
     /// Waits until every cache holds its first list, so no reconcile mistakes "not cached yet" for "absent".
     pub async fn ready(&self) {
-        self.discovered.get_or_init(|| self.discover_http_routes()).await;
-        if let Some(routes) = self.http_routes.get() {
-            routes.ready().await;
-        }
+        self.discovered
+            .get_or_init(|| async {
+                futures::join!(
+                    self.http_routes.discover(&self.client, self.namespace.as_deref()),
+                    self.service_monitors
+                        .discover(&self.client, self.namespace.as_deref()),
+                );
+            })
+            .await;
+        futures::join!(self.http_routes.ready(), self.service_monitors.ready());
         futures::join!(
             self.control_planes.ready(),
             self.provisioners.ready(),
@@ -211,6 +220,7 @@ impl Caches {
             self.services.ready(),
             self.service_accounts.ready(),
             self.ingresses.ready(),
+            self.pod_disruption_budgets.ready(),
             self.roles.ready(),
             self.role_bindings.ready(),
             self.secrets.metadata().ready(),
@@ -218,27 +228,75 @@ impl Caches {
         );
     }
 
-    /// The HTTPRoute cache once it holds its first list; `None` while the Gateway API was not found.
-    pub fn http_routes(&self) -> Option<&Arc<Informer<Slim<HttpRoute>>>> {
-        self.http_routes.get().filter(|informer| informer.is_ready())
+    /// Looks for the optional API of `watch` again (a control plane wants such an object while it was not found).
+    pub async fn discover<K>(&self, watch: &OptionalWatch<K>)
+    where
+        K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+            + Clone
+            + std::fmt::Debug
+            + Send
+            + Sync
+            + 'static,
+        PartialObjectMeta<K>:
+            Object + Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>,
+    {
+        watch.discover(&self.client, self.namespace.as_deref()).await;
+    }
+}
+
+/// The watch of an owned kind whose API is optional (see `optional_kinds`): it starts once discovery finds the API,
+/// and its changes are published on `changes` from then on, so controllers can subscribe before it exists.
+pub struct OptionalWatch<K: Resource<DynamicType = ()> + Clone + 'static> {
+    informer: OnceLock<Arc<Informer<Slim<K>>>>,
+    pub changes: Fanout<Slim<K>>,
+}
+
+impl<K: Resource<DynamicType = ()> + Clone + 'static> Default for OptionalWatch<K> {
+    fn default() -> Self {
+        Self {
+            informer: OnceLock::new(),
+            changes: Fanout::default(),
+        }
+    }
+}
+
+impl<K> OptionalWatch<K>
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+    PartialObjectMeta<K>: Object + Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>,
+{
+    /// The cache once it holds its first list; `None` while the API was not found.
+    pub fn cache(&self) -> Option<&Arc<Informer<Slim<K>>>> {
+        self.informer.get().filter(|informer| informer.is_ready())
     }
 
-    /// Looks for the Gateway API (one discovery request) and starts the HTTPRoute watch when it is served. Called
-    /// once at start, and again by a control plane that wants a route while the API was not found.
-    pub async fn discover_http_routes(&self) {
-        if self.http_routes.get().is_some() {
+    /// Looks for the API (one discovery request) and starts the watch when it is served. Called once at start, and
+    /// again by a control plane that wants such an object while the API was not found.
+    async fn discover(&self, client: &kube::Client, namespace: Option<&str>) {
+        if self.informer.get().is_some() {
             return;
         }
-        let served = self
-            .client
-            .list_api_group_resources("gateway.networking.k8s.io/v1")
+        let plural = K::plural(&());
+        let served = client
+            .list_api_group_resources(&K::api_version(&()))
             .await
-            .is_ok_and(|list| list.resources.iter().any(|r| r.name == "httproutes"));
+            .is_ok_and(|list| list.resources.iter().any(|r| r.name == plural));
         if served {
-            let changes = self.http_route_changes.clone();
             let _ = self
-                .http_routes
-                .set(owned_with(&self.client, self.namespace.as_deref(), changes));
+                .informer
+                .set(owned_with(client, namespace, self.changes.clone()));
+        }
+    }
+
+    /// Waits for the first list of a started watch.
+    async fn ready(&self) {
+        if let Some(informer) = self.informer.get() {
+            informer.ready().await;
         }
     }
 }

@@ -4,7 +4,9 @@
 //! What they share is written once, in layers that never import upward:
 //! - leaves, pure: `labels` (every label and annotation), `digest`, `decode`, `conditions`, `ownership`, `refusal`,
 //!   `sync_status` (the AI kinds' outcome), `credentials`, `secrets`, `takeover`, `halt` (the one stop type),
-//!   `error`, `metrics`, `http_route`, `settings`, `workload` (pure builders of env and Services), `memory` (per-object memory), `rate_limits` (the gates);
+//!   `error`, `metrics`, `optional_kinds` (HTTPRoute and ServiceMonitor), `settings`, `workload` (pure builders of
+//!   env, Services and the settings every workload kind shares), `memory` (per-object memory), `rate_limits` (the
+//!   gates);
 //! - the Kubernetes side: `cache` (watch caches), `k8s` (client, recorder, the process's caches), `context`;
 //! - the writers: `apply`, `owned_secret`, `finalizer`, `status_writer`, `cleanup_records`, `upstream`;
 //! - the machinery: `kind`, `pass`, `triggers`, `runner`, and [`CONTROLLERS`], the table the process starts.
@@ -23,13 +25,13 @@ pub mod digest;
 pub mod error;
 pub mod finalizer;
 pub mod halt;
-pub mod http_route;
 pub mod k8s;
 pub mod kind;
 pub mod labels;
 pub mod mcp_server;
 pub mod memory;
 pub mod metrics;
+pub mod optional_kinds;
 pub mod owned_secret;
 pub mod owner_index;
 pub mod ownership;

@@ -27,6 +27,13 @@ struct ReasonLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ProvisionerJobLabels {
+    namespace: String,
+    name: String,
+    state: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RecordKindLabels {
     kind: String,
 }
@@ -48,6 +55,7 @@ pub struct ReconcileMetrics {
     released_without_delete: Family<RecordKindLabels, Counter>,
     failures: Family<FailureLabels, Counter>,
     duration: Family<KindLabels, Histogram>,
+    provisioner_jobs: Family<ProvisionerJobLabels, Gauge>,
 }
 
 impl ReconcileMetrics {
@@ -63,6 +71,7 @@ impl ReconcileMetrics {
             duration: Family::new_with_constructor(|| {
                 Histogram::new([0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0])
             }),
+            provisioner_jobs: Family::default(),
         };
         registry.register(
             "coder_k8s_reconcile_runs",
@@ -99,7 +108,50 @@ impl ReconcileMetrics {
             "Finalizers released without a delete in Coder, by kind",
             metrics.released_without_delete.clone(),
         );
+        registry.register(
+            "coder_k8s_provisioner_jobs",
+            "Coder's provisioner jobs a CoderProvisioner's daemons can take, by state (pending, running), for the objects that read the queue (spec.autoscaling)",
+            metrics.provisioner_jobs.clone(),
+        );
         Arc::new(metrics)
+    }
+
+    /// Sets the pending and running jobs of provisioner `namespace/name`.
+    pub fn set_provisioner_jobs(&self, namespace: &str, name: &str, pending: i64, running: i64) {
+        for (state, count) in [("pending", pending), ("running", running)] {
+            self.provisioner_jobs
+                .get_or_create(&ProvisionerJobLabels {
+                    namespace: namespace.to_owned(),
+                    name: name.to_owned(),
+                    state,
+                })
+                .set(count);
+        }
+    }
+
+    /// Drops the job series of provisioner `namespace/name` (it no longer reads the queue, or is gone).
+    pub fn forget_provisioner_jobs(&self, namespace: &str, name: &str) {
+        for state in ["pending", "running"] {
+            self.provisioner_jobs.remove(&ProvisionerJobLabels {
+                namespace: namespace.to_owned(),
+                name: name.to_owned(),
+                state,
+            });
+        }
+    }
+
+    /// The job counts last set for provisioner `namespace/name`: (pending, running).
+    pub fn provisioner_jobs(&self, namespace: &str, name: &str) -> (i64, i64) {
+        let get = |state| {
+            self.provisioner_jobs
+                .get_or_create(&ProvisionerJobLabels {
+                    namespace: namespace.to_owned(),
+                    name: name.to_owned(),
+                    state,
+                })
+                .get()
+        };
+        (get("pending"), get("running"))
     }
 
     /// Counts a cleanup record the sweep finished.

@@ -40,6 +40,9 @@ pub struct ControllerSettings {
     pub operator_namespace: String,
     /// How often a cleanup record that no ready control plane matches gets a `NoMatchingDeployment` Event (10 min).
     pub unmatched_record_event_interval: Duration,
+    /// How often Coder's provisioner job queue is read at most, per control plane and organization, for the
+    /// provisioners with `spec.autoscaling` (30 s).
+    pub job_queue_interval: Duration,
 }
 
 impl Default for ControllerSettings {
@@ -58,6 +61,7 @@ impl Default for ControllerSettings {
             restrict_workspace_rbac: false,
             operator_namespace: DEFAULT_OPERATOR_NAMESPACE.to_owned(),
             unmatched_record_event_interval: Duration::from_secs(600),
+            job_queue_interval: Duration::from_secs(30),
         }
     }
 }

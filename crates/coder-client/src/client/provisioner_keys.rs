@@ -1,5 +1,5 @@
 //! Provisioner key calls of [`CoderClient`]: list, create, delete, and ensure (reuse or create, then
-//! learn the ID).
+//! learn the ID); and the organization's provisioner jobs (the build queue).
 
 use std::collections::BTreeMap;
 
@@ -8,11 +8,33 @@ use reqwest::Method;
 use super::{CoderClient, Result};
 use crate::error::{Error, UnavailableReason};
 use crate::secret::Secret;
+use crate::types::jobs::{JobStatus, ProvisionerJob};
 use crate::types::provisioner_keys::{
     CreateProvisionerKeyRequest, CreateProvisionerKeyResponse, EnsuredProvisionerKey, ProvisionerKey,
 };
 
 impl CoderClient {
+    /// `GET /api/v2/organizations/{organization}/provisionerjobs?status=<statuses>&limit=<limit>`: the organization's
+    /// jobs in these states, newest first (Coder's default limit is 50; ask for as many as a queue can hold).
+    pub async fn provisioner_jobs(
+        &self,
+        organization: &str,
+        statuses: &[JobStatus],
+        limit: u32,
+    ) -> Result<Vec<ProvisionerJob>> {
+        let statuses: Vec<String> = statuses
+            .iter()
+            .filter_map(|s| serde_json::to_value(s).ok()?.as_str().map(str::to_owned))
+            .collect();
+        let statuses = statuses.join(",");
+        let limit = limit.max(1).to_string();
+        self.get_json(
+            &["organizations", organization, "provisionerjobs"],
+            &[("status", statuses.as_str()), ("limit", limit.as_str())],
+        )
+        .await
+    }
+
     /// `GET /api/v2/organizations/{organization}/provisionerkeys` (reserved keys excluded).
     pub async fn provisioner_keys(&self, organization: &str) -> Result<Vec<ProvisionerKey>> {
         self.get_json(&["organizations", organization, "provisionerkeys"], &[])

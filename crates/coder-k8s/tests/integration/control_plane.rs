@@ -65,6 +65,7 @@ pub(crate) fn settings(ns: &str) -> ControllerSettings {
         // Cleanup records go to the test's own namespace unless a test names another.
         operator_namespace: ns.to_owned(),
         unmatched_record_event_interval: Duration::from_secs(3),
+        job_queue_interval: Duration::from_secs(1),
     }
 }
 
@@ -73,9 +74,21 @@ pub(crate) async fn harness(tag: &str) -> Harness {
 }
 
 pub(crate) async fn harness_with(tag: &str, adjust: impl FnOnce(&mut ControllerSettings)) -> Harness {
+    harness_on_with(control_plane_with_crds().await, tag, adjust).await
+}
+
+/// [`harness`] on another control plane than the shared one (which must have the CRDs installed).
+pub(crate) async fn harness_on(cp: &'static ControlPlane, tag: &str) -> Harness {
+    harness_on_with(cp, tag, |_| {}).await
+}
+
+async fn harness_on_with(
+    cp: &'static ControlPlane,
+    tag: &str,
+    adjust: impl FnOnce(&mut ControllerSettings),
+) -> Harness {
     static COUNTER: AtomicUsize = AtomicUsize::new(0);
     coder_k8s::telemetry::init(coder_k8s::cli::LogFormat::Text);
-    let cp = control_plane_with_crds().await;
     let ns = cp.namespace(tag).await.unwrap().name().to_owned();
     let db_name = format!(
         "ccp_{}_{}_{}",

@@ -25,4 +25,5 @@ mod real_coder;
 mod support;
 mod template_test;
 mod upgrade;
+mod workload_settings;
 mod workspace_proxy;

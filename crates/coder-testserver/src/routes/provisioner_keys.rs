@@ -1,4 +1,4 @@
-//! Provisioner keys (feature `external_provisioner_daemons`) and the daemon list.
+//! Provisioner keys (feature `external_provisioner_daemons`), the daemon list and the organization's provisioner jobs.
 
 use std::collections::BTreeMap;
 
@@ -35,6 +35,7 @@ pub(super) fn routes() -> Router<App> {
             delete(remove),
         )
         .route("/organizations/{organization}/provisionerdaemons", get(daemons))
+        .route("/organizations/{organization}/provisionerjobs", get(jobs))
         .route("/provisionerkeys/{key}", get(get_by_key))
 }
 
@@ -167,6 +168,72 @@ async fn list_with_daemons(State(app): State<App>, auth: Auth, Path(org): Path<S
 async fn daemons(State(app): State<App>, auth: Auth, Path(org): Path<String>) -> ApiResult {
     auth::organization(&app, &auth, &org).await?;
     ok(json!([]))
+}
+
+/// The query parameters `GET /provisionerjobs` accepts; any other is a 400, as in Coder.
+const JOB_PARAMS: [&str; 5] = ["limit", "status", "ids", "tags", "initiator"];
+
+/// `GET /organizations/{organization}/provisionerjobs`: the organization's jobs, newest first, filtered by `status`
+/// (a comma list), `tags` (a JSON object the job's tags contain) and `ids`, at most `limit` (default 50). Owners and
+/// organization admins only; anyone else gets a 404, as in Coder.
+async fn jobs(
+    State(app): State<App>,
+    auth: Auth,
+    Path(org): Path<String>,
+    uri: axum::http::Uri,
+) -> ApiResult {
+    let org = auth::organization(&app, &auth, &org).await?;
+    auth.require_org_admin(&app, org.id)
+        .await
+        .map_err(|_| ApiError::not_found())?;
+    let params = super::query_params(&uri);
+    let invalid = |field: &str, detail: String| {
+        ApiError::bad_request("Invalid query parameters.".to_owned()).validation(field, detail)
+    };
+    if let Some(extra) = params.keys().find(|k| !JOB_PARAMS.contains(&k.as_str())) {
+        return Err(invalid(extra, format!("{extra:?} is not a valid query param")));
+    }
+    let limit = match params.get("limit") {
+        None => 50,
+        Some(text) => text.parse::<i32>().ok().filter(|l| *l > 0).ok_or_else(|| {
+            invalid(
+                "limit",
+                format!("Query param \"limit\" must be a valid positive 32-bit integer ({text:?})"),
+            )
+        })?,
+    };
+    let statuses: Vec<&str> = params
+        .get("status")
+        .map(|s| s.split(',').filter(|s| !s.is_empty()).collect())
+        .unwrap_or_default();
+    let tags: BTreeMap<String, String> = match params.get("tags") {
+        None => BTreeMap::new(),
+        Some(text) => serde_json::from_str(text).map_err(|_| {
+            invalid(
+                "tags",
+                "Query param \"tags\" must be a valid JSON object".to_owned(),
+            )
+        })?,
+    };
+    let ids: Vec<String> = params
+        .get("ids")
+        .map(|s| s.split(',').map(str::to_owned).collect())
+        .unwrap_or_default();
+    let mem = app.mem();
+    let mut found: Vec<&crate::state::Job> = mem
+        .jobs
+        .values()
+        .filter(|j| j.organization_id == org.id)
+        .filter(|j| statuses.is_empty() || statuses.contains(&j.status()))
+        .filter(|j| tags.iter().all(|(k, v)| j.tags.get(k) == Some(v)))
+        .filter(|j| ids.is_empty() || ids.contains(&j.id.to_string()))
+        .collect();
+    found.sort_by_key(|j| std::cmp::Reverse(j.created_at));
+    ok(found
+        .into_iter()
+        .take(usize::try_from(limit).unwrap_or(usize::MAX))
+        .map(|j| crate::provisioner::render_job(j, &mem))
+        .collect())
 }
 
 /// Authenticated by the key itself in `Coder-Provisioner-Daemon-Key`.

@@ -5,18 +5,19 @@
 use std::collections::BTreeMap;
 
 use coder_k8s_api::control_plane::{
-    CoderControlPlane, CoderControlPlaneSpec, PG_CONNECTION_URL_ENV, ProbeSpec,
+    CONTAINER_NAME, CoderControlPlane, CoderControlPlaneSpec, PG_CONNECTION_URL_ENV, ProbeSpec,
 };
 use coder_k8s_api::shared::DEFAULT_CODER_IMAGE;
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s_openapi::api::core::v1::{
     Container, ContainerPort, EnvVar, EnvVarSource, HTTPGetAction, ObjectFieldSelector, PodSpec,
-    PodTemplateSpec, Probe, SecretVolumeSource, Service, ServiceAccount, Volume, VolumeMount,
+    PodTemplateSpec, Probe, Service, ServiceAccount, Volume, VolumeMount,
 };
 use k8s_openapi::api::networking::v1::{
     HTTPIngressPath, HTTPIngressRuleValue, Ingress, IngressBackend, IngressRule, IngressServiceBackend,
     IngressSpec, IngressTLS, ServiceBackendPort,
 };
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -25,8 +26,9 @@ use serde_json::json;
 
 use coder_k8s_api::shared::{DNS_LABEL_MAX, DNS_SUBDOMAIN_MAX, fnv32a, truncated_name};
 
-use crate::digest::{byte_prefix, fnv32a_hex, hashed_object_name};
-use crate::workload::{self, secret_env, service_port, value_env};
+use crate::digest::{byte_prefix, hashed_object_name};
+use crate::workload::{self, secret_env, secret_volume, service_port, value_env};
+pub use crate::workload::{CertMount, cert_mounts, volume_name};
 
 /// `app.kubernetes.io/name` of control-plane objects.
 pub const APP_NAME: &str = "coder-control-plane";
@@ -123,52 +125,6 @@ fn scoped_rbac_name(service_account: &str, hash: &str, suffix: &str) -> String {
     format!("{cut}-{hash}{suffix}")
 }
 
-/// A volume name for a Secret: `<prefix>-<secret>` when the lowercased name is already a DNS label that fits;
-/// otherwise `<prefix>-<sanitized>-<hash8>`, where runs of other characters become one `-` and the hash is the
-/// FNV-32a of `<prefix>\0<secret as written>`, so `a.b` and `a-b` never share a volume (the Go operator's names).
-pub fn volume_name(prefix: &str, secret: &str) -> String {
-    let normalized = secret.to_lowercase();
-    let normalized = normalized.trim();
-    let sanitized = sanitize_dns_label(normalized);
-    let candidate = format!("{prefix}-{sanitized}");
-    if candidate.len() <= DNS_LABEL_MAX && sanitized == normalized {
-        return candidate;
-    }
-    let mut hashed = prefix.as_bytes().to_vec();
-    hashed.push(0);
-    hashed.extend_from_slice(secret.as_bytes());
-    let available = DNS_LABEL_MAX.saturating_sub(prefix.len() + 10).max(1);
-    let mut kept = sanitized.as_str();
-    if kept.len() > available {
-        kept = byte_prefix(kept, available).trim_matches('-');
-        if kept.is_empty() {
-            kept = "x";
-        }
-    }
-    format!("{prefix}-{kept}-{}", fnv32a_hex(&hashed))
-}
-
-/// Lowercase `[a-z0-9]` with every run of other bytes as one `-`, no `-` at either end, `x` when nothing is left.
-fn sanitize_dns_label(value: &str) -> String {
-    let mut out = String::with_capacity(value.len());
-    let mut last_dash = false;
-    for c in value.trim().to_lowercase().chars() {
-        if c.is_ascii_lowercase() || c.is_ascii_digit() {
-            out.push(c);
-            last_dash = false;
-        } else if !last_dash {
-            out.push('-');
-            last_dash = true;
-        }
-    }
-    let trimmed = out.trim_matches('-');
-    if trimmed.is_empty() {
-        "x".to_owned()
-    } else {
-        trimmed.to_owned()
-    }
-}
-
 /// `CODER_ACCESS_URL`, set by the operator unless the user defines it.
 pub const ACCESS_URL_ENV: &str = "CODER_ACCESS_URL";
 /// Where TLS Secrets are mounted: `<dir>/<secret>/tls.crt`.
@@ -186,6 +142,12 @@ pub struct DesiredState {
     pub ingress: Option<Ingress>,
     /// gateway.networking.k8s.io/v1 HTTPRoute (no typed struct in k8s-openapi).
     pub http_route: Option<serde_json::Value>,
+    /// `spec.podDisruptionBudget`.
+    pub pod_disruption_budget: Option<PodDisruptionBudget>,
+    /// The Service of Coder's Prometheus endpoint (`spec.monitoring`).
+    pub metrics_service: Option<Service>,
+    /// monitoring.coreos.com/v1 ServiceMonitor of the metrics Service (`spec.monitoring.serviceMonitor`).
+    pub service_monitor: Option<serde_json::Value>,
 }
 
 /// Facts the shell resolves for the builder.
@@ -249,7 +211,89 @@ pub fn desired_state(cp: &CoderControlPlane, inputs: &Inputs) -> Option<DesiredS
         deployment: deployment(&id, spec, inputs, &sa, &owner),
         ingress: ingress(&id, spec, &owner),
         http_route: http_route(&id, spec, &owner),
+        pod_disruption_budget: workload::pod_disruption_budget(
+            meta(&id, &id.name, &owner),
+            spec.workload.get(),
+            id.labels(),
+        ),
+        metrics_service: metrics_enabled(spec).then(|| metrics_service(&id, &owner)),
+        service_monitor: service_monitor(&id, spec, &owner),
     })
+}
+
+/// Port of Coder's Prometheus endpoint in the pods and on the metrics Service.
+pub const METRICS_PORT: i32 = 2112;
+/// Name of that port.
+pub const METRICS_PORT_NAME: &str = "prometheus-http";
+/// `app.kubernetes.io/component` of the metrics Service, which its ServiceMonitor selects by.
+pub const METRICS_COMPONENT: &str = "metrics";
+
+/// Whether Coder's Prometheus endpoint is on.
+pub fn metrics_enabled(spec: &CoderControlPlaneSpec) -> bool {
+    spec.monitoring.as_ref().is_some_and(|m| m.is_enabled())
+}
+
+/// The metrics Service's name: `<name>-metrics`, hash-truncated to 63 bytes.
+pub fn metrics_service_name(id: &ControlPlaneId) -> String {
+    hashed_object_name("", &id.name, "-metrics", DNS_LABEL_MAX)
+}
+
+/// Labels of the metrics Service: the control plane's, and the metrics component.
+fn metrics_labels(id: &ControlPlaneId) -> BTreeMap<String, String> {
+    let mut labels = id.labels();
+    labels.insert(
+        "app.kubernetes.io/component".to_owned(),
+        METRICS_COMPONENT.to_owned(),
+    );
+    labels
+}
+
+/// A ClusterIP Service in front of the pods' metrics port (the main Service, which may be a load balancer, does not
+/// carry it).
+fn metrics_service(id: &ControlPlaneId, owner: &OwnerReference) -> Service {
+    let mut metadata = meta(id, &metrics_service_name(id), owner);
+    metadata.labels = Some(metrics_labels(id));
+    Service {
+        metadata,
+        spec: Some(k8s_openapi::api::core::v1::ServiceSpec {
+            type_: Some("ClusterIP".to_owned()),
+            selector: Some(id.labels()),
+            ports: Some(vec![service_port(METRICS_PORT_NAME, METRICS_PORT, METRICS_PORT)]),
+            ..Default::default()
+        }),
+        ..Service::default()
+    }
+}
+
+/// The ServiceMonitor of the metrics Service, named like it, when the spec asks for one.
+fn service_monitor(
+    id: &ControlPlaneId,
+    spec: &CoderControlPlaneSpec,
+    owner: &OwnerReference,
+) -> Option<serde_json::Value> {
+    let monitoring = spec.monitoring.as_ref().filter(|m| m.is_enabled())?;
+    let wanted = monitoring.service_monitor.as_ref().filter(|m| m.enabled)?;
+    let mut labels = wanted.labels.clone();
+    labels.extend(id.labels());
+    let mut endpoint = json!({"port": METRICS_PORT_NAME, "path": "/metrics"});
+    if let Some(interval) = &wanted.interval {
+        endpoint["interval"] = json!(interval);
+    }
+    Some(json!({
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "ServiceMonitor",
+        "metadata": {
+            "name": metrics_service_name(id),
+            "namespace": id.namespace,
+            "labels": labels,
+            "ownerReferences": [owner],
+        },
+        "spec": {
+            "selector": {"matchLabels": metrics_labels(id)},
+            "namespaceSelector": {"matchNames": [id.namespace]},
+            "endpoints": [endpoint],
+        },
+    }))
 }
 
 fn meta(id: &ControlPlaneId, name: &str, owner: &OwnerReference) -> ObjectMeta {
@@ -404,6 +448,14 @@ pub fn container_env(id: &ControlPlaneId, spec: &CoderControlPlaneSpec, inputs: 
     env.extend(access_url_env(id, spec, inputs));
     env.extend(tls_env(spec));
     env.extend(database_env(spec));
+    if metrics_enabled(spec) {
+        // Coder listens on loopback by default; the pods' port must be reachable by a scraper.
+        env.push(value_env("CODER_PROMETHEUS_ENABLE", "true"));
+        env.push(value_env(
+            "CODER_PROMETHEUS_ADDRESS",
+            format!("0.0.0.0:{METRICS_PORT}"),
+        ));
+    }
     env.extend(spec.extra_env.iter().cloned());
     env
 }
@@ -488,17 +540,6 @@ fn some_if_any<T: Clone>(items: &[T]) -> Option<Vec<T>> {
     (!items.is_empty()).then(|| items.to_vec())
 }
 
-fn secret_volume(name: String, secret: &str) -> Volume {
-    Volume {
-        name,
-        secret: Some(SecretVolumeSource {
-            secret_name: Some(secret.to_owned()),
-            ..SecretVolumeSource::default()
-        }),
-        ..Volume::default()
-    }
-}
-
 /// `spec.tls.secretNames` without blanks and repeats, in order: each Secret is mounted, and listed, once.
 pub fn tls_secret_names(spec: &CoderControlPlaneSpec) -> Vec<String> {
     let mut names: Vec<String> = Vec::new();
@@ -508,60 +549,6 @@ pub fn tls_secret_names(spec: &CoderControlPlaneSpec) -> Vec<String> {
         }
     }
     names
-}
-
-/// One CA certificate mount: the Secret, its key, and the file under `/etc/ssl/certs`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CertMount {
-    pub secret: String,
-    pub key: String,
-    pub file: String,
-}
-
-/// The CA certificate mounts of `spec.certs.secrets` (the Go operator's files): one per distinct Secret and key;
-/// the file is `<secret>.crt`, or `<secret>-<key>.crt` when the Secret is listed more than once; `.crt` is never
-/// doubled, and a file name that is still taken gets `-2`, `-3`, ... before `.crt`.
-pub fn cert_mounts(spec: &CoderControlPlaneSpec) -> Vec<CertMount> {
-    let entries: Vec<(&str, &str)> = spec
-        .certs
-        .secrets
-        .iter()
-        .map(|c| (c.name.trim(), c.key.trim()))
-        .filter(|(name, key)| !name.is_empty() && !key.is_empty())
-        .collect();
-    let listed = |name: &str| entries.iter().filter(|(n, _)| *n == name).count();
-    let mut seen: Vec<(&str, &str)> = Vec::new();
-    let mut files: Vec<String> = Vec::new();
-    let mut mounts = Vec::new();
-    for (name, key) in entries.iter().copied() {
-        if seen.contains(&(name, key)) {
-            continue;
-        }
-        seen.push((name, key));
-        let base = if listed(name) > 1 {
-            format!("{name}-{key}")
-        } else {
-            name.to_owned()
-        };
-        let file = if base.ends_with(".crt") {
-            base
-        } else {
-            format!("{base}.crt")
-        };
-        let taken = files.iter().filter(|f| **f == file).count();
-        files.push(file.clone());
-        let file = if taken > 0 {
-            format!("{}-{}.crt", file.trim_end_matches(".crt"), taken + 1)
-        } else {
-            file
-        };
-        mounts.push(CertMount {
-            secret: name.to_owned(),
-            key: key.to_owned(),
-            file,
-        });
-    }
-    mounts
 }
 
 fn volumes(spec: &CoderControlPlaneSpec) -> (Vec<Volume>, Vec<VolumeMount>) {
@@ -577,21 +564,9 @@ fn volumes(spec: &CoderControlPlaneSpec) -> (Vec<Volume>, Vec<VolumeMount>) {
             ..VolumeMount::default()
         });
     }
-    let mut cert_volumes: Vec<String> = Vec::new();
-    for cert in cert_mounts(spec) {
-        let name = volume_name("ca-cert", &cert.secret);
-        if !cert_volumes.contains(&cert.secret) {
-            cert_volumes.push(cert.secret.clone());
-            volumes.push(secret_volume(name.clone(), &cert.secret));
-        }
-        mounts.push(VolumeMount {
-            name,
-            mount_path: format!("/etc/ssl/certs/{}", cert.file),
-            sub_path: Some(cert.key),
-            read_only: Some(true),
-            ..VolumeMount::default()
-        });
-    }
+    let (cert_volumes, cert_mounts) = workload::ca_cert_volumes(&spec.certs);
+    volumes.extend(cert_volumes);
+    mounts.extend(cert_mounts);
     volumes.extend(spec.volumes.iter().cloned());
     mounts.extend(spec.volume_mounts.iter().cloned());
     (volumes, mounts)
@@ -608,6 +583,9 @@ fn container_ports(spec: &CoderControlPlaneSpec) -> Vec<ContainerPort> {
     let mut ports = vec![port("http", HTTP_CONTAINER_PORT)];
     if tls_enabled(spec) {
         ports.push(port("https", HTTPS_CONTAINER_PORT));
+    }
+    if metrics_enabled(spec) {
+        ports.push(port(METRICS_PORT_NAME, METRICS_PORT));
     }
     ports
 }
@@ -627,7 +605,7 @@ fn container(
         spec.image.clone()
     };
     Container {
-        name: "coder".to_owned(),
+        name: CONTAINER_NAME.to_owned(),
         image: Some(image),
         args: Some(args),
         env: Some(container_env(id, spec, inputs)),
@@ -643,6 +621,17 @@ fn container(
 }
 
 fn deployment(
+    id: &ControlPlaneId,
+    spec: &CoderControlPlaneSpec,
+    inputs: &Inputs,
+    sa: &str,
+    owner: &OwnerReference,
+) -> Deployment {
+    let deployment = base_deployment(id, spec, inputs, sa, owner);
+    workload::with_workload_options(deployment, spec.workload.get(), CONTAINER_NAME)
+}
+
+fn base_deployment(
     id: &ControlPlaneId,
     spec: &CoderControlPlaneSpec,
     inputs: &Inputs,
@@ -778,6 +767,7 @@ fn http_route(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::digest::fnv32a_hex;
     use coder_k8s_api::control_plane::{
         CertSecretSelector, DatabaseSpec, ExposeSpec, GatewayExposeSpec, GatewayParentRef, IngressExposeSpec,
         IngressTlsSpec,
@@ -1169,11 +1159,11 @@ mod tests {
             cert("corp", "b.pem"),
             cert("root.crt", "ca"),
         ];
-        let files: Vec<String> = cert_mounts(&cp.spec).into_iter().map(|m| m.file).collect();
+        let files: Vec<String> = cert_mounts(&cp.spec.certs).into_iter().map(|m| m.file).collect();
         assert_eq!(files, ["corp-a.pem.crt", "corp-b.pem.crt", "root.crt"]);
         // Two selectors that give one file name: the second is numbered.
         cp.spec.certs.secrets = vec![cert("x", "y"), cert("x-y", "k"), cert("x", "z")];
-        let files: Vec<String> = cert_mounts(&cp.spec).into_iter().map(|m| m.file).collect();
+        let files: Vec<String> = cert_mounts(&cp.spec.certs).into_iter().map(|m| m.file).collect();
         assert_eq!(files, ["x-y.crt", "x-y-2.crt", "x-z.crt"]);
     }
 

@@ -12,18 +12,21 @@ use k8s_openapi::api::networking::v1::Ingress;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
-use kube::ResourceExt;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
+use kube::core::PartialObjectMeta;
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::runtime::controller::Action;
+use kube::{Resource, ResourceExt};
 use serde_json::json;
 
 use super::desired::{self, ControlPlaneId, DesiredState, Inputs};
 use super::status::{self, Outcome, Referrer, entitlements_unknown_until_read, transitions};
 use super::{coder, inputs};
 use crate::apply::{Owned, cached_ready_replicas, delete, delete_owned, desired_hash};
+use crate::cache::Object;
 use crate::error::{Error, Result};
 use crate::halt::Halt;
+use crate::k8s::OptionalWatch;
 use crate::kind::Cleanup;
 use crate::labels::{DESIRED_HASH_LABEL, FIELD_MANAGER};
 use crate::ownership::controlled_by;
@@ -115,6 +118,16 @@ async fn apply_children(
     let ready = apply_deployment(pass, id, &mut owned, desired.deployment).await?;
     apply_ingress(pass, id, &mut owned, desired.ingress, &uid).await?;
     apply_http_route(pass, id, desired.http_route).await?;
+    let ns = id.namespace.as_str();
+    let budget = desired.pod_disruption_budget;
+    owned
+        .apply_or_remove(ctx, &caches.pod_disruption_budgets, ns, &id.name, budget, &uid)
+        .await?;
+    let metrics = desired::metrics_service_name(id);
+    owned
+        .apply_or_remove(ctx, &caches.services, ns, &metrics, desired.metrics_service, &uid)
+        .await?;
+    apply_service_monitor(pass, id, desired.service_monitor).await?;
     owned.report(pass);
     if !owned.not_owned.is_empty() {
         pass.soon(pass.retry());
@@ -156,38 +169,73 @@ async fn apply_ingress(
     Ok(())
 }
 
-fn http_route_resource() -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("gateway.networking.k8s.io", "v1", "HTTPRoute"),
-        "httproutes",
-    )
-}
-
-/// Applies or removes the HTTPRoute, read from its watch cache once the Gateway API is found (else with a GET).
-/// Without a route, nothing is sent unless the spec changed (the route may have been turned off) and the Gateway API
-/// is served. Without the Gateway API CRDs a wanted route logs and retries every 2 minutes.
+/// Applies or removes the HTTPRoute (see [`apply_optional`]).
 async fn apply_http_route(
     pass: &mut ControlPlanePass<'_>,
     id: &ControlPlaneId,
     route: Option<serde_json::Value>,
 ) -> Result<()> {
+    let routes = &pass.ctx.k8s.caches.http_routes;
+    apply_optional(pass, id, routes, &id.name, route, "the Gateway API (HTTPRoute)").await
+}
+
+/// Applies or removes the ServiceMonitor of the metrics Service (see [`apply_optional`]).
+async fn apply_service_monitor(
+    pass: &mut ControlPlanePass<'_>,
+    id: &ControlPlaneId,
+    monitor: Option<serde_json::Value>,
+) -> Result<()> {
+    let monitors = &pass.ctx.k8s.caches.service_monitors;
+    let name = desired::metrics_service_name(id);
+    apply_optional(
+        pass,
+        id,
+        monitors,
+        &name,
+        monitor,
+        "the Prometheus Operator (ServiceMonitor)",
+    )
+    .await
+}
+
+/// Applies or removes an object of a kind whose API is optional, read from its watch cache once the API is found
+/// (else with a GET). Without such an object, nothing is sent unless the spec changed (it may have been turned off)
+/// and the API is served. Without the API's CRDs a wanted object is logged (`api` names it) and looked for again
+/// every 2 minutes; the rest of the control plane works on.
+async fn apply_optional<K>(
+    pass: &mut ControlPlanePass<'_>,
+    id: &ControlPlaneId,
+    watch: &OptionalWatch<K>,
+    name: &str,
+    object: Option<serde_json::Value>,
+    api: &str,
+) -> Result<()>
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+    PartialObjectMeta<K>: Object + Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>,
+{
     let (ctx, cp) = (pass.ctx, pass.object);
-    let wanted = route.is_some();
+    let wanted = object.is_some();
     let spec_changed = cp.status.as_ref().and_then(|s| s.observed_generation) != cp.metadata.generation;
     if !wanted && !spec_changed {
         return Ok(());
     }
-    if wanted && ctx.k8s.caches.http_routes().is_none() {
-        ctx.k8s.caches.discover_http_routes().await;
+    if wanted && watch.cache().is_none() {
+        ctx.k8s.caches.discover(watch).await;
     }
-    if !wanted && ctx.k8s.caches.http_routes().is_none() {
-        // No Gateway API was found, so no route of ours can exist.
+    if !wanted && watch.cache().is_none() {
+        // The API was not found, so no object of ours can exist.
         return Ok(());
     }
-    match write_http_route(pass, id, route).await {
+    match write_optional(pass, id, watch, name, object).await {
         Err(kube::Error::Api(status)) if status.code == 404 => {
             if wanted {
-                tracing::warn!(name = %id.name, namespace = %id.namespace, "the Gateway API (HTTPRoute) is not installed; retrying in 2 minutes");
+                tracing::warn!(name = %id.name, namespace = %id.namespace, "{api} is not installed; retrying in 2 minutes");
                 pass.soon(Duration::from_secs(120));
             }
             Ok(())
@@ -196,25 +244,39 @@ async fn apply_http_route(
     }
 }
 
-/// Applies `route`, or deletes the route the control plane controls when there is none.
-async fn write_http_route(
+/// Applies `object`, or deletes the object `name` the control plane controls when there is none.
+async fn write_optional<K>(
     pass: &ControlPlanePass<'_>,
     id: &ControlPlaneId,
-    route: Option<serde_json::Value>,
-) -> std::result::Result<(), kube::Error> {
+    watch: &OptionalWatch<K>,
+    name: &str,
+    object: Option<serde_json::Value>,
+) -> std::result::Result<(), kube::Error>
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+    PartialObjectMeta<K>: Object + Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>,
+{
     let ctx = pass.ctx;
-    let api: Api<DynamicObject> =
-        Api::namespaced_with(ctx.k8s.client.clone(), &id.namespace, &http_route_resource());
-    let live = match ctx.k8s.caches.http_routes() {
-        Some(routes) => routes.live(&id.namespace, &id.name),
-        None => api.get_opt(&id.name).await?.map(|r| Live::of(r.metadata)),
+    let resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(&K::group(&()), &K::version(&()), &K::kind(&())),
+        &K::plural(&()),
+    );
+    let api: Api<DynamicObject> = Api::namespaced_with(ctx.k8s.client.clone(), &id.namespace, &resource);
+    let live = match watch.cache() {
+        Some(cache) => cache.live(&id.namespace, name),
+        None => api.get_opt(name).await?.map(|o| Live::of(o.metadata)),
     };
-    match route.map(serde_json::from_value::<DynamicObject>) {
-        Some(Ok(object)) => apply_dynamic(pass, &api, object, live.as_ref()).await,
+    match object.map(serde_json::from_value::<DynamicObject>) {
+        Some(Ok(object)) => apply_dynamic(pass, &api, &K::kind(&()), object, live.as_ref()).await,
         Some(Err(_)) => Ok(()),
         None => match live {
             Some(live) if controlled_by(&live.metadata, &pass.uid) => {
-                api.delete(&id.name, &Default::default()).await.map(|_| ())
+                api.delete(name, &Default::default()).await.map(|_| ())
             }
             _ => Ok(()),
         },
@@ -225,6 +287,7 @@ async fn write_http_route(
 async fn apply_dynamic(
     pass: &ControlPlanePass<'_>,
     api: &Api<DynamicObject>,
+    kind: &str,
     mut desired: DynamicObject,
     live: Option<&Live>,
 ) -> std::result::Result<(), kube::Error> {
@@ -234,7 +297,7 @@ async fn apply_dynamic(
     }
     let name = desired.name_any();
     let namespace = desired.namespace().unwrap_or_default();
-    pass.ctx.k8s.echoes.record("HTTPRoute", &namespace, &name, &hash);
+    pass.ctx.k8s.echoes.record(kind, &namespace, &name, &hash);
     desired.labels_mut().insert(DESIRED_HASH_LABEL.to_owned(), hash);
     api.patch(
         &name,

@@ -5,17 +5,18 @@
 use std::collections::BTreeMap;
 
 use coder_k8s_api::provisioner::{
-    CoderProvisioner, CoderProvisionerSpec, CoderProvisionerStatus, DEFAULT_KEY_SECRET_KEY,
+    CONTAINER_NAME, CoderProvisioner, CoderProvisionerSpec, CoderProvisionerStatus, DEFAULT_KEY_SECRET_KEY,
 };
 use coder_k8s_api::shared::{DEFAULT_CODER_IMAGE, DNS_LABEL_MAX, DNS_SUBDOMAIN_MAX};
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s_openapi::api::core::v1::{Container, EnvVar, PodSpec, PodTemplateSpec, ServiceAccount};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use kube::Resource;
 
 use crate::digest::{fnv32a_hex, hashed_name, hashed_object_name};
-use crate::workload::{secret_env, value_env};
+use crate::workload::{self, secret_env, value_env};
 
 /// `app.kubernetes.io/name` of provisioner objects.
 pub const APP_NAME: &str = "coder-provisioner";
@@ -101,6 +102,17 @@ pub struct Inputs {
     pub control_plane_image: Option<String>,
     /// Hash of the current key, put on the pod template so a new key rolls the pods.
     pub key_checksum: String,
+    /// The replicas `spec.autoscaling` set from Coder's job queue, in place of `spec.replicas`.
+    pub replicas: Option<i32>,
+}
+
+/// The label selector of the daemons' pods, as the scale subresource publishes it (`status.selector`).
+pub fn selector(name: &str) -> String {
+    labels(name)
+        .iter()
+        .map(|(key, value)| format!("{key}={value}"))
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// The objects a provisioner owns, in apply order.
@@ -110,6 +122,8 @@ pub struct DesiredState {
     pub role: Role,
     pub role_binding: RoleBinding,
     pub deployment: Deployment,
+    /// `spec.podDisruptionBudget`.
+    pub pod_disruption_budget: Option<PodDisruptionBudget>,
 }
 
 /// Builds the desired objects; `None` for an object without name, namespace or UID.
@@ -127,10 +141,7 @@ pub fn desired_state(provisioner: &CoderProvisioner, inputs: &Inputs) -> Option<
         ..ObjectMeta::default()
     };
     Some(DesiredState {
-        service_account: ServiceAccount {
-            metadata: meta(&names.service_account),
-            ..ServiceAccount::default()
-        },
+        service_account: service_account(meta(&names.service_account), spec),
         role: Role {
             metadata: meta(&names.role),
             rules: Some(vec![PolicyRule {
@@ -158,7 +169,28 @@ pub fn desired_state(provisioner: &CoderProvisioner, inputs: &Inputs) -> Option<
             }]),
         },
         deployment: deployment(&name, spec, &names, inputs, meta(&names.deployment)),
+        pod_disruption_budget: workload::pod_disruption_budget(
+            meta(&names.deployment),
+            spec.workload.get(),
+            labels(&name),
+        ),
     })
+}
+
+/// The daemons' ServiceAccount, with the spec's annotations and labels (the operator's labels win a clash).
+fn service_account(mut metadata: ObjectMeta, spec: &CoderProvisionerSpec) -> ServiceAccount {
+    if let Some(wanted) = &spec.service_account {
+        if !wanted.annotations.is_empty() {
+            metadata.annotations = Some(wanted.annotations.clone());
+        }
+        let mut labels = wanted.labels.clone();
+        labels.extend(metadata.labels.take().unwrap_or_default());
+        metadata.labels = Some(labels);
+    }
+    ServiceAccount {
+        metadata,
+        ..ServiceAccount::default()
+    }
 }
 
 fn deployment(
@@ -168,10 +200,22 @@ fn deployment(
     inputs: &Inputs,
     metadata: ObjectMeta,
 ) -> Deployment {
+    let deployment = base_deployment(name, spec, names, inputs, metadata);
+    let deployment = workload::with_pod_settings(deployment, spec.pod.get(), CONTAINER_NAME);
+    workload::with_workload_options(deployment, spec.workload.get(), CONTAINER_NAME)
+}
+
+fn base_deployment(
+    name: &str,
+    spec: &CoderProvisionerSpec,
+    names: &ProvisionerNames,
+    inputs: &Inputs,
+    metadata: ObjectMeta,
+) -> Deployment {
     Deployment {
         metadata,
         spec: Some(DeploymentSpec {
-            replicas: Some(spec.replicas.unwrap_or(1)),
+            replicas: Some(inputs.replicas.unwrap_or(spec.replicas.unwrap_or(1))),
             selector: LabelSelector {
                 match_labels: Some(labels(name)),
                 ..LabelSelector::default()
@@ -209,7 +253,7 @@ fn pod_spec(spec: &CoderProvisionerSpec, names: &ProvisionerNames, inputs: &Inpu
         termination_grace_period_seconds: Some(spec.termination_grace_period_seconds.unwrap_or(600)),
         image_pull_secrets: (!spec.image_pull_secrets.is_empty()).then(|| spec.image_pull_secrets.clone()),
         containers: vec![Container {
-            name: "provisioner".to_owned(),
+            name: CONTAINER_NAME.to_owned(),
             image: Some(image),
             command: Some(vec!["coder".to_owned()]),
             args: Some(args),
@@ -359,6 +403,7 @@ mod tests {
             control_plane_url: "http://codercontrolplane-sample.coder.svc.cluster.local:80".to_owned(),
             control_plane_image: Some("ghcr.io/coder/coder:v2.30.0".to_owned()),
             key_checksum: "abc".to_owned(),
+            replicas: None,
         }
     }
 

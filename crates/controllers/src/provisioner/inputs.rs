@@ -9,6 +9,7 @@ use coder_k8s_api::control_plane::Entitlement;
 use coder_k8s_api::provisioner::{CoderProvisioner, reasons};
 use k8s_openapi::jiff::Timestamp;
 
+use super::autoscale::Scaled;
 use super::coder;
 use super::desired::ProvisionerNames;
 use super::status::{self as decide, Outcome};
@@ -31,6 +32,8 @@ pub struct Memory {
     pub resolved_organization: Option<(String, String)>,
     /// The organization ID and name of a key this operator created whose ID it could not learn yet.
     pub created_key: Option<(String, String)>,
+    /// `spec.autoscaling`: the replicas last set from the queue, and since when the queue has asked for fewer.
+    pub autoscaled: Option<Scaled>,
 }
 
 /// Control-plane access: sets `ControlPlaneReady` and `OperatorAccessReady`; a refusal stops the pass.
@@ -97,12 +100,10 @@ pub fn credentials_ready(
                 names.key_secret
             ),
         )),
-        _ => credentials::secret_refs(&pass.object.spec.extra_env)
-            .into_iter()
-            .find_map(|name| {
-                let reason = credentials::refusal(cache.meta(&namespace, &name).as_ref(), &origin)?;
-                Some((reason, credentials::refusal_message(&name, reason, &origin)))
-            }),
+        _ => spec_secret_refs(&pass.object.spec).into_iter().find_map(|name| {
+            let reason = credentials::refusal(cache.meta(&namespace, &name).as_ref(), &origin)?;
+            Some((reason, credentials::refusal_message(&name, reason, &origin)))
+        }),
     };
     let refused = refusal.is_some();
     let condition = decide::credentials_condition(refusal);
@@ -111,4 +112,9 @@ pub fn credentials_ready(
     }
     pass.set(condition);
     Ok(())
+}
+
+/// Every Secret the spec hands to the daemons' pods (see [`credentials::pod_secret_refs`]).
+pub fn spec_secret_refs(spec: &coder_k8s_api::provisioner::CoderProvisionerSpec) -> Vec<String> {
+    credentials::pod_secret_refs(&spec.extra_env, spec.workload.get(), spec.pod.get())
 }

@@ -1,8 +1,10 @@
 //! CoderProvisioner (docs/controllers/provisioner.md), wired: `inputs` (control-plane access, the entitlement, the
 //! credential Secrets, its memory) → `desired` (names, the owned objects, the tags hash, the key plan; pure) →
 //! `status` (the conditions, pure) → `reconcile` (the pass, its status write, the finalizer) with `coder` (the
-//! provisioner key and the entitlement read).
+//! provisioner key and the entitlement read), and `autoscale` (replicas from Coder's job queue, pure, with the queue
+//! read shared per control plane and organization).
 
+pub mod autoscale;
 pub mod coder;
 pub mod desired;
 pub mod inputs;
@@ -39,6 +41,7 @@ impl Controller for CoderProvisioner {
             .owned(&caches.service_accounts)
             .owned(&caches.roles)
             .owned(&caches.role_bindings)
+            .owned(&caches.pod_disruption_budgets)
             .secrets(reads_secret)
             .control_planes(control_plane_fingerprint)
     }
@@ -64,8 +67,5 @@ fn control_plane_fingerprint(cp: &CoderControlPlane) -> Fingerprint {
 /// Whether the provisioner reads the Secret `name`: its extraEnv credentials, or the control plane's operator token
 /// (every provisioner of the namespace is offered the change; the ones that do not use it find nothing to do).
 fn reads_secret(p: &CoderProvisioner, name: &str) -> bool {
-    crate::credentials::secret_refs(&p.spec.extra_env)
-        .iter()
-        .any(|s| s == name)
-        || name.ends_with("-operator-token")
+    inputs::spec_secret_refs(&p.spec).iter().any(|s| s == name) || name.ends_with("-operator-token")
 }

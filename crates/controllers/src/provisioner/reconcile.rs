@@ -5,11 +5,13 @@
 
 use std::time::Duration;
 
-use coder_k8s_api::provisioner::CoderProvisioner;
+use coder_k8s_api::provisioner::{CoderProvisioner, ProvisionerJobsStatus};
 use coder_k8s_api::shared::WorkloadPhase;
+use coder_k8s_coder_client::types::jobs::JobStatus;
 use k8s_openapi::jiff::Timestamp;
 use kube::runtime::controller::Action;
 
+use super::autoscale;
 use super::coder::{self, annotated_key_id, delete_proven_key, unproven_key_stays};
 use super::desired::{self, Inputs, ProvisionerNames};
 use super::inputs;
@@ -34,31 +36,40 @@ pub async fn reconcile(pass: &mut ProvisionerPass<'_>) -> Result<Outcome, Halt<O
     // The Deployment is not changed while a credential is refused.
     inputs::credentials_ready(pass, &names, &upstream.target.pod_url)?;
     let key = coder::key(pass, &upstream, &names).await?;
-    let (ready, when_ready) = apply_objects(pass, &upstream, &key).await?;
+    let replicas = autoscale(pass, &upstream).await;
+    let (ready, when_ready) = apply_objects(pass, &upstream, &key, replicas).await?;
     pass.status.ready_replicas = Some(ready);
+    pass.status.replicas = Some(replicas.unwrap_or(pass.object.spec.replicas.unwrap_or(1)));
+    pass.status.selector = Some(desired::selector(&pass.name()));
     pass.set(deployment_ready(ready, "the provisioner Deployment"));
     if ready > 0 {
         // Nothing of a Ready provisioner is polled per object: its owned objects and Secrets are watched, and the
-        // entitlement is the control plane's, whose own poll changes its status and so wakes its provisioners.
+        // entitlement is the control plane's, whose own poll changes its status and so wakes its provisioners. Only
+        // one that asks for it reads Coder's job queue, once per interval (shared with the others of its place).
         pass.status.phase = Some(WorkloadPhase::Ready);
-        return Ok(when_ready);
+        if pass.object.spec.autoscaling.is_some() {
+            pass.soon(pass.ctx.settings.job_queue_interval);
+        }
+        return Ok(when_ready.at_most(pass.next));
     }
     pass.status.phase = Some(WorkloadPhase::Pending);
     Ok(Outcome::after(pass.retry()))
 }
 
-/// Applies the ServiceAccount, Role, RoleBinding and Deployment, except those of the same names the provisioner
-/// does not control (`ResourcesOwned`); returns the Deployment's ready replicas and when a Ready provisioner is
+/// Applies the ServiceAccount, Role, RoleBinding, Deployment and PodDisruptionBudget (or removes the budget the spec
+/// no longer asks for), except objects of the same names the provisioner does not control (`ResourcesOwned`); returns the Deployment's ready replicas and when a Ready provisioner is
 /// looked at again ([`Owned::when_ready`]).
 async fn apply_objects(
     pass: &mut ProvisionerPass<'_>,
     upstream: &Upstream,
     key: &str,
+    replicas: Option<i32>,
 ) -> Result<(i32, Outcome), Error> {
     let inputs = Inputs {
         control_plane_url: upstream.target.pod_url.clone(),
         control_plane_image: Some(upstream.control_plane.spec.image.clone()),
         key_checksum: desired::key_checksum(key),
+        replicas,
     };
     let desired = desired::desired_state(pass.object, &inputs).ok_or(Error::MissingMetadata)?;
     let (ctx, mut owned) = (pass.ctx, Owned::default());
@@ -71,8 +82,103 @@ async fn apply_objects(
         .apply(ctx, &caches.role_bindings, desired.role_binding)
         .await?;
     let ready = owned.deployment(ctx, desired.deployment).await?;
+    let names = desired::names(&pass.name(), &pass.object.spec);
+    let budget = desired.pod_disruption_budget;
+    owned
+        .apply_or_remove(
+            ctx,
+            &caches.pod_disruption_budgets,
+            &pass.namespace(),
+            &names.deployment,
+            budget,
+            &pass.uid,
+        )
+        .await?;
     owned.report(pass);
     Ok((ready, owned.when_ready(pass.retry())))
+}
+
+/// `spec.autoscaling`: reads Coder's job queue for the provisioner's place (at most once per interval, shared),
+/// publishes the jobs its daemons can take in `status.jobs` and the metric, and returns the replicas the queue asks
+/// for (`None` when the operator does not set them). A failed read keeps the replicas last set and is retried with the
+/// next pass.
+async fn autoscale(pass: &mut ProvisionerPass<'_>, upstream: &Upstream) -> Option<i32> {
+    let (namespace, name) = (pass.namespace(), pass.name());
+    let Some(spec) = pass.object.spec.autoscaling.clone() else {
+        pass.status.jobs = None;
+        pass.ctx.metrics.forget_provisioner_jobs(&namespace, &name);
+        return None;
+    };
+    let now = std::time::Instant::now();
+    let organization = pass
+        .status
+        .organization_id
+        .clone()
+        .unwrap_or_else(|| desired::organization_name(&pass.object.spec).to_owned());
+    let place = (
+        namespace.clone(),
+        pass.object.spec.control_plane_ref.name.clone(),
+        organization,
+    );
+    let remembered = pass.memory().autoscaled;
+    let interval = pass.ctx.settings.job_queue_interval;
+    let jobs = match pass.ctx.job_queues.fresh(&place, interval, now) {
+        Some(jobs) => jobs,
+        None => {
+            let read = upstream
+                .coder
+                .provisioner_jobs(
+                    &place.2,
+                    &[JobStatus::Pending, JobStatus::Running],
+                    autoscale::QUEUE_LIMIT,
+                )
+                .await;
+            match read {
+                Ok(jobs) => {
+                    let jobs = jobs.iter().filter_map(autoscale::QueuedJob::of).collect();
+                    pass.ctx.job_queues.store(place, jobs, interval, now)
+                }
+                Err(error) => {
+                    tracing::warn!(%name, %namespace, error = %error, "reading Coder's provisioner job queue failed; keeping the replicas");
+                    return spec
+                        .sets_replicas()
+                        .then(|| remembered.map(|r| r.replicas))
+                        .flatten();
+                }
+            }
+        }
+    };
+    let queue = autoscale::count(&jobs, &pass.object.spec.tags);
+    pass.status.jobs = Some(ProvisionerJobsStatus {
+        pending: queue.pending,
+        running: queue.running,
+        observed_at: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            Timestamp::now(),
+        )),
+    });
+    pass.ctx.metrics.set_provisioner_jobs(
+        &namespace,
+        &name,
+        i64::from(queue.pending),
+        i64::from(queue.running),
+    );
+    if !spec.sets_replicas() {
+        pass.remember(|memory| memory.autoscaled = None);
+        return None;
+    }
+    let current = remembered.map_or(pass.object.spec.replicas.unwrap_or(1), |r| r.replicas);
+    let scaled = autoscale::replicas(&spec, queue, current, remembered.and_then(|r| r.lower_since), now);
+    pass.remember(|memory| memory.autoscaled = Some(scaled));
+    if let Some(since) = scaled.lower_since {
+        // Looked at again when the delay has passed, not only at the next read.
+        let waited = now.duration_since(since);
+        pass.soon(
+            autoscale::scale_down_delay(&spec)
+                .saturating_sub(waited)
+                .max(Duration::from_secs(1)),
+        );
+    }
+    Some(scaled.replicas)
 }
 
 /// Writes the status when it changed and requeues.
@@ -95,6 +201,9 @@ pub async fn settle(pass: &mut ProvisionerPass<'_>, outcome: Outcome) -> Result<
 /// failure or a key left in Coder is logged with the fact that the key stays valid. Retryable answers are retried
 /// within the cleanup window.
 pub async fn cleanup(pass: &mut ProvisionerPass<'_>) -> Result<Cleanup> {
+    pass.ctx
+        .metrics
+        .forget_provisioner_jobs(&pass.namespace(), &pass.name());
     let p = pass.object;
     let status = p.status.clone().unwrap_or_default();
     if status.provisioner_key_id.is_none() || status.organization_id.is_none() {

@@ -7,9 +7,15 @@ use std::collections::BTreeMap;
 use coder_k8s_api::shared::{
     DEFAULT_CODER_IMAGE, DEFAULT_TOKEN_SECRET_KEY, DNS_LABEL_MAX, SecretKeySelector,
 };
-use coder_k8s_api::workspace_proxy::{CoderWorkspaceProxy, ProxyBootstrapSpec, WorkspaceProxySpec};
+use coder_k8s_api::workload::ServiceAccountMetadata;
+use coder_k8s_api::workspace_proxy::{
+    CONTAINER_NAME, CoderWorkspaceProxy, ProxyBootstrapSpec, WorkspaceProxySpec,
+};
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
-use k8s_openapi::api::core::v1::{Container, ContainerPort, EnvVar, PodSpec, PodTemplateSpec, Service};
+use k8s_openapi::api::core::v1::{
+    Container, ContainerPort, EnvVar, PodSpec, PodTemplateSpec, Service, ServiceAccount,
+};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use kube::Resource;
 
@@ -87,12 +93,23 @@ pub fn labels(name: &str) -> BTreeMap<String, String> {
     crate::labels::labels(APP_NAME, name)
 }
 
-/// The Deployment and Service of a proxy; `None` without name, namespace or UID.
+/// The objects a proxy owns, in apply order.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DesiredState {
+    /// `spec.serviceAccount`: the pods' own ServiceAccount; without it they run as the namespace's `default`.
+    pub service_account: Option<ServiceAccount>,
+    pub deployment: Deployment,
+    pub service: Service,
+    /// `spec.podDisruptionBudget`.
+    pub pod_disruption_budget: Option<PodDisruptionBudget>,
+}
+
+/// The objects of a proxy; `None` without name, namespace or UID.
 pub fn desired_state(
     proxy: &CoderWorkspaceProxy,
     primary_url: &str,
     token: &SecretKeySelector,
-) -> Option<(Deployment, Service)> {
+) -> Option<DesiredState> {
     let name = proxy.metadata.name.clone()?;
     let owner = proxy.controller_owner_ref(&())?;
     let metadata = ObjectMeta {
@@ -103,6 +120,10 @@ pub fn desired_state(
         ..ObjectMeta::default()
     };
     let spec = &proxy.spec;
+    let service_account = spec
+        .service_account
+        .as_ref()
+        .map(|wanted| service_account(metadata.clone(), wanted));
     let deployment = Deployment {
         metadata: metadata.clone(),
         spec: Some(DeploymentSpec {
@@ -116,7 +137,29 @@ pub fn desired_state(
         }),
         ..Deployment::default()
     };
-    Some((deployment, service(&name, spec, metadata)))
+    let deployment = workload::with_pod_settings(deployment, spec.pod.get(), CONTAINER_NAME);
+    let deployment = workload::with_workload_options(deployment, spec.workload.get(), CONTAINER_NAME);
+    Some(DesiredState {
+        service_account,
+        deployment,
+        service: service(&name, spec, metadata.clone()),
+        pod_disruption_budget: workload::pod_disruption_budget(metadata, spec.workload.get(), labels(&name)),
+    })
+}
+
+/// The pods' ServiceAccount, named like the Deployment, with the spec's annotations and labels (the operator's
+/// labels win a clash).
+fn service_account(mut metadata: ObjectMeta, wanted: &ServiceAccountMetadata) -> ServiceAccount {
+    if !wanted.annotations.is_empty() {
+        metadata.annotations = Some(wanted.annotations.clone());
+    }
+    let mut labels = wanted.labels.clone();
+    labels.extend(metadata.labels.take().unwrap_or_default());
+    metadata.labels = Some(labels);
+    ServiceAccount {
+        metadata,
+        ..ServiceAccount::default()
+    }
 }
 
 /// The proxy's pods: `wsproxy server` on [`PROXY_PORT`], told the primary access URL and given the proxy token.
@@ -141,10 +184,14 @@ fn pod_template(
             ..ObjectMeta::default()
         }),
         spec: Some(PodSpec {
+            // Only a proxy that asks for its own ServiceAccount names one: the pod template of every other proxy
+            // stays as it was.
+            service_account_name: spec.service_account.as_ref().map(|_| workload_name(name)),
             image_pull_secrets: (!spec.image_pull_secrets.is_empty())
                 .then(|| spec.image_pull_secrets.clone()),
             containers: vec![Container {
-                name: "workspace-proxy".to_owned(),
+                name: CONTAINER_NAME.to_owned(),
+                resources: spec.resources.as_deref().cloned(),
                 image: Some(image(spec).to_owned()),
                 args: Some(args),
                 env: Some(env(spec, primary_url, token)),
@@ -181,17 +228,19 @@ fn service(name: &str, spec: &WorkspaceProxySpec, metadata: ObjectMeta) -> Servi
 /// Icon sent when the spec names none: Coder requires a non-empty icon on PATCH.
 pub const DEFAULT_ICON: &str = "/emojis/1f310.png";
 
-/// Every Secret whose value leaves the cluster, with the origin it goes to: the extraEnv Secrets and a given token
-/// Secret go to the primary access URL's origin, the bootstrap credentials to `coderURL`'s origin.
+/// Every Secret whose value leaves the cluster, with the origin it goes to: the Secrets the spec hands to the pods
+/// (extraEnv, envFrom, volumes, init and sidecar containers) and a given token Secret go to the primary access URL's
+/// origin, the bootstrap credentials to `coderURL`'s origin.
 pub fn credential_checks(
     spec: &WorkspaceProxySpec,
     token_secret: Option<&str>,
     primary_origin: &str,
 ) -> Vec<(String, String)> {
-    let mut checks: Vec<(String, String)> = credentials::secret_refs(&spec.extra_env)
-        .into_iter()
-        .map(|secret| (secret, primary_origin.to_owned()))
-        .collect();
+    let mut checks: Vec<(String, String)> =
+        credentials::pod_secret_refs(&spec.extra_env, spec.workload.get(), spec.pod.get())
+            .into_iter()
+            .map(|secret| (secret, primary_origin.to_owned()))
+            .collect();
     if let Some(token_secret) = token_secret {
         checks.push((token_secret.to_owned(), primary_origin.to_owned()));
     }
@@ -283,7 +332,13 @@ mod tests {
         }));
         let url = primary_access_url(&p.spec).unwrap();
         let token = token_reference("coderworkspaceproxy-sample", &p.spec).unwrap();
-        let (deployment, service) = desired_state(&p, &url, &token).unwrap();
+        let DesiredState {
+            deployment,
+            service,
+            service_account,
+            pod_disruption_budget,
+        } = desired_state(&p, &url, &token).unwrap();
+        assert_eq!((service_account, pod_disruption_budget), (None, None));
         assert_eq!(
             deployment.metadata.name.as_deref(),
             Some("wsproxy-coderworkspaceproxy-sample")

@@ -37,6 +37,8 @@ impl Controller for CoderWorkspaceProxy {
         triggers
             .deployments()
             .owned(&caches.services)
+            .owned(&caches.service_accounts)
+            .owned(&caches.pod_disruption_budgets)
             .secrets(reads_secret)
     }
 
@@ -53,7 +55,7 @@ fn reads_secret(proxy: &CoderWorkspaceProxy, name: &str) -> bool {
             .bootstrap
             .as_ref()
             .is_some_and(|b| b.credentials_secret_ref.name == name)
-        || credentials::secret_refs(&spec.extra_env)
+        || credentials::pod_secret_refs(&spec.extra_env, spec.workload.get(), spec.pod.get())
             .iter()
             .any(|s| s == name)
 }

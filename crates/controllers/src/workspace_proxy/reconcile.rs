@@ -172,7 +172,8 @@ async fn store_token(
     Ok(stored.is_some())
 }
 
-/// Applies the Service and the Deployment, except those of the same names the proxy does not control
+/// Applies the ServiceAccount (when asked for), the Service, the Deployment and the PodDisruptionBudget (or removes
+/// the proxy's budget that the spec no longer asks for), except objects of the same names the proxy does not control
 /// (`ResourcesOwned`); returns the Deployment's ready replicas and when a Ready proxy is looked at again
 /// ([`Owned::when_ready`]).
 async fn apply_objects(
@@ -180,11 +181,29 @@ async fn apply_objects(
     primary_url: &str,
     token_ref: &SecretKeySelector,
 ) -> Result<(i32, Outcome), Error> {
-    let (deployment, service) =
+    let desired =
         desired::desired_state(pass.object, primary_url, token_ref).ok_or(Error::MissingMetadata)?;
     let (ctx, mut owned) = (pass.ctx, Owned::default());
-    owned.apply(ctx, &ctx.k8s.caches.services, service).await?;
-    let ready = owned.deployment(ctx, deployment).await?;
+    let caches = &ctx.k8s.caches;
+    if let Some(service_account) = desired.service_account {
+        owned
+            .apply(ctx, &caches.service_accounts, service_account)
+            .await?;
+    }
+    owned.apply(ctx, &caches.services, desired.service).await?;
+    let ready = owned.deployment(ctx, desired.deployment).await?;
+    let (namespace, workload) = (pass.namespace(), desired::workload_name(&pass.name()));
+    let budget = desired.pod_disruption_budget;
+    owned
+        .apply_or_remove(
+            ctx,
+            &caches.pod_disruption_budgets,
+            &namespace,
+            &workload,
+            budget,
+            &pass.uid,
+        )
+        .await?;
     owned.report(pass);
     Ok((ready, owned.when_ready(pass.retry())))
 }
