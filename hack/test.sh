@@ -26,16 +26,6 @@ else
   exit 1
 fi
 
-step "install Lua 5.4 if missing (the CoderTemplateTest tests run the Argo CD health rule in it)"
-if command -v lua5.4 >/dev/null 2>&1; then
-  echo "lua5.4 found" >&2
-elif [ "$(id -u)" -eq 0 ]; then
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq lua5.4
-else
-  echo "error: lua5.4 not found; install the Debian package lua5.4 (sudo apt-get install -y lua5.4)" >&2
-  exit 1
-fi
-
 step "cargo fmt --check"
 cargo fmt --all -- --check
 

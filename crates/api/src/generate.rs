@@ -36,6 +36,11 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
     ]
     .into_iter()
     .map(|(crd, spec)| schema_compat::adjust(crd, spec))
+    .map(|crd| match crd.spec.names.kind.as_str() {
+        // The kinds config/gitops ships Flux health checks for.
+        "CoderTemplateTest" | "CoderMCPServer" => schema_compat::status_defaults_to_empty(crd),
+        _ => crd,
+    })
     .collect()
 }
 

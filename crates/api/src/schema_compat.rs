@@ -54,6 +54,26 @@ pub fn adjust(mut crd: CustomResourceDefinition, spec: Spec) -> CustomResourceDe
     crd
 }
 
+/// `crd` whose objects always show a `status`, `{}` until the controller writes one: Flux evaluates a health check's
+/// CEL with the object's top-level fields as its variables, so on an object without `status` every expression that
+/// names it fails (`no such attribute`), even `has(status.phase)`. kube-apiserver fills the default in when it reads
+/// the object.
+pub fn status_defaults_to_empty(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
+    for version in &mut crd.spec.versions {
+        let status = version
+            .schema
+            .as_mut()
+            .and_then(|s| s.open_api_v3_schema.as_mut())
+            .and_then(|root| root.properties.as_mut())
+            .and_then(|properties| properties.get_mut("status"));
+        if let Some(status) = status {
+            status.default =
+                Some(k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSON(json!({})));
+        }
+    }
+    crd
+}
+
 /// The rewrite of one version's root schema.
 pub fn adjust_schema(mut root: Value, spec: Spec) -> Value {
     walk(&mut root, None);

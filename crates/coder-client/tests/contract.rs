@@ -2484,7 +2484,7 @@ async fn contract_provisioner_jobs(t: &Target) {
         .await
         .unwrap_err();
     assert!(
-        matches!(&refused, Error::Rejected { status: 404, .. }),
+        matches!(&refused, Error::NotFound { .. }),
         "only owners and administrators see the queue: {refused:?}"
     );
     // On real Coder the job stays pending: no daemon of the shared server will ever have this queue's tag.

@@ -118,6 +118,21 @@ pub async fn server_list(http: &reqwest::Client, url: &str, token: &str) -> Resu
     Ok(body)
 }
 
+/// One JSON list straight to the aggregated API server: the answer's bytes, for [`check_items`].
+pub async fn server_list_json(http: &reqwest::Client, url: &str, token: &str) -> Result<bytes::Bytes> {
+    let response = http
+        .get(url)
+        .bearer_auth(token)
+        .header("Accept", "application/json")
+        .send()
+        .await
+        .context("GET from the aggregated API server")?;
+    let status = response.status();
+    let body = response.bytes().await?;
+    ensure!(status == 200, "GET {url}: {status}");
+    Ok(body)
+}
+
 /// One Table list through kube-apiserver: the answer, for [`check_rows`].
 pub async fn kube_list(kube: &kube::Client, path: &str) -> Result<String> {
     let request = http::Request::get(path)

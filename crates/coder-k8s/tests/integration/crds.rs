@@ -518,3 +518,39 @@ async fn extra_env_and_args_cannot_override_the_coder_url() {
         assert!(message.contains(expected), "{kind} {field}: {message}");
     }
 }
+
+/// An object the controller has not written a status to yet: Flux's CEL names `status` as a variable, so the kinds
+/// with shipped Flux health checks show `status: {}` until then, and both GitOps rules say "in progress" instead of
+/// failing.
+#[tokio::test]
+async fn a_new_object_without_a_status_is_in_progress_for_flux_and_argo_cd() {
+    let cases = [
+        (
+            "CoderTemplateTest",
+            "config/gitops/flux-healthcheck-codertemplatetest.yaml",
+            "config/gitops/argocd-health-codertemplatetest.lua",
+            "apiVersion: coder.com/v1alpha1\nkind: CoderTemplateTest\nmetadata: {name: fresh}\nspec:\n  controlPlaneRef: {name: none}\n  template: acme.docker\n  version: {active: true}\n",
+        ),
+        (
+            "CoderMCPServer",
+            "config/gitops/flux-healthcheck-codermcpserver.yaml",
+            "config/gitops/argocd-health-codermcpserver.lua",
+            "apiVersion: coder.com/v1alpha1\nkind: CoderMCPServer\nmetadata: {name: fresh}\nspec:\n  controlPlaneRef: {name: none}\n  organization: acme\n  slug: tools\n  displayName: Tools\n  url: https://mcp.example.com\n  transport: streamable_http\n",
+        ),
+    ];
+    for (kind, flux_rule, argocd_rule, manifest) in cases {
+        let ns = accepted("fresh-status", manifest).await;
+        let cp = control_plane_with_crds().await;
+        let out = kubectl(cp, &["get", kind, "fresh", "-n", &ns, "-o", "json"], None);
+        assert_success(&out, kind);
+        let object: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+        assert_eq!(object["status"], serde_json::json!({}), "{kind}: {object}");
+        assert_eq!(
+            crate::support::flux_health(flux_rule, kind, &object),
+            "InProgress",
+            "{kind}"
+        );
+        let (status, _) = crate::support::argocd_health(argocd_rule, &object);
+        assert_eq!(status, "Progressing", "{kind}");
+    }
+}

@@ -760,3 +760,46 @@ async fn apiserver_standalone_manifests_grant_exactly_the_standalone_servers_acc
         assert_eq!(can_i(&args), expected, "{args:?}");
     }
 }
+
+/// `config/prometheus`: a metrics Service that selects the operator's pods and targets the port serving `/metrics`,
+/// and a ServiceMonitor that selects that Service by its labels and scrapes its port.
+#[test]
+fn config_prometheus_scrapes_the_operators_metrics_port() {
+    let built = objects(&kustomize("config/prometheus"));
+    assert_eq!(
+        kinds(&built),
+        [
+            "Service/coder-system/coder-k8s-metrics",
+            "ServiceMonitor/coder-system/coder-k8s"
+        ]
+    );
+    let service = &built["Service/coder-system/coder-k8s-metrics"];
+    let monitor = &built["ServiceMonitor/coder-system/coder-k8s"];
+    let deploy = objects(&kustomize("deploy"));
+    let deployment = &deploy["Deployment/coder-system/coder-k8s"];
+    let pod_labels = &deployment["spec"]["template"]["metadata"]["labels"];
+    for (key, value) in service["spec"]["selector"].as_object().unwrap() {
+        assert_eq!(
+            &pod_labels[key], value,
+            "the Service selects the operator's pods by {key}"
+        );
+    }
+    let port = &service["spec"]["ports"][0];
+    let target = port["targetPort"].as_str().unwrap();
+    let container_ports = deployment["spec"]["template"]["spec"]["containers"][0]["ports"]
+        .as_array()
+        .unwrap();
+    let served = container_ports.iter().find(|p| p["name"] == target).unwrap();
+    assert_eq!(
+        served["containerPort"], 8081,
+        "/metrics is served on the health port"
+    );
+    for (key, value) in monitor["spec"]["selector"]["matchLabels"].as_object().unwrap() {
+        assert_eq!(
+            &service["metadata"]["labels"][key], value,
+            "the ServiceMonitor selects the Service by {key}"
+        );
+    }
+    assert_eq!(monitor["spec"]["endpoints"][0]["port"], port["name"]);
+    assert_eq!(monitor["spec"]["endpoints"][0]["path"], "/metrics");
+}

@@ -113,81 +113,77 @@ impl Process {
     }
 }
 
-/// `value` as a Lua expression (objects as tables with string keys, arrays as sequences).
-pub fn to_lua(value: &serde_json::Value) -> String {
-    use serde_json::Value;
-    match value {
-        Value::Null => "nil".to_owned(),
-        Value::Bool(b) => b.to_string(),
-        Value::Number(n) => n.to_string(),
-        Value::String(s) => lua_string(s),
-        Value::Array(items) => format!("{{{}}}", items.iter().map(to_lua).collect::<Vec<_>>().join(", ")),
-        Value::Object(map) => format!(
-            "{{{}}}",
-            map.iter()
-                .map(|(k, v)| format!("[{}] = {}", lua_string(k), to_lua(v)))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-    }
+/// `gitopseval`, which runs the GitOps health rules in the engines Argo CD and Flux run them in, built from its Go
+/// module (testenv/go/gitops) by hack/build-testenv.sh when missing.
+fn gitopseval() -> std::path::PathBuf {
+    static BINARY: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    BINARY
+        .get_or_init(|| {
+            let out = Command::new("bash")
+                .arg(path("hack/build-testenv.sh"))
+                .arg("gitops")
+                .output()
+                .expect("run hack/build-testenv.sh gitops");
+            assert_success(&out, "hack/build-testenv.sh gitops");
+            let dir = String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .find_map(|l| l.strip_prefix("gitops=").map(std::path::PathBuf::from))
+                .expect("gitops=<bin dir> line");
+            dir.join("gitopseval")
+        })
+        .clone()
 }
 
-/// `text` as a Lua string literal.
-pub fn lua_string(text: &str) -> String {
-    let mut out = String::from("\"");
-    for c in text.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            c if (c as u32) < 0x20 => out.push_str(&format!("\\{:03}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
+/// `object` in a temporary file, for `gitopseval`.
+fn object_file(object: &serde_json::Value) -> tempfile::NamedTempFile {
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), serde_json::to_vec(object).unwrap()).unwrap();
+    file
 }
 
-/// The `(status, message)` of the Argo CD health rule in `rule` (a repository path) for `object`, run by the real
-/// Lua 5.4 interpreter.
+/// The `(status, message)` of the Argo CD health rule in `rule` (a repository path) for `object`, run in gopher-lua
+/// with the libraries Argo CD opens for a health customization.
 pub fn argocd_health(rule: &str, object: &serde_json::Value) -> (String, String) {
-    let script = format!(
-        "obj = {}\nlocal hs = assert(loadfile({}))()\nio.write(hs.status, \"\\t\", hs.message or \"\")\n",
-        to_lua(object),
-        lua_string(&path(rule))
-    );
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("run.lua");
-    std::fs::write(&file, script).unwrap();
-    let out = Command::new("lua5.4")
-        .arg(&file)
+    let file = object_file(object);
+    let out = Command::new(gitopseval())
+        .args(["argocd", &path(rule)])
+        .arg(file.path())
         .output()
-        .expect("lua5.4 runs the Argo CD health rule; hack/test.sh installs the Debian package lua5.4 when it is missing");
+        .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let text = String::from_utf8(out.stdout).unwrap();
-    let (status, message) = text.split_once('\t').unwrap();
-    (status.to_owned(), message.to_owned())
+    let health: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    (
+        health["status"].as_str().unwrap().to_owned(),
+        health["message"].as_str().unwrap().to_owned(),
+    )
 }
 
-/// The `inProgress`, `failed` and `current` of the Flux health check of `kind` in `rule` (a repository path) for
-/// `object`, evaluated by a CEL interpreter with the object's top-level fields as variables (as Flux does).
-pub fn flux_health(rule: &str, kind: &str, object: &serde_json::Value) -> (bool, bool, bool) {
+/// The status Flux gives `object` with the health check of `kind` in `rule` (a repository path): `InProgress`,
+/// `Failed` or `Current`, evaluated with cel-go as Flux's status evaluator does. An expression Flux cannot evaluate
+/// fails the test.
+pub fn flux_health(rule: &str, kind: &str, object: &serde_json::Value) -> String {
     let text = std::fs::read_to_string(path(rule)).unwrap();
     let kustomization: serde_json::Value = serde_saphyr::from_str(&text).unwrap();
     let check = &kustomization["spec"]["healthCheckExprs"][0];
     assert_eq!(check["kind"], kind);
-    let evaluate = |key: &str| {
-        let expression = check[key].as_str().unwrap();
-        let program = cel::Program::compile(expression).unwrap();
-        let mut context = cel::Context::default();
-        for (name, value) in object.as_object().unwrap() {
-            context.add_variable(name.as_str(), value.clone()).unwrap();
-        }
-        match program.execute(&context) {
-            Ok(cel::Value::Bool(b)) => b,
-            other => panic!("{key}: {expression} gave {other:?}"),
-        }
-    };
-    (evaluate("inProgress"), evaluate("failed"), evaluate("current"))
+    let expression = |key: &str| check[key].as_str().unwrap_or_default().to_owned();
+    let file = object_file(object);
+    let out = Command::new(gitopseval())
+        .args([
+            "flux",
+            &expression("inProgress"),
+            &expression("failed"),
+            &expression("current"),
+        ])
+        .arg(file.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "Flux cannot evaluate the health check of {kind}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
 }
 
 /// The message of the `Ready` condition in `conditions` (empty when there is none).
