@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Builds the test control plane binaries (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok), the
 # open-source Coder server (coder, plus echotar, which writes echo-provisioner template archives), the helm CLI (chart
-# tests), gitopseval (the GitOps health rules in Argo CD's and Flux's engines), and terraform with Coder's Terraform provider (real Coder's Terraform provisioner imports file-based templates
+# tests), promtool (alerting rule tests), gitopseval (the GitOps health rules in Argo CD's and Flux's engines), and
+# terraform with Coder's Terraform provider (real Coder's Terraform provisioner imports file-based templates
 # with them, offline) from published Go modules into a version-keyed cache, only when they are missing.
 #   hack/build-testenv.sh [COMPONENT...]            build what is missing, print the bin directory of each component
 #   hack/build-testenv.sh --print [COMPONENT...]    print the bin directories without building
-# COMPONENT is etcd, k8s, kwok, coder, helm, gitops, terraform or terraform-provider-coder; all of them without any.
+# COMPONENT is etcd, k8s, kwok, coder, helm, prometheus, gitops, terraform or terraform-provider-coder; all of them
+# without any.
 # The cache lives in ${CODER_K8S_TESTENV_CACHE:-$HOME/.cache/coder-k8s/testenv}; delete it to force a rebuild.
 set -euo pipefail
 
@@ -25,6 +27,8 @@ components=(
   "kwok|testenv/go/kwok|v0.8.0|kwok|sigs.k8s.io/kwok/cmd/kwok=kwok"
   "coder|testenv/go/coder|v2.30.0|coder|github.com/coder/coder/v2/cmd/coder=coder,coder-k8s.invalid/testenv/coder/echotar=echotar"
   "helm|testenv/go/helm|v3.22.0|helm|helm.sh/helm/v3/cmd/helm=helm"
+  # promtool: checks and unit-tests the alerting rules of config/prometheus.
+  "prometheus|testenv/go/prometheus|v0.316.0|plain|github.com/prometheus/prometheus/cmd/promtool=promtool"
   # Runs the GitOps health rules in Argo CD's Lua engine (gopher-lua) and Flux's CEL (cel-go); the version names both.
   "gitops|testenv/go/gitops|cel-go-v0.31.0-gopher-lua-v1.1.2|plain|coder-k8s.invalid/testenv/gitops/gitopseval=gitopseval"
   "terraform|testenv/go/terraform|v1.5.7|plain|github.com/hashicorp/terraform=terraform"

@@ -840,3 +840,37 @@ async fn a_watch_resumes_after_a_lists_or_an_events_resource_version() {
         "a deletion carries the counter of its event: {deleted_rv}"
     );
 }
+
+#[tokio::test]
+async fn answered_requests_are_counted_by_verb_resource_and_code() {
+    let h = Harness::new();
+    h.create(THINGS, "a").await;
+    assert_eq!(
+        h.send(Method::GET, THINGS, Some("alice")).await.status,
+        StatusCode::OK
+    );
+    assert_eq!(
+        h.send(Method::GET, &format!("{THINGS}/missing"), Some("alice"))
+            .await
+            .status,
+        StatusCode::NOT_FOUND
+    );
+    assert_eq!(
+        h.send(Method::GET, THINGS, None).await.status,
+        StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(h.send(Method::GET, "/healthz", None).await.status, StatusCode::OK);
+    assert_eq!(h.metrics.count("create", "things", 201), 1);
+    assert_eq!(h.metrics.count("list", "things", 200), 1);
+    assert_eq!(h.metrics.count("get", "things", 404), 1);
+    assert_eq!(
+        h.metrics.count("list", "things", 401),
+        1,
+        "refused requests are counted too"
+    );
+    assert_eq!(
+        h.metrics.count("get", "", 200),
+        0,
+        "health checks are not counted"
+    );
+}

@@ -19,6 +19,7 @@ pub mod backoff;
 pub mod calls;
 mod client;
 pub mod error;
+pub mod observe;
 pub mod redact;
 pub mod redirect;
 pub mod schedule;

@@ -10,14 +10,13 @@ use tokio::sync::watch;
 
 use crate::admin::{self, AdminState};
 use crate::cli::{AppMode, Args, Settings, StartupError};
-use crate::kube_requests::KubeRequests;
+use crate::metrics::ProcessMetrics;
 use crate::{aggregated, leader, mcp};
 use coder_k8s_aggregated_apiserver::coder::{
     ControlPlaneProvider, Provider, StaticProvider, UnconfiguredProvider,
 };
 use coder_k8s_control_plane_access::ClientSettings;
 use coder_k8s_controllers::context::Context as ControllerContext;
-use coder_k8s_controllers::metrics::ReconcileMetrics;
 use coder_k8s_controllers::settings::{ControllerSettings, DEFAULT_OPERATOR_NAMESPACE};
 
 /// Everything the startup checks produced; the components start from it without validating again.
@@ -65,14 +64,7 @@ pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
 pub async fn run(startup: Startup) -> Result<()> {
     let settings = &startup.settings;
     let mut registry = Registry::default();
-    let leader_gauge = Gauge::<i64>::default();
-    registry.register(
-        "coder_k8s_leader",
-        "1 while this replica holds the controller leader Lease",
-        leader_gauge.clone(),
-    );
-    let reconcile_metrics = ReconcileMetrics::register(&mut registry);
-    let kube_requests = KubeRequests::register(&mut registry);
+    let metrics = ProcessMetrics::register(&mut registry);
     let admin_state = AdminState::new(registry);
     let listener = admin::bind(&settings.health_probe_bind_address)
         .await
@@ -100,15 +92,7 @@ pub async fn run(startup: Startup) -> Result<()> {
         let _ = shutdown_tx.send(true);
     });
 
-    let result = run_components(
-        &startup,
-        admin_state,
-        leader_gauge,
-        reconcile_metrics,
-        kube_requests,
-        shutdown_rx,
-    )
-    .await;
+    let result = run_components(&startup, admin_state, metrics, shutdown_rx).await;
     signal.abort();
     let _ = admin_stop_tx.send(true);
     match tokio::time::timeout(Duration::from_secs(5), admin).await {
@@ -123,12 +107,18 @@ pub async fn run(startup: Startup) -> Result<()> {
 async fn run_components(
     startup: &Startup,
     admin_state: AdminState,
-    leader_gauge: Gauge<i64>,
-    reconcile_metrics: Arc<ReconcileMetrics>,
-    kube_requests: KubeRequests,
+    metrics: ProcessMetrics,
     shutdown: watch::Receiver<bool>,
 ) -> Result<()> {
     let settings = &startup.settings;
+    let ProcessMetrics {
+        leader: leader_gauge,
+        reconciles: reconcile_metrics,
+        kube_requests,
+        apiserver: api_metrics,
+        mcp: tool_metrics,
+        ..
+    } = metrics;
     match settings.mode {
         AppMode::McpHttp => {
             let token = startup
@@ -140,7 +130,15 @@ async fn run_components(
                 .context("find the Kubernetes configuration (in-cluster, KUBECONFIG or ~/.kube/config)")?;
             let client = kube_requests.client(config).context("connect to Kubernetes")?;
             let ready = move || admin_state.set_ready(true);
-            mcp::run(client, token, &settings.mcp_bind_address, ready, shutdown).await
+            mcp::run(
+                client,
+                token,
+                &settings.mcp_bind_address,
+                tool_metrics,
+                ready,
+                shutdown,
+            )
+            .await
         }
         AppMode::AggregatedApiserver => {
             let config = aggregated::delegation_config()
@@ -153,6 +151,7 @@ async fn run_components(
                 client,
                 provider,
                 &settings.apiserver_bind_address,
+                api_metrics,
                 ready,
                 shutdown,
             )
@@ -204,6 +203,7 @@ async fn run_components(
                 client,
                 provider,
                 &settings.apiserver_bind_address,
+                api_metrics,
                 || {},
                 shutdown,
             );

@@ -9,4 +9,5 @@ pub mod go_flags;
 pub mod kube_requests;
 pub mod leader;
 pub mod mcp;
+pub mod metrics;
 pub mod telemetry;

@@ -69,7 +69,7 @@ impl ReconcileMetrics {
             released_without_delete: Family::default(),
             failures: Family::default(),
             duration: Family::new_with_constructor(|| {
-                Histogram::new([0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0])
+                Histogram::new([0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0, 60.0, 120.0])
             }),
             provisioner_jobs: Family::default(),
         };

@@ -454,9 +454,9 @@ mod tests {
         assert!(pod_disruption_budget(ObjectMeta::default(), Some(&empty), BTreeMap::new()).is_none());
     }
 
-    #[test]
-    fn workload_options_reach_the_deployment_pod_and_operator_container() {
-        let options = WorkloadOptions {
+    /// Every shared Deployment and pod setting set at once.
+    fn every_option() -> WorkloadOptions {
+        WorkloadOptions {
             deployment_labels: labels(&[("team", "a"), ("app.kubernetes.io/name", "theirs")]),
             deployment_annotations: labels(&[("note", "n")]),
             pod_labels: labels(&[("tier", "web"), ("app.kubernetes.io/name", "theirs")]),
@@ -487,8 +487,12 @@ mod tests {
                 ..Default::default()
             }),
             pod_disruption_budget: None,
-        };
-        let deployment = with_workload_options(base(), Some(&options), "main");
+        }
+    }
+
+    #[test]
+    fn workload_options_reach_the_deployment_and_its_pod_metadata() {
+        let deployment = with_workload_options(base(), Some(&every_option()), "main");
         let meta = &deployment.metadata;
         assert_eq!(
             meta.labels.as_ref().unwrap(),
@@ -508,6 +512,11 @@ mod tests {
             template.annotations.as_ref().unwrap()["prometheus.io/scrape"],
             "true"
         );
+    }
+
+    #[test]
+    fn workload_options_reach_the_pod_and_the_operator_container() {
+        let deployment = with_workload_options(base(), Some(&every_option()), "main");
         let pod = pod(&deployment);
         assert_eq!(pod.priority_class_name.as_deref(), Some("high"));
         assert_eq!(pod.host_aliases.as_ref().unwrap()[0].ip, "10.0.0.1");

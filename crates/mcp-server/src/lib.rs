@@ -3,6 +3,7 @@
 //! Every tool acts with the process's Kubernetes identity, so Kubernetes RBAC decides what it may read or change.
 
 pub mod limits;
+pub mod metrics;
 pub mod names;
 pub mod security;
 pub mod server;

@@ -2,6 +2,7 @@
 //! [`crate::security::guard`] middleware and serves `/healthz` and `/readyz` without a token; [`serve`] runs it on
 //! a listener until shutdown. A session's DELETE answers 204 (see [`session_closed_is_no_content`]).
 
+use crate::metrics::ToolMetrics;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -39,6 +40,8 @@ pub struct ServerSettings {
     pub max_request_body_bytes: usize,
     /// Reported as the server version (`initialize`, `check_health`).
     pub version: String,
+    /// Where tool calls are counted (the process registers a clone on its `/metrics`).
+    pub metrics: ToolMetrics,
 }
 
 impl Default for ServerSettings {
@@ -47,6 +50,7 @@ impl Default for ServerSettings {
             session_idle_timeout: SESSION_IDLE_TIMEOUT,
             max_request_body_bytes: MAX_REQUEST_BODY_BYTES,
             version: env!("CARGO_PKG_VERSION").to_owned(),
+            metrics: ToolMetrics::default(),
         }
     }
 }
@@ -64,9 +68,9 @@ pub fn router(
     let config = StreamableHttpServerConfig::default()
         .with_cancellation_token(shutdown)
         .with_max_request_body_bytes(settings.max_request_body_bytes);
-    let version = settings.version.clone();
+    let (version, metrics) = (settings.version.clone(), settings.metrics.clone());
     let mcp = StreamableHttpService::new(
-        move || Ok(McpServer::new(client.clone(), version.clone())),
+        move || Ok(McpServer::new(client.clone(), version.clone(), metrics.clone())),
         Arc::new(sessions),
         config,
     );

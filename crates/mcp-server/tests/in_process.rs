@@ -869,3 +869,34 @@ async fn the_python_client_closes_its_session_without_a_termination_warning() {
         "one DELETE closed the session"
     );
 }
+
+/// Every tool call is counted by tool and outcome; a name that is no tool is counted as `unknown`.
+#[tokio::test]
+async fn tool_calls_are_counted_by_tool_and_outcome() {
+    use coder_k8s_mcp_server::metrics::{Outcome, ToolMetrics};
+    let cp = control_plane().await;
+    let metrics = ToolMetrics::default();
+    let settings = ServerSettings {
+        version: "test".to_owned(),
+        metrics: metrics.clone(),
+        ..ServerSettings::default()
+    };
+    let served = start_with(cp, settings).await;
+    let client = connect(&served.url(), TOKEN).await.unwrap();
+    assert!(!call(&client, "check_health", json!({})).await.unwrap().is_error);
+    assert!(!call(&client, "check_health", json!({})).await.unwrap().is_error);
+    let failed = call(&client, "get_workspace", json!({"name": "x"}))
+        .await
+        .unwrap();
+    assert!(failed.is_error);
+    assert!(call(&client, "no_such_tool", json!({})).await.is_err());
+    assert_eq!(metrics.count("check_health", Outcome::Ok), 2);
+    assert_eq!(metrics.count("get_workspace", Outcome::Error), 1);
+    assert_eq!(metrics.count("get_workspace", Outcome::Ok), 0);
+    assert_eq!(metrics.count("unknown", Outcome::Invalid), 1);
+    assert_eq!(
+        metrics.count("no_such_tool", Outcome::Invalid),
+        0,
+        "no series per unknown name"
+    );
+}

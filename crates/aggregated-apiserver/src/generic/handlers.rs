@@ -49,6 +49,7 @@ pub async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Resp
     let audit_id = audit_id(request.headers());
     let method = request.method().clone();
     let path = request.uri().path().to_owned();
+    let query = request.uri().query().map(str::to_owned);
     let user_agent = header_str(request.headers(), header::USER_AGENT.as_str()).to_owned();
     let (mut response, user) = serve(&shared, request).await;
     if let Ok(value) = HeaderValue::from_str(&audit_id) {
@@ -56,6 +57,11 @@ pub async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Resp
     }
     let status = response.status().as_u16();
     let latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    if !OPEN_PATHS.contains(&path.as_str()) {
+        let seconds = started.elapsed().as_secs_f64();
+        let metrics = &shared.server.settings.metrics;
+        metrics.observe(&method, &path, query.as_deref(), status, seconds);
+    }
     macro_rules! log_request {
         ($level:ident) => {
             tracing::$level!(%method, path, user, user_agent, status, audit_id, latency_ms, "request")

@@ -11,6 +11,7 @@ pub mod feed;
 pub mod handlers;
 pub mod kube_call;
 pub mod memory;
+pub mod metrics;
 pub mod negotiate;
 pub mod openapi;
 pub mod registry;

@@ -10,10 +10,11 @@ use axum::Router;
 use super::auth::{Authenticator, Authorizer};
 use super::encoded_lists::EncodedLists;
 use super::handlers::{self, Shared};
+use super::metrics::RequestMetrics;
 use super::registry::Registry;
 use super::watch::WatchHub;
 
-/// Timing settings; the defaults are kube-apiserver's where it has one.
+/// Timing settings, the defaults kube-apiserver's where it has one, and the request metrics.
 #[derive(Clone, Debug)]
 pub struct ServerSettings {
     /// Budget of a non-watch request when the client sets no `timeout` (kube-apiserver: 60 s).
@@ -23,6 +24,8 @@ pub struct ServerSettings {
     /// A watch without `timeoutSeconds` ends after a random time between this and twice this (kube-apiserver:
     /// `--min-request-timeout` 1800 s).
     pub min_watch_timeout: Duration,
+    /// Where requests are counted (the process registers a clone on its `/metrics`).
+    pub metrics: RequestMetrics,
 }
 
 impl Default for ServerSettings {
@@ -31,6 +34,7 @@ impl Default for ServerSettings {
             request_timeout: Duration::from_secs(60),
             bookmark_interval: Duration::from_secs(60),
             min_watch_timeout: Duration::from_secs(1800),
+            metrics: RequestMetrics::default(),
         }
     }
 }

@@ -281,6 +281,8 @@ pub struct Harness {
     router: Router,
     ready: Arc<AtomicBool>,
     authorizer: Arc<RecordingAuthorizer>,
+    /// The server's request metrics.
+    pub metrics: coder_k8s_aggregated_apiserver::generic::metrics::RequestMetrics,
 }
 
 impl Harness {
@@ -296,12 +298,14 @@ impl Harness {
                 request_timeout: Duration::from_secs(2),
                 bookmark_interval: Duration::from_millis(200),
                 min_watch_timeout: Duration::from_secs(2),
+                ..ServerSettings::default()
             },
         };
         Self {
             router: server.router(),
             ready,
             authorizer,
+            metrics: server.settings.metrics.clone(),
         }
     }
 

@@ -179,6 +179,15 @@ impl CoderClient {
         Error::unavailable(UnavailableReason::Transport, text)
     }
 
+    /// Sends `rb` (a request to `url` made by [`Self::request`]) and reports how it ended to the process's observer
+    /// ([`crate::observe`]).
+    async fn send(&self, rb: RequestBuilder, method: &Method, url: &Url) -> Result<reqwest::Response> {
+        let sent = rb.send().await;
+        let status = sent.as_ref().ok().map(|response| response.status().as_u16());
+        crate::observe::report(method.as_str(), url.path(), status);
+        sent.map_err(|e| self.map_transport(&e))
+    }
+
     /// A request carrying the token and, when `bypass`, the rate-limit bypass header.
     fn request(&self, method: Method, url: Url, bypass: bool) -> RequestBuilder {
         crate::calls::note_request();
@@ -206,7 +215,7 @@ impl CoderClient {
         redact: &[&str],
     ) -> Result<Answer> {
         let rb = body.attach(self.request(method.clone(), url.clone(), bypass));
-        let response = rb.send().await.map_err(|e| self.map_transport(&e))?;
+        let response = self.send(rb, method, url).await?;
         let status = response.status();
         let headers = response.headers().clone();
         let body = self.read_body(response).await?;
@@ -385,15 +394,13 @@ impl CoderClient {
     /// redirect policy, TLS and timeout); messages are capped like answer bodies.
     pub(super) async fn open_websocket(&self, url: Url) -> Result<Ws> {
         let key = generate_key();
-        let response = self
-            .request(Method::GET, url, false)
+        let rb = self
+            .request(Method::GET, url.clone(), false)
             .header("Connection", "Upgrade")
             .header("Upgrade", "websocket")
             .header("Sec-WebSocket-Version", "13")
-            .header("Sec-WebSocket-Key", key.as_str())
-            .send()
-            .await
-            .map_err(|e| self.map_transport(&e))?;
+            .header("Sec-WebSocket-Key", key.as_str());
+        let response = self.send(rb, &Method::GET, &url).await?;
         if response.status() != StatusCode::SWITCHING_PROTOCOLS {
             return Err(self.upgrade_refused(response).await);
         }
@@ -430,11 +437,8 @@ impl CoderClient {
     /// `GET url`, reading at most `limit` bytes of a successful answer: a longer body is cut there and reported with
     /// `true` instead of failing. An error status is mapped like every other call (its body read up to 64 KiB).
     pub(super) async fn get_capped(&self, url: Url, limit: usize) -> Result<(Bytes, bool)> {
-        let mut response = self
-            .request(Method::GET, url, false)
-            .send()
-            .await
-            .map_err(|e| self.map_transport(&e))?;
+        let rb = self.request(Method::GET, url.clone(), false);
+        let mut response = self.send(rb, &Method::GET, &url).await?;
         let status = response.status();
         if !status.is_success() {
             let headers = response.headers().clone();
@@ -529,11 +533,8 @@ impl CoderClient {
     /// `GET url` answering raw bytes, read up to `limit` bytes (a larger successful answer is
     /// [`Error::BodyTooLarge`]); an error answer is read up to the client's usual cap and mapped as any other.
     pub(super) async fn get_bytes_capped(&self, url: Url, limit: usize) -> Result<Bytes> {
-        let mut response = self
-            .request(Method::GET, url, false)
-            .send()
-            .await
-            .map_err(|e| self.map_transport(&e))?;
+        let rb = self.request(Method::GET, url.clone(), false);
+        let mut response = self.send(rb, &Method::GET, &url).await?;
         let status = response.status();
         if !status.is_success() {
             let headers = response.headers().clone();

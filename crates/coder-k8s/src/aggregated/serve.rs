@@ -8,6 +8,7 @@ use anyhow::Context as _;
 use coder_k8s_aggregated_apiserver::coder::workspace_secrets::{KubeParameterSecrets, ParameterSecrets};
 use coder_k8s_aggregated_apiserver::coder::world_watch::{self, WorldWatchSettings};
 use coder_k8s_aggregated_apiserver::coder::{Provider, registry_with};
+use coder_k8s_aggregated_apiserver::generic::metrics::RequestMetrics;
 use coder_k8s_aggregated_apiserver::generic::server::ServerSettings;
 use coder_k8s_aggregated_apiserver::run::{Options, prepare};
 use coder_k8s_aggregated_apiserver::serving::ServingSettings;
@@ -22,6 +23,7 @@ pub async fn run(
     client: kube::Client,
     provider: Arc<dyn Provider>,
     bind_address: &str,
+    metrics: RequestMetrics,
     ready: impl FnOnce(),
     shutdown: watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
@@ -37,7 +39,10 @@ pub async fn run(
     }
     let options = Options {
         serving,
-        server: ServerSettings::default(),
+        server: ServerSettings {
+            metrics,
+            ..ServerSettings::default()
+        },
     };
     // Workspace parameters from Secrets need the server's own namespace for their reference records.
     let parameter_secrets = own_namespace.map(|namespace| {

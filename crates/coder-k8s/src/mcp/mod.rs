@@ -1,6 +1,7 @@
 //! The MCP server mode (`--app=mcp-http`): checks `--mcp-token-file` at startup (the rules live in the
 //! `coder-k8s-mcp-server` crate) and serves that crate's router on `--mcp-bind-address` until shutdown.
 
+use coder_k8s_mcp_server::metrics::ToolMetrics;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -25,6 +26,7 @@ pub async fn run(
     client: kube::Client,
     token: Arc<TokenFile>,
     bind_address: &str,
+    metrics: ToolMetrics,
     ready: impl FnOnce(),
     shutdown: watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
@@ -35,6 +37,7 @@ pub async fn run(
     let sessions_end = sessions_end_on(shutdown.clone());
     let settings = ServerSettings {
         version: crate::build_info::VERSION.to_owned(),
+        metrics,
         ..ServerSettings::default()
     };
     let router = coder_k8s_mcp_server::router(client, token, &settings, sessions_end);

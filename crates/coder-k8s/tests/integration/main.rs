@@ -15,6 +15,7 @@ mod crds;
 mod manifests;
 mod mcp;
 mod mcp_server;
+mod observability;
 mod operator_access;
 mod ownership;
 mod packaging;

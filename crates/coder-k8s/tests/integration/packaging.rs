@@ -762,13 +762,14 @@ async fn apiserver_standalone_manifests_grant_exactly_the_standalone_servers_acc
 }
 
 /// `config/prometheus`: a metrics Service that selects the operator's pods and targets the port serving `/metrics`,
-/// and a ServiceMonitor that selects that Service by its labels and scrapes its port.
+/// a ServiceMonitor that selects that Service by its labels and scrapes its port, and the alerting rules.
 #[test]
 fn config_prometheus_scrapes_the_operators_metrics_port() {
     let built = objects(&kustomize("config/prometheus"));
     assert_eq!(
         kinds(&built),
         [
+            "PrometheusRule/coder-system/coder-k8s",
             "Service/coder-system/coder-k8s-metrics",
             "ServiceMonitor/coder-system/coder-k8s"
         ]

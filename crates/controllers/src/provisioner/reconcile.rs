@@ -110,43 +110,12 @@ async fn autoscale(pass: &mut ProvisionerPass<'_>, upstream: &Upstream) -> Optio
         return None;
     };
     let now = std::time::Instant::now();
-    let organization = pass
-        .status
-        .organization_id
-        .clone()
-        .unwrap_or_else(|| desired::organization_name(&pass.object.spec).to_owned());
-    let place = (
-        namespace.clone(),
-        pass.object.spec.control_plane_ref.name.clone(),
-        organization,
-    );
     let remembered = pass.memory().autoscaled;
-    let interval = pass.ctx.settings.job_queue_interval;
-    let jobs = match pass.ctx.job_queues.fresh(&place, interval, now) {
-        Some(jobs) => jobs,
-        None => {
-            let read = upstream
-                .coder
-                .provisioner_jobs(
-                    &place.2,
-                    &[JobStatus::Pending, JobStatus::Running],
-                    autoscale::QUEUE_LIMIT,
-                )
-                .await;
-            match read {
-                Ok(jobs) => {
-                    let jobs = jobs.iter().filter_map(autoscale::QueuedJob::of).collect();
-                    pass.ctx.job_queues.store(place, jobs, interval, now)
-                }
-                Err(error) => {
-                    tracing::warn!(%name, %namespace, error = %error, "reading Coder's provisioner job queue failed; keeping the replicas");
-                    return spec
-                        .sets_replicas()
-                        .then(|| remembered.map(|r| r.replicas))
-                        .flatten();
-                }
-            }
-        }
+    let Some(jobs) = read_queue(pass, upstream, now).await else {
+        return spec
+            .sets_replicas()
+            .then(|| remembered.map(|r| r.replicas))
+            .flatten();
     };
     let queue = autoscale::count(&jobs, &pass.object.spec.tags);
     pass.status.jobs = Some(ProvisionerJobsStatus {
@@ -156,12 +125,10 @@ async fn autoscale(pass: &mut ProvisionerPass<'_>, upstream: &Upstream) -> Optio
             Timestamp::now(),
         )),
     });
-    pass.ctx.metrics.set_provisioner_jobs(
-        &namespace,
-        &name,
-        i64::from(queue.pending),
-        i64::from(queue.running),
-    );
+    let (pending, running) = (i64::from(queue.pending), i64::from(queue.running));
+    pass.ctx
+        .metrics
+        .set_provisioner_jobs(&namespace, &name, pending, running);
     if !spec.sets_replicas() {
         pass.remember(|memory| memory.autoscaled = None);
         return None;
@@ -171,14 +138,49 @@ async fn autoscale(pass: &mut ProvisionerPass<'_>, upstream: &Upstream) -> Optio
     pass.remember(|memory| memory.autoscaled = Some(scaled));
     if let Some(since) = scaled.lower_since {
         // Looked at again when the delay has passed, not only at the next read.
-        let waited = now.duration_since(since);
-        pass.soon(
-            autoscale::scale_down_delay(&spec)
-                .saturating_sub(waited)
-                .max(Duration::from_secs(1)),
-        );
+        let left = autoscale::scale_down_delay(&spec).saturating_sub(now.duration_since(since));
+        pass.soon(left.max(Duration::from_secs(1)));
     }
     Some(scaled.replicas)
+}
+
+/// The pending and running jobs of the provisioner's place (its control plane and organization): the read another
+/// provisioner there made within the interval, or a new one. `None` when Coder could not be read (logged).
+async fn read_queue(
+    pass: &ProvisionerPass<'_>,
+    upstream: &Upstream,
+    now: std::time::Instant,
+) -> Option<std::sync::Arc<Vec<autoscale::QueuedJob>>> {
+    let organization = pass
+        .status
+        .organization_id
+        .clone()
+        .unwrap_or_else(|| desired::organization_name(&pass.object.spec).to_owned());
+    let place = (
+        pass.namespace(),
+        pass.object.spec.control_plane_ref.name.clone(),
+        organization,
+    );
+    let interval = pass.ctx.settings.job_queue_interval;
+    if let Some(jobs) = pass.ctx.job_queues.fresh(&place, interval, now) {
+        return Some(jobs);
+    }
+    let statuses = [JobStatus::Pending, JobStatus::Running];
+    match upstream
+        .coder
+        .provisioner_jobs(&place.2, &statuses, autoscale::QUEUE_LIMIT)
+        .await
+    {
+        Ok(jobs) => {
+            let jobs = jobs.iter().filter_map(autoscale::QueuedJob::of).collect();
+            Some(pass.ctx.job_queues.store(place, jobs, interval, now))
+        }
+        Err(error) => {
+            let (name, namespace) = (pass.name(), pass.namespace());
+            tracing::warn!(%name, %namespace, error = %error, "reading Coder's provisioner job queue failed; keeping the replicas");
+            None
+        }
+    }
 }
 
 /// Writes the status when it changed and requeues.

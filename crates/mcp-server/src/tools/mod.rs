@@ -16,6 +16,7 @@ use rmcp::{ServerHandler, tool_handler};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::metrics::{Outcome, ToolMetrics};
 use crate::names::{self, Rule};
 
 /// The MCP server name announced in `initialize`.
@@ -27,14 +28,16 @@ pub struct McpServer {
     kube: kube::Client,
     version: String,
     tool_router: ToolRouter<Self>,
+    metrics: ToolMetrics,
 }
 
 impl McpServer {
-    pub fn new(kube: kube::Client, version: String) -> Self {
+    pub fn new(kube: kube::Client, version: String, metrics: ToolMetrics) -> Self {
         Self {
             kube,
             version,
             tool_router: Self::tool_table(),
+            metrics,
         }
     }
 
@@ -50,6 +53,29 @@ impl McpServer {
 
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for McpServer {
+    /// Runs the tool and counts the call by tool and outcome (`coder_k8s_mcp_tool_calls_total`).
+    async fn call_tool(
+        &self,
+        request: rmcp::model::CallToolRequestParams,
+        context: rmcp::service::RequestContext<rmcp::RoleServer>,
+    ) -> Result<rmcp::model::CallToolResponse, rmcp::ErrorData> {
+        let tool = match self.tool_router.has_route(&request.name) {
+            true => request.name.to_string(),
+            false => "unknown".to_owned(),
+        };
+        let call = rmcp::handler::server::tool::ToolCallContext::new(self, request, context);
+        let answer = self.tool_router.call(call).await;
+        let outcome = match &answer {
+            Ok(rmcp::model::CallToolResponse::Complete(result)) if result.is_error == Some(true) => {
+                Outcome::Error
+            }
+            Ok(_) => Outcome::Ok,
+            Err(_) => Outcome::Invalid,
+        };
+        self.metrics.called(&tool, outcome);
+        answer
+    }
+
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new(SERVER_NAME, self.version.clone()))
