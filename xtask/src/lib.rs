@@ -1,8 +1,9 @@
 //! The committed artefacts that are generated from the Rust types and from the hand-written manifests:
 //! `config/crd/bases/*.yaml` with its `Kustomization`, `docs/reference/api/*.md` and `dist/install.yaml`; and the OCI
-//! image layout writer (`image`).
+//! image layout writer (`image`); the release version pinned in every shipped file (`release`).
 
 pub mod image;
+pub mod release;
 
 use std::fs;
 use std::path::{Path, PathBuf};

@@ -1,4 +1,6 @@
-//! `cargo xtask generate` writes the generated artefacts; `cargo xtask check` fails when they drift.
+//! `cargo xtask generate` writes the generated artefacts; `cargo xtask check [VERSION]` fails when they drift or when
+//! the shipped files disagree on the release version (or, given one, do not state VERSION);
+//! `cargo xtask release VERSION` writes VERSION into every shipped file and regenerates.
 //! `cargo xtask image-write OUT --version V --revision R --ca-bundle FILE --amd64 BIN --arm64 BIN` writes the OCI
 //! image layout; `cargo xtask image-check DIR` reads one back and checks it (see `xtask::image`).
 
@@ -17,19 +19,11 @@ fn main() -> ExitCode {
                 println!("wrote {}", path.display());
             }
         }),
-        "check" => xtask::drifted(&root).and_then(|drifted| {
-            if drifted.is_empty() {
-                println!("generated files are up to date");
-                Ok(())
-            } else {
-                for path in &drifted {
-                    eprintln!("out of date: {}", path.display());
-                }
-                anyhow::bail!(
-                    "generated files drifted from the Rust types; run `cargo xtask generate` and commit"
-                )
-            }
-        }),
+        "check" => check(&root, std::env::args().nth(2)),
+        "release" => std::env::args()
+            .nth(2)
+            .context("usage: cargo xtask release VERSION")
+            .and_then(|version| release(&root, &version)),
         "image-write" => image_write(std::env::args().skip(2).collect()),
         "image-check" => std::env::args()
             .nth(2)
@@ -41,7 +35,7 @@ fn main() -> ExitCode {
                 }
             }),
         _ => Err(anyhow::anyhow!(
-            "usage: cargo xtask generate|check|image-write|image-check"
+            "usage: cargo xtask generate|check [VERSION]|release VERSION|image-write|image-check"
         )),
     };
     match result {
@@ -51,6 +45,52 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Generated files up to date, and every shipped file stating the same release version (`expected` when given).
+fn check(root: &std::path::Path, expected: Option<String>) -> Result<()> {
+    let drifted = xtask::drifted(root)?;
+    for path in &drifted {
+        eprintln!("out of date: {}", path.display());
+    }
+    if !drifted.is_empty() {
+        anyhow::bail!("generated files drifted from their sources; run `cargo xtask generate` and commit");
+    }
+    let expected = match expected {
+        Some(version) => version,
+        None => xtask::release::workspace_version(root)?,
+    };
+    let disagreements = xtask::release::disagreements(root, &expected)?;
+    for line in &disagreements {
+        eprintln!("version: {line}");
+    }
+    if !disagreements.is_empty() {
+        anyhow::bail!(
+            "the shipped files do not all state version {expected}; run `cargo xtask release {expected}`"
+        );
+    }
+    println!("generated files are up to date; every shipped file states version {expected}");
+    Ok(())
+}
+
+/// Writes `version` into the workspace, the chart and the manifests, updates the lock file's workspace entries and
+/// regenerates `dist/install.yaml`.
+fn release(root: &std::path::Path, version: &str) -> Result<()> {
+    for path in xtask::release::set_version(root, version)? {
+        println!("wrote {}", path.display());
+    }
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let status = std::process::Command::new(cargo)
+        .args(["update", "--workspace", "--offline"])
+        .current_dir(root)
+        .status()
+        .context("run cargo update --workspace")?;
+    anyhow::ensure!(status.success(), "cargo update --workspace failed ({status})");
+    println!("wrote Cargo.lock");
+    for path in xtask::write_all(root)? {
+        println!("wrote {}", path.display());
+    }
+    Ok(())
 }
 
 /// `image-write OUT --version V --revision R --ca-bundle FILE --amd64 BIN --arm64 BIN`

@@ -7,7 +7,7 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 /// The git commit this build was made from, or `unknown`.
 pub const COMMIT: &str = env!("CODER_K8S_COMMIT");
 
-/// The line `--version` prints, for example `coder-k8s 0.1.0 (commit 0123abcd…)`.
+/// The line `--version` prints, for example `coder-k8s 0.2.0 (commit 0123abcd…)`.
 pub fn version_line() -> String {
     format!("coder-k8s {VERSION} (commit {COMMIT})")
 }

@@ -91,6 +91,71 @@ fn version_flag_prints_the_crate_version_and_the_git_commit() {
     }
 }
 
+/// The operator image of this release: the one every shipped manifest must run.
+fn release_image() -> String {
+    format!("ghcr.io/coder/coder-k8s:{}", env!("CARGO_PKG_VERSION"))
+}
+
+/// The images of every container (init containers included) of the workloads in `objects`.
+fn images(objects: &BTreeMap<String, Value>) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for (key, object) in objects {
+        let pod = &object["spec"]["template"]["spec"];
+        for list in ["initContainers", "containers"] {
+            for container in pod[list].as_array().into_iter().flatten() {
+                out.push((
+                    key.clone(),
+                    container["image"].as_str().unwrap_or_default().to_owned(),
+                ));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn every_shipped_manifest_runs_the_image_of_this_release_and_the_release_is_past_v015() {
+    let version: Vec<u64> = env!("CARGO_PKG_VERSION")
+        .split(['.', '-'])
+        .take(3)
+        .map(|part| part.parse().expect("numeric version"))
+        .collect();
+    assert!(
+        version > vec![0, 1, 5],
+        "version {version:?} must be past the Go operator's 0.1.5"
+    );
+    let deploy = std::fs::read_to_string(repo_root().join("deploy/deployment.yaml")).expect("read");
+    let bundle = std::fs::read_to_string(repo_root().join("dist/install.yaml")).expect("read");
+    let shipped = [
+        ("deploy/deployment.yaml", objects(&deploy)),
+        ("dist/install.yaml", objects(&bundle)),
+        ("config/default", objects(&kustomize("config/default"))),
+        ("chart (controller)", template(&[])),
+        ("chart (all)", template(&["mode=all"])),
+        (
+            "chart (all, mcp)",
+            template(&["mode=all", "mcp.enabled=true", "mcp.tokenSecret.name=t"]),
+        ),
+    ];
+    for (source, objects) in shipped {
+        let images = images(&objects);
+        assert!(!images.is_empty(), "{source} runs no container");
+        for (key, image) in images {
+            assert_eq!(image, release_image(), "{source}: {key}");
+        }
+    }
+    let chart = std::fs::read_to_string(path(&format!("{CHART}/Chart.yaml"))).expect("read");
+    for line in [
+        format!("version: {}", env!("CARGO_PKG_VERSION")),
+        format!("appVersion: \"{}\"", env!("CARGO_PKG_VERSION")),
+    ] {
+        assert!(
+            chart.lines().any(|l| l == line),
+            "Chart.yaml has no line {line:?}"
+        );
+    }
+}
+
 #[test]
 fn kustomizations_beside_the_v015_apply_directories_list_every_file_and_hide_from_kubectl_apply_f() {
     for dir in [
@@ -388,7 +453,7 @@ fn helm_chart_lints_and_renders_each_mode_as_the_values_say() {
         pod["containers"][0]["args"],
         serde_json::json!(["--app=controller", "--leader-elect=true"])
     );
-    assert_eq!(pod["containers"][0]["image"], "ghcr.io/coder/coder-k8s:0.1.0");
+    assert_eq!(pod["containers"][0]["image"], release_image());
     assert_hardened(pod, &pod["containers"][0]);
     assert!(controller.contains_key("ClusterRole//coder-k8s-manager"));
     assert!(controller.contains_key("Service/coder-system/coder-k8s-metrics"));
