@@ -1,7 +1,9 @@
 //! The committed artefacts that are generated from the Rust types and from the hand-written manifests:
-//! `config/crd/bases/*.yaml` with its `Kustomization`, `docs/reference/api/*.md` and `dist/install.yaml`; and the OCI
+//! `config/crd/bases/*.yaml` with its `Kustomization`, `docs/reference/api/*.md`, the install bundles in `dist/`; and the OCI
 //! image layout writer (`image`); the release version pinned in every shipped file (`release`).
 
+mod bundles;
+mod chart_readme;
 pub mod image;
 pub mod release;
 
@@ -28,16 +30,6 @@ pub fn repo_root() -> PathBuf {
         .map(Path::to_path_buf)
         .unwrap_or_else(|| PathBuf::from("."))
 }
-
-/// Manifests of `dist/install.yaml`, in apply order: the controller-only bundle (like v0.1.5's): namespace, CRDs,
-/// the operator's RBAC and the Deployment with `--app=controller`.
-const INSTALL_RBAC: &[&str] = &[
-    "config/rbac/serviceaccount.yaml",
-    "config/rbac/role.yaml",
-    "config/rbac/clusterrolebinding.yaml",
-    "config/rbac/cleanup-records-role.yaml",
-    "config/rbac/cleanup-records-binding.yaml",
-];
 
 /// The start of `config/crd/bases/Kustomization` (the CRD files follow). Named without an extension so that
 /// kustomize reads it and `kubectl apply -f config/crd/bases/` (the v0.1.5 install step) skips it.
@@ -97,33 +89,18 @@ pub fn generated_files(root: &Path) -> Result<Vec<GeneratedFile>> {
         content: index,
     });
 
-    let mut install = String::from(generate::GENERATED_HEADER);
-    install.push_str(
-        "# Controller-only install bundle: namespace, CRDs, operator RBAC, Deployment (--app=controller).\n",
-    );
-    let mut documents = vec![read(root, "config/default/namespace-coder-system.yaml")?];
-    documents.extend(crd_docs.iter().map(|d| strip_header(d).to_owned()));
-    for path in INSTALL_RBAC {
-        documents.push(read(root, path)?);
-    }
-    documents.push(controller_deployment(&read(root, "deploy/deployment.yaml")?)?);
-    for document in documents {
-        install.push_str("---\n");
-        install.push_str(strip_header(&document).trim_start_matches("---\n"));
-        if !install.ends_with('\n') {
-            install.push('\n');
-        }
-    }
-    files.push(GeneratedFile {
-        path: PathBuf::from("dist/install.yaml"),
-        content: install,
-    });
+    let crds: Vec<String> = crd_docs.iter().map(|d| strip_header(d).to_owned()).collect();
+    files.extend(bundles::files(root, &crds)?);
     for (source, target) in CHART_RULES {
         files.push(GeneratedFile {
             path: PathBuf::from(CHART).join(target),
             content: rules_of(&read(root, source)?, source)?,
         });
     }
+    files.push(GeneratedFile {
+        path: PathBuf::from(CHART).join("README.md"),
+        content: chart_readme::readme("coder-k8s", &read(root, &format!("{CHART}/values.yaml"))?)?,
+    });
     let alerts = read(root, ALERTS)?;
     files.push(GeneratedFile {
         path: PathBuf::from(CHART).join("files/alert-groups.yaml"),
@@ -196,31 +173,13 @@ fn rules_of(yaml: &str, source: &str) -> Result<String> {
     ))
 }
 
-/// The operator Deployment in controller mode: `--app=controller`, without the aggregated API port.
-fn controller_deployment(yaml: &str) -> Result<String> {
-    let mut deployment: serde_json::Value =
-        serde_saphyr::from_str(yaml).context("parse deploy/deployment.yaml")?;
-    let container = deployment
-        .pointer_mut("/spec/template/spec/containers/0")
-        .and_then(serde_json::Value::as_object_mut)
-        .context("deploy/deployment.yaml has no container")?;
-    container.insert("args".into(), serde_json::json!(["--app=controller"]));
-    if let Some(ports) = container
-        .get_mut("ports")
-        .and_then(serde_json::Value::as_array_mut)
-    {
-        ports.retain(|p| p.get("name").and_then(serde_json::Value::as_str) == Some("health"));
-    }
-    serde_saphyr::to_string(&deployment).context("serialise the controller Deployment")
-}
-
-fn strip_header(document: &str) -> &str {
+pub(crate) fn strip_header(document: &str) -> &str {
     document
         .strip_prefix(generate::GENERATED_HEADER)
         .unwrap_or(document)
 }
 
-fn read(root: &Path, path: &str) -> Result<String> {
+pub(crate) fn read(root: &Path, path: &str) -> Result<String> {
     fs::read_to_string(root.join(path)).with_context(|| format!("read {path}"))
 }
 

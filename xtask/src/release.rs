@@ -1,7 +1,7 @@
 //! The release version, pinned in every file that ships it: the workspace version (what `coder-k8s --version` and the
 //! image's `org.opencontainers.image.version` label say), the chart's `version` and `appVersion` (the image tag the
 //! chart runs when `image.tag` is empty), and the operator image tag of `deploy/deployment.yaml` and of the generated
-//! `dist/install.yaml`. `cargo xtask release VERSION` writes them all; `cargo xtask check` fails when they disagree,
+//! bundles in `dist/`. `cargo xtask release VERSION` writes them all; `cargo xtask check` fails when they disagree,
 //! so no shipped manifest runs a floating tag or an image of another release.
 
 use std::fs;
@@ -25,8 +25,8 @@ pub enum Pin {
     ImageTag,
 }
 
-/// Every file and the pins it holds. `dist/install.yaml` is generated from `deploy/deployment.yaml`, so `release`
-/// does not edit it (regenerating does); it is still checked, in case it was not regenerated.
+/// Every file and the pins it holds. The bundles in `dist/` are generated from `deploy/deployment.yaml`, so `release`
+/// does not edit them (regenerating does); they are still checked, in case they were not regenerated.
 pub const PINNED: &[(&str, &[Pin])] = &[
     ("Cargo.toml", &[Pin::WorkspaceVersion]),
     (
@@ -35,6 +35,7 @@ pub const PINNED: &[(&str, &[Pin])] = &[
     ),
     ("deploy/deployment.yaml", &[Pin::ImageTag]),
     ("dist/install.yaml", &[Pin::ImageTag]),
+    ("dist/install-all.yaml", &[Pin::ImageTag]),
 ];
 
 /// A line holding a pin: the text before the value, the value, the text after it.
@@ -131,7 +132,7 @@ pub fn validate(version: &str) -> Result<()> {
     Ok(())
 }
 
-/// Writes `version` into every hand-written pin (the generated `dist/install.yaml` follows on `generate`).
+/// Writes `version` into every hand-written pin (the generated bundles in `dist/` follow on `generate`).
 pub fn set_version(root: &Path, version: &str) -> Result<Vec<PathBuf>> {
     validate(version)?;
     let mut written = Vec::new();

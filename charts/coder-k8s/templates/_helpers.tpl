@@ -55,3 +55,9 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- define "coder-k8s.installsAPIService" -}}
 {{- if and (include "coder-k8s.runsAggregatedAPI" .) .Values.aggregatedAPI.apiService.enabled }}true{{ end }}
 {{- end }}
+
+{{/* The number of pods: replicas, or by default 2 where the pods serve the aggregated API (the APIService stays
+Available while one restarts) and 1 in controller mode. */}}
+{{- define "coder-k8s.replicas" -}}
+{{- if kindIs "invalid" .Values.replicas }}{{ if include "coder-k8s.runsAggregatedAPI" . }}2{{ else }}1{{ end }}{{ else }}{{ int .Values.replicas }}{{ end }}
+{{- end }}

@@ -874,3 +874,30 @@ async fn answered_requests_are_counted_by_verb_resource_and_code() {
         "health checks are not counted"
     );
 }
+
+#[tokio::test]
+async fn a_watch_ends_cleanly_when_the_server_begins_to_shut_down() {
+    use coder_k8s_aggregated_apiserver::generic::tls::ServerStopping;
+    let h = Harness::new();
+    let (stopping_tx, stopping_rx) = tokio::sync::watch::channel(false);
+    let mut request = support::build(
+        Method::GET,
+        &format!("{THINGS}?watch=true&resourceVersion=1&timeoutSeconds=60"),
+        Some("alice"),
+        &[],
+        axum::body::Body::empty(),
+    );
+    request.extensions_mut().insert(ServerStopping(stopping_rx));
+    let watch = h.request(request).await;
+    assert_eq!(watch.status(), StatusCode::OK);
+    h.create(THINGS, "before-shutdown").await;
+    stopping_tx.send(true).unwrap();
+    let events = support::read_watch(watch, Duration::from_secs(5))
+        .await
+        .expect("the stream ends at shutdown, long before its 60 s");
+    let names: Vec<&str> = events
+        .iter()
+        .map(|e| e["object"]["metadata"]["name"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(names, ["before-shutdown"], "the events before shutdown, then a clean end: {events:?}");
+}

@@ -153,7 +153,7 @@ async fn run_components(
                 &settings.apiserver_bind_address,
                 api_metrics,
                 ready,
-                shutdown,
+                delayed(shutdown, settings.shutdown_delay),
             )
             .await
         }
@@ -205,7 +205,7 @@ async fn run_components(
                 &settings.apiserver_bind_address,
                 api_metrics,
                 || {},
-                shutdown,
+                delayed(shutdown, settings.shutdown_delay),
             );
             tokio::try_join!(controllers, api).map(|_| ())
         }
@@ -376,6 +376,21 @@ impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         self.0.iter().for_each(tokio::task::AbortHandle::abort);
     }
+}
+
+/// A shutdown signal that turns true `delay` after `shutdown` does. The aggregated API server stops on it: `/readyz`
+/// fails from the first signal, so the Service's endpoints drop this pod while it still answers.
+fn delayed(shutdown: watch::Receiver<bool>, delay: std::time::Duration) -> watch::Receiver<bool> {
+    let (delayed_tx, delayed_rx) = watch::channel(false);
+    tokio::spawn(async move {
+        wait_for(shutdown).await;
+        if !delay.is_zero() {
+            tracing::info!(?delay, "the aggregated API keeps serving while its endpoints are removed");
+            tokio::time::sleep(delay).await;
+        }
+        let _ = delayed_tx.send(true);
+    });
+    delayed_rx
 }
 
 pub(crate) async fn wait_for(mut shutdown: watch::Receiver<bool>) {

@@ -112,6 +112,11 @@ pub struct Args {
     /// label `coder.com/workspace-namespace=true`. Off by default (v0.1.5 behaviour).
     #[arg(long, default_value_t = false)]
     pub restrict_workspace_rbac: bool,
+    /// After SIGTERM, how long the aggregated API server keeps serving while `/readyz` already fails (Go duration, 0
+    /// to stop at once): time for the Service's endpoints to drop this pod before its listener closes, so no request
+    /// reaches a closed port during a rollout. Must stay below the pod's termination grace period.
+    #[arg(long, default_value = "5s")]
+    pub shutdown_delay: String,
     /// Requeue interval of the controllers (Go duration). Hidden: for tests and benchmarks.
     #[arg(long, default_value = "30s", hide = true)]
     pub requeue_interval: String,
@@ -142,6 +147,7 @@ pub struct Settings {
     pub service_address_override: Option<std::net::IpAddr>,
     pub max_concurrent_reconciles: u16,
     pub restrict_workspace_rbac: bool,
+    pub shutdown_delay: Duration,
     pub requeue_interval: Duration,
     pub entitlements_interval: Duration,
     pub watch_namespace: Option<String>,
@@ -171,6 +177,7 @@ impl Args {
             service_address_override: self.service_address_override,
             max_concurrent_reconciles: self.max_concurrent_reconciles,
             restrict_workspace_rbac: self.restrict_workspace_rbac,
+            shutdown_delay: validate_shutdown_delay(&self.shutdown_delay)?,
             requeue_interval: validate_interval("--requeue-interval", &self.requeue_interval)?,
             entitlements_interval: validate_interval("--entitlements-interval", &self.entitlements_interval)?,
             watch_namespace: self.watch_namespace.clone().filter(|ns| !ns.is_empty()),
@@ -185,6 +192,23 @@ fn validate_interval(flag: &str, value: &str) -> Result<Duration, StartupError> 
     if parsed.negative || parsed.duration.is_zero() {
         return Err(StartupError(format!(
             "assertion failed: {flag} must be positive (got {value:?})"
+        )));
+    }
+    Ok(parsed.duration)
+}
+
+/// The longest `--shutdown-delay`: it must leave the reconciles and connections in flight time to finish within
+/// Kubernetes' default termination grace period of 30 s.
+pub const MAX_SHUTDOWN_DELAY: Duration = Duration::from_secs(20);
+
+/// `--shutdown-delay`: a Go duration from 0 to [`MAX_SHUTDOWN_DELAY`].
+pub fn validate_shutdown_delay(value: &str) -> Result<Duration, StartupError> {
+    let parsed = parse_go_duration(value)
+        .map_err(|error| StartupError(format!("invalid --shutdown-delay {value:?}: {error}")))?;
+    if parsed.negative || parsed.duration > MAX_SHUTDOWN_DELAY {
+        return Err(StartupError(format!(
+            "--shutdown-delay must be between 0s and {}s (got {value:?})",
+            MAX_SHUTDOWN_DELAY.as_secs()
         )));
     }
     Ok(parsed.duration)
@@ -457,6 +481,25 @@ mod tests {
         use clap::CommandFactory as _;
         let help = Args::command().render_long_help().to_string();
         assert!(!help.contains("requeue-interval") && !help.contains("entitlements-interval"));
+    }
+
+    #[test]
+    fn shutdown_delay_is_a_bounded_go_duration() {
+        let settings = Args::parse_from(["coder-k8s"]).validate().unwrap();
+        assert_eq!(settings.shutdown_delay, Duration::from_secs(5));
+        for (value, expected) in [("0", 0), ("0s", 0), ("2s", 2_000), ("1500ms", 1_500), ("20s", 20_000)] {
+            let args = Args::parse_from(["coder-k8s", &format!("--shutdown-delay={value}")]);
+            assert_eq!(
+                args.validate().unwrap().shutdown_delay,
+                Duration::from_millis(expected),
+                "{value}"
+            );
+        }
+        for bad in ["-1s", "21s", "1m", "soon"] {
+            let args = Args::parse_from(["coder-k8s", &format!("--shutdown-delay={bad}")]);
+            let error = args.validate().unwrap_err();
+            assert!(error.0.contains("--shutdown-delay"), "{bad}: {error}");
+        }
     }
 
     #[test]

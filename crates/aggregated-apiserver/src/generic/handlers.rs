@@ -25,6 +25,7 @@ use super::registry::{ResourceDef, Verb};
 use super::request_info::{self, RequestInfo, ResourceRequest};
 use super::server::ApiServer;
 use super::status::ApiError;
+use super::tls::ServerStopping;
 use super::storage::{EventType, RequestContext};
 use super::watch::{Broadcaster, WatchHub};
 use super::{discovery, openapi};
@@ -292,6 +293,7 @@ async fn resource(
         headers: &parts.headers,
         query,
         body,
+        stopping: parts.extensions.get::<ServerStopping>().map(|s| s.0.clone()),
     };
     // Storage calls can authorize further actions of the caller (see `caller`).
     let authorizer = shared.server.authorizer.clone();
@@ -349,6 +351,8 @@ pub(crate) struct Call<'a> {
     pub headers: &'a HeaderMap,
     pub query: &'a Query,
     pub body: Bytes,
+    /// Turns true when the server begins to shut down (absent where the router is served without [`tls::serve`]).
+    pub stopping: Option<tokio::sync::watch::Receiver<bool>>,
 }
 
 impl Call<'_> {

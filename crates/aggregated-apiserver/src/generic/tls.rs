@@ -28,7 +28,8 @@ use super::auth::PeerCertificates;
 
 /// A client that opens a TCP connection and never finishes the handshake is dropped after this long.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-/// After shutdown is requested, requests in flight (watches included) get this long before their connections close.
+/// After shutdown is requested, requests in flight get this long before their connections close. Watches end at
+/// once (see [`ServerStopping`]), so this bounds only slow ordinary requests.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
 /// Accept errors (e.g. out of file descriptors) are usually transient; pausing avoids a busy loop.
 const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(100);
@@ -181,6 +182,12 @@ pub async fn serve(
     Ok(())
 }
 
+/// A request extension that turns true when the server begins to shut down. Watches end their streams cleanly
+/// then, as kube-apiserver's do: their clients re-watch through the Service and reach a replica that keeps running,
+/// instead of holding this one's connections open until the grace period runs out.
+#[derive(Clone, Debug)]
+pub struct ServerStopping(pub watch::Receiver<bool>);
+
 /// The next connection, once fewer than [`MAX_CONNECTIONS`] are open.
 async fn accept_within(
     listener: &TcpListener,
@@ -215,11 +222,13 @@ async fn serve_connection(
         }
     };
     let peer = peer_certificates(tls.get_ref().1);
+    let stopping = ServerStopping(stop.clone());
     let service = router.map_request(move |mut request: http::Request<Incoming>| {
         if let Some(peer) = &peer {
             request.extensions_mut().insert(peer.clone());
         }
         request.extensions_mut().insert(ConnectInfo(remote));
+        request.extensions_mut().insert(stopping.clone());
         request
     });
     let mut builder = auto::Builder::new(TokioExecutor::new());

@@ -22,6 +22,7 @@ use bytes::Bytes;
 use futures::{Stream, StreamExt as _};
 use serde_json::{Value, json};
 use tokio::sync::broadcast::{self, error::RecvError};
+use tokio::sync::watch;
 use tokio::time::{Instant, Interval};
 
 use super::feed::FeedLease;
@@ -387,6 +388,8 @@ pub struct WatchStream {
     /// The resource's broadcaster, for the resourceVersion of bookmarks.
     pub broadcaster: Arc<Broadcaster>,
     pub timing: WatchTiming,
+    /// Turns true when the server shuts down: the stream ends like at its deadline, so the client re-watches.
+    pub stopping: Option<watch::Receiver<bool>>,
 }
 
 /// What woke a waiting watch.
@@ -467,10 +470,21 @@ impl Running {
                 None => std::future::pending().await,
             }
         };
+        let stopping = &mut self.watch.stopping;
+        let server_stops = async {
+            match stopping.as_mut() {
+                // An error means the server is gone: stop as well.
+                Some(stopping) => drop(stopping.wait_for(|stopping| *stopping).await),
+                None => std::future::pending().await,
+            }
+        };
+        // Events already received go out before a shutdown ends the stream.
         tokio::select! {
+            biased;
             () = tokio::time::sleep_until(self.deadline) => Wake::Deadline,
             _ = bookmark_tick => Wake::Bookmark,
             received = self.watch.receiver.recv() => Wake::Event(received),
+            () = server_stops => Wake::Deadline,
         }
     }
 

@@ -387,7 +387,7 @@ impl Harness {
     }
 }
 
-fn build(
+pub fn build(
     method: Method,
     path: &str,
     user: Option<&str>,

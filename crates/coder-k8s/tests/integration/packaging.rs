@@ -126,10 +126,13 @@ fn every_shipped_manifest_runs_the_image_of_this_release_and_the_release_is_past
     );
     let deploy = std::fs::read_to_string(repo_root().join("deploy/deployment.yaml")).expect("read");
     let bundle = std::fs::read_to_string(repo_root().join("dist/install.yaml")).expect("read");
+    let bundle_all = std::fs::read_to_string(repo_root().join("dist/install-all.yaml")).expect("read");
     let shipped = [
         ("deploy/deployment.yaml", objects(&deploy)),
         ("dist/install.yaml", objects(&bundle)),
+        ("dist/install-all.yaml", objects(&bundle_all)),
         ("config/default", objects(&kustomize("config/default"))),
+        ("config/all", objects(&kustomize("config/all"))),
         ("chart (controller)", template(&[])),
         ("chart (all)", template(&["mode=all"])),
         (
@@ -253,6 +256,85 @@ async fn config_default_is_dist_install_and_applies_in_controller_mode() {
     assert!(!out.status.success(), "no APIService may be installed");
 }
 
+#[tokio::test]
+async fn config_all_is_dist_install_all_with_the_aggregated_api_and_two_spread_replicas() {
+    let built = objects(&kustomize("config/all"));
+    let bundle = objects(&std::fs::read_to_string(repo_root().join("dist/install-all.yaml")).expect("read"));
+    assert_eq!(kinds(&built), kinds(&bundle), "config/all and dist/install-all.yaml");
+    for (key, object) in &built {
+        assert!(
+            numbers_as_floats(object) == numbers_as_floats(&bundle[key]),
+            "{key} differs between config/all and dist/install-all.yaml"
+        );
+    }
+    // Everything of the controller install, plus the aggregated API's objects and the budget.
+    let controller = objects(&kustomize("config/default"));
+    let extra: Vec<&String> = built.keys().filter(|k| !controller.contains_key(*k)).collect();
+    assert_eq!(
+        extra,
+        [
+            "APIService//v1alpha1.aggregation.coder.com",
+            "ClusterRole//coder-k8s-apiservice-cabundle",
+            "ClusterRoleBinding//coder-k8s-apiservice-cabundle",
+            "ClusterRoleBinding//coder-k8s-auth-delegator",
+            "PodDisruptionBudget/coder-system/coder-k8s",
+            "RoleBinding/kube-system/coder-k8s-authentication-reader",
+            "Service/coder-system/coder-k8s-apiserver",
+        ]
+    );
+    assert!(controller.keys().all(|k| built.contains_key(k)));
+
+    let deployment = &built["Deployment/coder-system/coder-k8s"];
+    assert_eq!(deployment["spec"]["replicas"], 2);
+    assert_eq!(deployment["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"], 0);
+    let pod = &deployment["spec"]["template"]["spec"];
+    let spread = &pod["topologySpreadConstraints"][0];
+    assert_eq!(spread["topologyKey"], "kubernetes.io/hostname", "{pod}");
+    assert_eq!(spread["labelSelector"]["matchLabels"]["app"], "coder-k8s");
+    let container = &pod["containers"][0];
+    assert!(container.get("args").is_none(), "no args: the image's default mode, all");
+    let ports: Vec<&str> = container["ports"]
+        .as_array()
+        .expect("ports")
+        .iter()
+        .map(|p| p["name"].as_str().expect("port name"))
+        .collect();
+    assert_eq!(ports, ["health", "https", "mcp"]);
+    assert_hardened(pod, container);
+    let budget = &built["PodDisruptionBudget/coder-system/coder-k8s"];
+    assert_eq!(budget["spec"]["minAvailable"], 1);
+    assert_eq!(
+        budget["spec"]["selector"]["matchLabels"],
+        deployment["spec"]["selector"]["matchLabels"]
+    );
+    let service = &built["Service/coder-system/coder-k8s-apiserver"];
+    assert_eq!(service["spec"]["selector"], deployment["spec"]["selector"]["matchLabels"]);
+
+    // The real API server accepts every object (a dry run: an APIService without a running server behind it would
+    // break discovery for the other tests sharing this control plane).
+    let cp = control_plane_with_crds().await;
+    let out = kubectl(cp, &["apply", "--server-side", "-k", &path("config/namespace")], None);
+    assert_success(&out, "kubectl apply -k config/namespace");
+    let out = kubectl(
+        cp,
+        &["apply", "--server-side", "--force-conflicts", "--dry-run=server", "-k", &path("config/all")],
+        None,
+    );
+    assert_success(&out, "kubectl apply --dry-run=server -k config/all");
+    for key in built.keys() {
+        let (kind, rest) = key.split_once('/').expect("key");
+        let name = rest.rsplit('/').next().expect("name");
+        let applied = stdout(&out).lines().any(|line| {
+            line.starts_with(&kind.to_lowercase()) && line.contains(&format!("/{name} "))
+        });
+        assert!(
+            applied,
+            "{key} was not applied: {}",
+            stdout(&out)
+        );
+    }
+}
+
 /// The pod of a controller-mode install: `--app=controller`, only the health port, the hardened security context.
 fn assert_controller_pod(pod: &Value) {
     let container = &pod["containers"][0];
@@ -367,6 +449,14 @@ async fn dormant_quickstart_and_examples_build_and_the_served_kinds_pass_the_api
                 "Namespace//coder",
             ],
         ),
+        (
+            "examples/production",
+            vec![
+                "Cluster/coder/coder-db",
+                "CoderControlPlane/coder/coder",
+                "Namespace//coder",
+            ],
+        ),
         ("examples/argocd", vec!["ApplicationSet/argocd/coder-k8s-stack"]),
     ] {
         let yaml = kustomize(dir);
@@ -384,6 +474,16 @@ async fn dormant_quickstart_and_examples_build_and_the_served_kinds_pass_the_api
         plane["spec"]["database"]["connectionSecretRef"],
         serde_json::json!({"name": "coder-db-app", "key": "uri"})
     );
+    // The production overlay keeps the database wiring and pins what docs/production.md says it pins.
+    let production = objects(&kustomize("examples/production"));
+    let plane = &production["CoderControlPlane/coder/coder"];
+    assert_eq!(
+        plane["spec"]["database"]["connectionSecretRef"],
+        serde_json::json!({"name": "coder-db-app", "key": "uri"})
+    );
+    assert_eq!(plane["spec"]["image"], "ghcr.io/coder/coder:v2.30.0");
+    assert_eq!(plane["spec"]["replicas"], 2);
+    assert_eq!(production["Cluster/coder/coder-db"]["spec"]["instances"], 3);
 }
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -164,6 +164,7 @@ pub async fn watch(call: Call<'_>) -> Result<Response, ApiError> {
         group_version: call.group_version(),
         broadcaster,
         timing,
+        stopping: call.stopping.clone(),
     };
     Ok(streaming(content_type, Body::from_stream(stream.into_lines())))
 }
