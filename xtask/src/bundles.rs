@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use coder_k8s_api::generate;
 use serde_json::Value;
 
-use crate::{read, strip_header, GeneratedFile};
+use crate::{GeneratedFile, read, strip_header};
 
 const NAMESPACE: &str = "config/namespace/namespace-coder-system.yaml";
 
@@ -30,7 +30,10 @@ const AGGREGATED_RBAC: &[&str] = &[
 ];
 
 /// The aggregated API's Service and APIService, copied into config/all (kustomize reads no file above its directory).
-const AGGREGATED_API: &[&str] = &["deploy/apiserver-service.yaml", "deploy/apiserver-apiservice.yaml"];
+const AGGREGATED_API: &[&str] = &[
+    "deploy/apiserver-service.yaml",
+    "deploy/apiserver-apiservice.yaml",
+];
 
 /// The bundles and config/all's copy of the aggregated API objects; `crds` are the generated CRD documents.
 pub fn files(root: &Path, crds: &[String]) -> Result<Vec<GeneratedFile>> {
@@ -148,7 +151,8 @@ mod tests {
 
     #[test]
     fn merge_adds_and_replaces_map_keys_and_refuses_existing_lists() {
-        let mut target = serde_json::json!({"spec": {"replicas": 1, "template": {"spec": {"containers": [1]}}}});
+        let mut target =
+            serde_json::json!({"spec": {"replicas": 1, "template": {"spec": {"containers": [1]}}}});
         let patch = serde_json::json!({"spec": {"replicas": 2, "strategy": {"type": "RollingUpdate"}}});
         merge(&mut target, &patch, "").expect("merge");
         assert_eq!(
@@ -158,6 +162,9 @@ mod tests {
         );
         let lists = serde_json::json!({"spec": {"template": {"spec": {"containers": [2]}}}});
         let error = merge(&mut target, &lists, "").expect_err("a list is refused");
-        assert!(error.to_string().contains("/spec/template/spec/containers"), "{error}");
+        assert!(
+            error.to_string().contains("/spec/template/spec/containers"),
+            "{error}"
+        );
     }
 }

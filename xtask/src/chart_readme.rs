@@ -35,7 +35,11 @@ pub fn readme(chart_name: &str, values_yaml: &str) -> Result<String> {
         } else {
             value.comment.replace('|', "\\|")
         };
-        out.push_str(&format!("| `{}` | `{}` | {meaning} |\n", value.path, default_text(default)));
+        out.push_str(&format!(
+            "| `{}` | `{}` | {meaning} |\n",
+            value.path,
+            default_text(default)
+        ));
         previous = value.comment;
     }
     Ok(out)
@@ -77,14 +81,19 @@ fn documented(values_yaml: &str) -> Result<Vec<Documented>> {
         if trimmed.starts_with("- ") || !trimmed.contains(':') {
             continue; // an item of a block list, or a continued scalar: part of the value above
         }
-        let Some((key, rest)) = trimmed.split_once(':') else { continue };
+        let Some((key, rest)) = trimmed.split_once(':') else {
+            continue;
+        };
         parents.retain(|(parent_indent, _, _)| *parent_indent < indent);
         if parents.iter().any(|(_, path, _)| OPAQUE.contains(&path.as_str())) {
             pending.clear();
             continue;
         }
         let own = if pending.is_empty() {
-            shared.as_ref().filter(|(at, _)| *at == indent).map(|(_, c)| c.clone())
+            shared
+                .as_ref()
+                .filter(|(at, _)| *at == indent)
+                .map(|(_, c)| c.clone())
         } else {
             Some(pending.join(" "))
         };
@@ -99,14 +108,22 @@ fn documented(values_yaml: &str) -> Result<Vec<Documented>> {
             .collect::<Vec<_>>()
             .join(".");
         let comment = own
-            .or_else(|| parents.last().map(|(_, _, comment)| comment.clone()).filter(|c| !c.is_empty()))
+            .or_else(|| {
+                parents
+                    .last()
+                    .map(|(_, _, comment)| comment.clone())
+                    .filter(|c| !c.is_empty())
+            })
             .unwrap_or_default();
         let leaf = !rest.trim().is_empty() || OPAQUE.contains(&path.as_str());
         if leaf {
             if comment.is_empty() {
                 bail!("values.yaml: {path} has no comment; describe it in a comment above it");
             }
-            rows.push(Documented { path: path.clone(), comment: comment.clone() });
+            rows.push(Documented {
+                path: path.clone(),
+                comment: comment.clone(),
+            });
         }
         parents.push((indent, path, comment));
     }
@@ -123,7 +140,10 @@ mod tests {
                     # The image.\nimage:\n  repository: x\n  # A pinned digest.\n  digest: \"\"\n\
                     # Passed as is.\nresources:\n  limits:\n    memory: 1Gi\n";
         let rows = documented(yaml).unwrap();
-        let pairs: Vec<(&str, &str)> = rows.iter().map(|r| (r.path.as_str(), r.comment.as_str())).collect();
+        let pairs: Vec<(&str, &str)> = rows
+            .iter()
+            .map(|r| (r.path.as_str(), r.comment.as_str()))
+            .collect();
         assert_eq!(
             pairs,
             [
@@ -136,9 +156,15 @@ mod tests {
             ]
         );
         let text = readme("demo", yaml).unwrap();
-        assert!(text.contains("| `image.digest` | `\"\"` | A pinned digest. |"), "{text}");
+        assert!(
+            text.contains("| `image.digest` | `\"\"` | A pinned digest. |"),
+            "{text}"
+        );
         assert!(text.contains("| `annotations` | `{}` | As above. |"), "{text}");
-        assert!(text.contains("| `resources` | `{\"limits\":{\"memory\":\"1Gi\"}}` | Passed as is. |"), "{text}");
+        assert!(
+            text.contains("| `resources` | `{\"limits\":{\"memory\":\"1Gi\"}}` | Passed as is. |"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -899,5 +899,9 @@ async fn a_watch_ends_cleanly_when_the_server_begins_to_shut_down() {
         .iter()
         .map(|e| e["object"]["metadata"]["name"].as_str().unwrap_or_default())
         .collect();
-    assert_eq!(names, ["before-shutdown"], "the events before shutdown, then a clean end: {events:?}");
+    assert_eq!(
+        names,
+        ["before-shutdown"],
+        "the events before shutdown, then a clean end: {events:?}"
+    );
 }

@@ -385,7 +385,10 @@ fn delayed(shutdown: watch::Receiver<bool>, delay: std::time::Duration) -> watch
     tokio::spawn(async move {
         wait_for(shutdown).await;
         if !delay.is_zero() {
-            tracing::info!(?delay, "the aggregated API keeps serving while its endpoints are removed");
+            tracing::info!(
+                ?delay,
+                "the aggregated API keeps serving while its endpoints are removed"
+            );
             tokio::time::sleep(delay).await;
         }
         let _ = delayed_tx.send(true);

@@ -487,7 +487,13 @@ mod tests {
     fn shutdown_delay_is_a_bounded_go_duration() {
         let settings = Args::parse_from(["coder-k8s"]).validate().unwrap();
         assert_eq!(settings.shutdown_delay, Duration::from_secs(5));
-        for (value, expected) in [("0", 0), ("0s", 0), ("2s", 2_000), ("1500ms", 1_500), ("20s", 20_000)] {
+        for (value, expected) in [
+            ("0", 0),
+            ("0s", 0),
+            ("2s", 2_000),
+            ("1500ms", 1_500),
+            ("20s", 20_000),
+        ] {
             let args = Args::parse_from(["coder-k8s", &format!("--shutdown-delay={value}")]);
             assert_eq!(
                 args.validate().unwrap().shutdown_delay,

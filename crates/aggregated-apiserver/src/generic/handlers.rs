@@ -25,8 +25,8 @@ use super::registry::{ResourceDef, Verb};
 use super::request_info::{self, RequestInfo, ResourceRequest};
 use super::server::ApiServer;
 use super::status::ApiError;
-use super::tls::ServerStopping;
 use super::storage::{EventType, RequestContext};
+use super::tls::ServerStopping;
 use super::watch::{Broadcaster, WatchHub};
 use super::{discovery, openapi};
 

@@ -260,7 +260,11 @@ async fn config_default_is_dist_install_and_applies_in_controller_mode() {
 async fn config_all_is_dist_install_all_with_the_aggregated_api_and_two_spread_replicas() {
     let built = objects(&kustomize("config/all"));
     let bundle = objects(&std::fs::read_to_string(repo_root().join("dist/install-all.yaml")).expect("read"));
-    assert_eq!(kinds(&built), kinds(&bundle), "config/all and dist/install-all.yaml");
+    assert_eq!(
+        kinds(&built),
+        kinds(&bundle),
+        "config/all and dist/install-all.yaml"
+    );
     for (key, object) in &built {
         assert!(
             numbers_as_floats(object) == numbers_as_floats(&bundle[key]),
@@ -286,13 +290,19 @@ async fn config_all_is_dist_install_all_with_the_aggregated_api_and_two_spread_r
 
     let deployment = &built["Deployment/coder-system/coder-k8s"];
     assert_eq!(deployment["spec"]["replicas"], 2);
-    assert_eq!(deployment["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"], 0);
+    assert_eq!(
+        deployment["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"],
+        0
+    );
     let pod = &deployment["spec"]["template"]["spec"];
     let spread = &pod["topologySpreadConstraints"][0];
     assert_eq!(spread["topologyKey"], "kubernetes.io/hostname", "{pod}");
     assert_eq!(spread["labelSelector"]["matchLabels"]["app"], "coder-k8s");
     let container = &pod["containers"][0];
-    assert!(container.get("args").is_none(), "no args: the image's default mode, all");
+    assert!(
+        container.get("args").is_none(),
+        "no args: the image's default mode, all"
+    );
     let ports: Vec<&str> = container["ports"]
         .as_array()
         .expect("ports")
@@ -308,30 +318,40 @@ async fn config_all_is_dist_install_all_with_the_aggregated_api_and_two_spread_r
         deployment["spec"]["selector"]["matchLabels"]
     );
     let service = &built["Service/coder-system/coder-k8s-apiserver"];
-    assert_eq!(service["spec"]["selector"], deployment["spec"]["selector"]["matchLabels"]);
+    assert_eq!(
+        service["spec"]["selector"],
+        deployment["spec"]["selector"]["matchLabels"]
+    );
 
     // The real API server accepts every object (a dry run: an APIService without a running server behind it would
     // break discovery for the other tests sharing this control plane).
     let cp = control_plane_with_crds().await;
-    let out = kubectl(cp, &["apply", "--server-side", "-k", &path("config/namespace")], None);
+    let out = kubectl(
+        cp,
+        &["apply", "--server-side", "-k", &path("config/namespace")],
+        None,
+    );
     assert_success(&out, "kubectl apply -k config/namespace");
     let out = kubectl(
         cp,
-        &["apply", "--server-side", "--force-conflicts", "--dry-run=server", "-k", &path("config/all")],
+        &[
+            "apply",
+            "--server-side",
+            "--force-conflicts",
+            "--dry-run=server",
+            "-k",
+            &path("config/all"),
+        ],
         None,
     );
     assert_success(&out, "kubectl apply --dry-run=server -k config/all");
     for key in built.keys() {
         let (kind, rest) = key.split_once('/').expect("key");
         let name = rest.rsplit('/').next().expect("name");
-        let applied = stdout(&out).lines().any(|line| {
-            line.starts_with(&kind.to_lowercase()) && line.contains(&format!("/{name} "))
-        });
-        assert!(
-            applied,
-            "{key} was not applied: {}",
-            stdout(&out)
-        );
+        let applied = stdout(&out)
+            .lines()
+            .any(|line| line.starts_with(&kind.to_lowercase()) && line.contains(&format!("/{name} ")));
+        assert!(applied, "{key} was not applied: {}", stdout(&out));
     }
 }
 
@@ -492,7 +512,7 @@ async fn dormant_quickstart_and_examples_build_and_the_served_kinds_pass_the_api
 const CHART: &str = "charts/coder-k8s";
 
 /// The helm CLI, built from its Go module by hack/build-testenv.sh when missing.
-fn helm_binary() -> PathBuf {
+pub(crate) fn helm_binary() -> PathBuf {
     let out = Command::new("bash")
         .arg(repo_root().join("hack/build-testenv.sh"))
         .arg("helm")
@@ -641,6 +661,79 @@ fn helm_chart_lints_and_renders_each_mode_as_the_values_say() {
 }
 
 #[test]
+fn helm_chart_runs_two_spread_replicas_with_a_budget_where_it_serves_the_aggregated_api() {
+    let deployment_of =
+        |objects: &BTreeMap<String, Value>| objects["Deployment/coder-system/coder-k8s"].clone();
+    let budget = "PodDisruptionBudget/coder-system/coder-k8s";
+
+    // Controller mode: one replica, no budget, no spread, the default rollout.
+    let controller = template(&[]);
+    let deployment = deployment_of(&controller);
+    assert_eq!(deployment["spec"]["replicas"], 1);
+    assert!(deployment["spec"].get("strategy").is_none(), "{deployment}");
+    assert!(
+        deployment["spec"]["template"]["spec"]
+            .get("topologySpreadConstraints")
+            .is_none()
+    );
+    assert!(!controller.contains_key(budget));
+
+    for mode in ["all", STANDALONE[0]] {
+        let sets: Vec<&str> = if mode == "all" {
+            vec!["mode=all"]
+        } else {
+            STANDALONE.to_vec()
+        };
+        let objects = template(&sets);
+        let deployment = deployment_of(&objects);
+        assert_eq!(deployment["spec"]["replicas"], 2, "{mode}");
+        assert_eq!(
+            deployment["spec"]["strategy"]["rollingUpdate"],
+            serde_json::json!({"maxUnavailable": 0, "maxSurge": 1}),
+            "{mode}"
+        );
+        let selector = &deployment["spec"]["selector"]["matchLabels"];
+        let spread = &deployment["spec"]["template"]["spec"]["topologySpreadConstraints"];
+        assert_eq!(spread.as_array().map(Vec::len), Some(1), "{mode}: {spread}");
+        assert_eq!(spread[0]["topologyKey"], "kubernetes.io/hostname");
+        assert_eq!(spread[0]["whenUnsatisfiable"], "ScheduleAnyway");
+        assert_eq!(&spread[0]["labelSelector"]["matchLabels"], selector);
+        assert_eq!(objects[budget]["spec"]["minAvailable"], 1, "{mode}");
+        assert_eq!(&objects[budget]["spec"]["selector"]["matchLabels"], selector);
+    }
+
+    // One value each: the replica count, the budget, the spread.
+    let single = template(&["mode=all", "replicas=1"]);
+    assert_eq!(deployment_of(&single)["spec"]["replicas"], 1);
+    assert!(
+        !single.contains_key(budget),
+        "a budget over one pod would block every drain"
+    );
+    let no_budget = template(&["mode=all", "podDisruptionBudget.enabled=false"]);
+    assert!(!no_budget.contains_key(budget));
+    let three = template(&["replicas=3", "podDisruptionBudget.minAvailable=2"]);
+    assert_eq!(
+        deployment_of(&three)["spec"]["replicas"],
+        3,
+        "controller mode with a warm standby"
+    );
+    assert_eq!(three[budget]["spec"]["minAvailable"], 2);
+    let zones = template(&[
+        "mode=all",
+        "topologySpreadConstraints[0].maxSkew=1",
+        "topologySpreadConstraints[0].topologyKey=topology.kubernetes.io/zone",
+        "topologySpreadConstraints[0].whenUnsatisfiable=DoNotSchedule",
+    ]);
+    let spread = &deployment_of(&zones)["spec"]["template"]["spec"]["topologySpreadConstraints"];
+    assert_eq!(
+        spread.as_array().map(Vec::len),
+        Some(1),
+        "the list replaces the default: {spread}"
+    );
+    assert_eq!(spread[0]["topologyKey"], "topology.kubernetes.io/zone");
+}
+
+#[test]
 fn helm_values_outside_the_schema_or_the_modes_rules_are_refused() {
     for (sets, message) in [
         (vec!["mode=bogus"], "mode"),
@@ -648,6 +741,10 @@ fn helm_values_outside_the_schema_or_the_modes_rules_are_refused() {
         (vec!["imageTag=1"], "imageTag"),
         (vec!["mode=aggregated-apiserver"], "standalone.coderURL"),
         (vec!["replicas=2", "leaderElection=false"], "leaderElection"),
+        // all mode runs two replicas by default, which needs leader election too; the message says the way out.
+        (vec!["mode=all", "leaderElection=false"], "set replicas=1"),
+        (vec!["podDisruptionBudget.minAvailable=many"], "minAvailable"),
+        (vec!["topologySpreadConstraints[0].maxSkew=1"], "topologyKey"),
         (vec!["mcp.enabled=true"], "mcp.tokenSecret.name"),
     ] {
         let mut args = vec!["template".to_owned(), "coder-k8s".to_owned(), path(CHART)];

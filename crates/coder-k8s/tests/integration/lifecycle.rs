@@ -1,0 +1,415 @@
+//! The lifecycle pages walked as a user would: the shell blocks of docs/ marked `<!-- walked: NAME -->` run as they
+//! are, with bash and the real kubectl and helm, on control planes of their own (the commands act cluster-wide).
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use coder_k8s_api::provisioner::CoderProvisioner;
+use coder_k8s_testenv::ControlPlane;
+use serde_json::Value;
+use tokio::sync::OnceCell;
+
+use crate::control_plane::{harness_on, wait_for};
+use crate::provisioner::{create_provisioner, ready_control_plane, sample_spec};
+use crate::support::{assert_success, install_crds, kubectl, path, repo_root, stderr, stdout};
+
+/// The shell block that follows `<!-- walked: NAME -->` in `doc` (a path under the repository root).
+fn walked_block(doc: &str, name: &str) -> String {
+    let text = std::fs::read_to_string(repo_root().join(doc)).expect("read the doc");
+    let marker = format!("<!-- walked: {name} -->");
+    let after = text
+        .split_once(&marker)
+        .unwrap_or_else(|| panic!("{doc} has no {marker}"))
+        .1;
+    let block = after
+        .trim_start()
+        .strip_prefix("```sh\n")
+        .unwrap_or_else(|| panic!("{doc}: {marker} is not followed by a ```sh block"));
+    let (body, _) = block.split_once("\n```").expect("the block ends");
+    assert!(!body.trim().is_empty(), "{doc}: {name} is empty");
+    body.to_owned()
+}
+
+/// Runs the block `name` of `doc` with bash (`-euo pipefail`) from the repository root, with `cp`'s kubeconfig and
+/// helm on the PATH.
+fn walk(cp: &ControlPlane, doc: &str, name: &str) -> Output {
+    let helm_dir = crate::packaging::helm_binary()
+        .parent()
+        .expect("helm's directory")
+        .to_owned();
+    let path_var = format!(
+        "{}:{}",
+        helm_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    Command::new("bash")
+        .args(["-euo", "pipefail", "-c", &walked_block(doc, name)])
+        .current_dir(repo_root())
+        .env("KUBECONFIG", cp.kubeconfig_path())
+        .env("PATH", path_var)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run bash")
+}
+
+/// [`walk`] off the async runtime, so that the operator tasks of the same test keep running meanwhile.
+async fn walk_async(cp: &'static ControlPlane, doc: &'static str, name: &'static str) -> Output {
+    tokio::task::spawn_blocking(move || walk(cp, doc, name))
+        .await
+        .expect("the walk's thread")
+}
+
+async fn bare_control_plane(cell: &'static OnceCell<ControlPlane>) -> &'static ControlPlane {
+    cell.get_or_init(|| async {
+        let cp = ControlPlane::builder()
+            .controller_manager(true)
+            .start()
+            .await
+            .expect("start a control plane");
+        install_crds(&cp);
+        cp
+    })
+    .await
+}
+
+fn json_of(out: &Output, what: &str) -> Value {
+    assert_success(out, what);
+    serde_json::from_slice(&out.stdout).expect("JSON")
+}
+
+#[tokio::test]
+async fn stuck_finalizers_are_released_by_the_documented_loop() {
+    static CP: OnceCell<ControlPlane> = OnceCell::const_new();
+    let cp = bare_control_plane(&CP).await;
+    assert_success(&kubectl(cp, &["create", "namespace", "coder"], None), "namespace");
+    // One object of each kind with a finalizer (the samples), no operator running: deleting them leaves them
+    // Terminating, as after an operator removed too early.
+    let out = kubectl(
+        cp,
+        &["apply", "--server-side", "-f", &path("config/samples")],
+        None,
+    );
+    assert_success(&out, "apply the samples");
+    let kinds = [
+        "coderaigatewaykeys",
+        "coderaiproviders",
+        "codermcpservers",
+        "codertemplatetests",
+        "coderprovisioners",
+        "codercontrolplanes",
+    ];
+    let hold = r#"{"metadata":{"finalizers":["coder.com/held-by-a-gone-operator"]}}"#;
+    let mut deleted = Vec::new();
+    for kind in kinds {
+        let names = stdout(&kubectl(cp, &["-n", "coder", "get", kind, "-o", "name"], None));
+        let name = names
+            .lines()
+            .next()
+            .unwrap_or_else(|| panic!("a sample of {kind}"));
+        let out = kubectl(
+            cp,
+            &["-n", "coder", "patch", name, "--type=merge", "-p", hold],
+            None,
+        );
+        assert_success(&out, "add a finalizer");
+        let out = kubectl(cp, &["-n", "coder", "delete", name, "--wait=false"], None);
+        assert_success(&out, "delete");
+        deleted.push(name.to_owned());
+    }
+    // An object with a finalizer that nobody deletes: the loop must leave it alone.
+    let kept = "coderworkspaceproxies";
+    let proxy = stdout(&kubectl(cp, &["-n", "coder", "get", kept, "-o", "name"], None));
+    let proxy = proxy.lines().next().expect("the proxy sample").to_owned();
+    assert_success(
+        &kubectl(
+            cp,
+            &["-n", "coder", "patch", &proxy, "--type=merge", "-p", hold],
+            None,
+        ),
+        "hold the proxy",
+    );
+    for name in &deleted {
+        let object = json_of(
+            &kubectl(cp, &["-n", "coder", "get", name, "-o", "json"], None),
+            name,
+        );
+        assert!(
+            object["metadata"]["deletionTimestamp"].is_string(),
+            "{name} is Terminating"
+        );
+    }
+
+    let out = walk(cp, "docs/uninstall.md", "stuck-finalizers");
+    assert_success(&out, "the stuck-finalizers loop");
+    for name in &deleted {
+        let out = kubectl(
+            cp,
+            &["-n", "coder", "get", name, "--ignore-not-found", "-o", "name"],
+            None,
+        );
+        assert_success(&out, "get");
+        assert_eq!(stdout(&out).trim(), "", "{name} is gone");
+    }
+    let proxy = json_of(
+        &kubectl(cp, &["-n", "coder", "get", &proxy, "-o", "json"], None),
+        "proxy",
+    );
+    assert_eq!(
+        proxy["metadata"]["finalizers"],
+        serde_json::json!(["coder.com/held-by-a-gone-operator"]),
+        "an object that is not being deleted keeps its finalizers"
+    );
+    assert!(proxy["metadata"].get("deletionTimestamp").is_none());
+}
+
+#[tokio::test]
+async fn helm_crd_upgrade_needs_force_conflicts_and_works_with_it() {
+    static CP: OnceCell<ControlPlane> = OnceCell::const_new();
+    let cp = CP
+        .get_or_init(|| async {
+            let cp = ControlPlane::builder()
+                .with_kwok()
+                .start()
+                .await
+                .expect("start a control plane with kwok");
+            // A node for the operator's pod, so that `helm --wait` sees it Ready.
+            cp.create_fake_node(coder_k8s_testenv::kwok::FAKE_NODE_NAME)
+                .await
+                .expect("a fake node");
+            cp
+        })
+        .await;
+    // The previous release: this chart with one CRD description changed, as a release's CRD change would.
+    let previous = tempfile::tempdir().expect("temp dir");
+    copy_dir(&repo_root().join("charts/coder-k8s"), previous.path());
+    let crd = previous.path().join("crds/coder.com_codercontrolplanes.yaml");
+    let text = std::fs::read_to_string(&crd).expect("read the CRD");
+    let changed = text.replacen("description:", "description: (previous release)", 1);
+    assert_ne!(text, changed);
+    std::fs::write(&crd, changed).expect("write");
+    let helm = crate::packaging::helm_binary();
+    let out = Command::new(&helm)
+        .args(["install", "coder-k8s"])
+        .arg(previous.path())
+        .args([
+            "-n",
+            "coder-system",
+            "--create-namespace",
+            "--wait",
+            "--timeout=3m",
+        ])
+        .env("KUBECONFIG", cp.kubeconfig_path())
+        .output()
+        .expect("helm install");
+    assert_success(&out, "helm install of the previous release");
+
+    let out = kubectl(
+        cp,
+        &["apply", "--server-side", "-f", &path("charts/coder-k8s/crds/")],
+        None,
+    );
+    assert!(
+        !out.status.success(),
+        "without --force-conflicts the apply conflicts"
+    );
+    assert!(
+        stderr(&out).contains("conflict") && stderr(&out).contains("helm"),
+        "{}",
+        stderr(&out)
+    );
+
+    let out = walk(cp, "docs/install.md", "helm-upgrade");
+    assert_success(&out, "the documented Helm upgrade");
+    let live = json_of(
+        &kubectl(
+            cp,
+            &["get", "crd", "codercontrolplanes.coder.com", "-o", "json"],
+            None,
+        ),
+        "the CRD",
+    );
+    assert!(
+        !live.to_string().contains("(previous release)"),
+        "the CRD is this release's"
+    );
+    let out = Command::new(&helm)
+        .args(["status", "coder-k8s", "-n", "coder-system", "-o", "json"])
+        .env("KUBECONFIG", cp.kubeconfig_path())
+        .output()
+        .expect("helm status");
+    let status = json_of(&out, "helm status");
+    assert_eq!(status["version"], 2, "one upgrade");
+    assert_eq!(status["info"]["status"], "deployed");
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("create dir");
+    for entry in std::fs::read_dir(from).expect("read dir") {
+        let entry = entry.expect("entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("file type").is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).expect("copy");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uninstall_in_the_documented_order_leaves_nothing_in_coder() {
+    static CP: OnceCell<ControlPlane> = OnceCell::const_new();
+    let cp = bare_control_plane(&CP).await;
+    let h = harness_on(cp, "uninstall").await;
+    ready_control_plane(&h).await;
+    create_provisioner(&h, "builds", sample_spec()).await;
+    wait_for(
+        || async { !h.server.provisioner_keys().is_empty() },
+        "the provisioner key in Coder",
+    )
+    .await;
+    let provisioners = h.api::<CoderProvisioner>();
+    assert!(provisioners.get_opt("builds").await.unwrap().is_some());
+
+    let out = walk_async(cp, "docs/uninstall.md", "uninstall-objects").await;
+    assert_success(&out, "delete the custom objects");
+    assert_eq!(
+        h.server.provisioner_keys(),
+        Vec::<Value>::new(),
+        "the operator deleted the key in Coder before it released the object"
+    );
+    let out = walk_async(cp, "docs/uninstall.md", "uninstall-check").await;
+    assert_success(&out, "the check");
+    let printed = format!("{}{}", stdout(&out), stderr(&out));
+    assert_eq!(
+        printed.matches("No resources found").count(),
+        2,
+        "nothing left, no cleanup record: {printed}"
+    );
+
+    let out = walk_async(cp, "docs/uninstall.md", "uninstall-operator").await;
+    assert_success(&out, "remove the APIService, the operator and the CRDs");
+    let crds = stdout(&kubectl(cp, &["get", "crd", "-o", "name"], None));
+    assert!(
+        !crds.lines().any(|crd| crd.ends_with(".coder.com")),
+        "the CRDs are gone: {crds}"
+    );
+}
+
+/// `coder-k8s --app=controller` with leader election on the Lease in the harness's namespace, as replica `name`.
+fn replica(h: &crate::control_plane::Harness, name: &str) -> crate::support::Process {
+    let [health] = coder_k8s_testenv::free_ports::<1>().unwrap();
+    let log = std::fs::File::create(
+        std::env::temp_dir().join(format!("coder-k8s-lifecycle-{}-{name}.log", std::process::id())),
+    )
+    .unwrap();
+    crate::support::Process(
+        Command::new(env!("CARGO_BIN_EXE_coder-k8s"))
+            .args([
+                "--app=controller",
+                "--leader-elect=true",
+                "--service-address-override=127.0.0.1",
+                "--requeue-interval=1s",
+            ])
+            .arg(format!("--watch-namespace={}", h.ns))
+            .arg(format!("--health-probe-bind-address=127.0.0.1:{health}"))
+            .env("KUBECONFIG", h.cp.kubeconfig_path())
+            .env("POD_NAMESPACE", &h.ns)
+            .env("POD_NAME", name)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap(),
+    )
+}
+
+async fn lease_holder(h: &crate::control_plane::Harness) -> Option<String> {
+    let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> = h.api();
+    leases
+        .get_opt(coder_k8s::leader::LEASE_NAME)
+        .await
+        .ok()
+        .flatten()
+        .and_then(|lease| lease.spec?.holder_identity)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_standby_takes_over_a_killed_leader_within_the_lease_time_with_no_lost_or_duplicated_key() {
+    let h = crate::control_plane::harness("ha").await;
+    ready_control_plane(&h).await;
+    // From here only the two replicas reconcile.
+    h.stop.send(true).unwrap();
+    let mut leader = Some(replica(&h, "replica-a"));
+    wait_for(
+        || async { lease_holder(&h).await.as_deref() == Some("replica-a") },
+        "replica-a to lead",
+    )
+    .await;
+    let _standby = replica(&h, "replica-b");
+
+    // A round of creates; the leader dies (SIGKILL: no Lease release) once it has made some of their keys.
+    // Half the objects come before the kill, half while no replica leads.
+    let names: Vec<String> = (0..8).map(|i| format!("builds-{i}")).collect();
+    for name in &names[..4] {
+        create_provisioner(&h, name, sample_spec()).await;
+    }
+    wait_for(
+        || async { !h.server.provisioner_keys().is_empty() },
+        "the leader's first keys",
+    )
+    .await;
+    let killed_at = std::time::Instant::now();
+    // Dropping the process kills it with SIGKILL and reaps it.
+    drop(leader.take().expect("the leader"));
+    for name in &names[4..] {
+        create_provisioner(&h, name, sample_spec()).await;
+    }
+    wait_for(
+        || async { lease_holder(&h).await.as_deref() == Some("replica-b") },
+        "replica-b to take the Lease",
+    )
+    .await;
+    let takeover = killed_at.elapsed();
+    // The Lease is valid 15 s after the last renewal; the standby checks when it runs out.
+    assert!(
+        takeover <= std::time::Duration::from_secs(17),
+        "the standby took {takeover:?}"
+    );
+
+    let provisioners = h.api::<CoderProvisioner>();
+    wait_for(
+        || async {
+            let mut ready = 0;
+            for name in &names {
+                let object = provisioners.get(name).await.unwrap();
+                let id = object.status.and_then(|s| s.provisioner_key_id);
+                ready += usize::from(id.is_some_and(|id| !id.is_empty()));
+            }
+            ready == names.len()
+        },
+        "every provisioner with its key",
+    )
+    .await;
+    let mut key_names: Vec<String> = h
+        .server
+        .provisioner_keys()
+        .iter()
+        .filter_map(|key| key["name"].as_str().map(str::to_owned))
+        .collect();
+    key_names.sort();
+    assert_eq!(
+        key_names, names,
+        "one key per provisioner in Coder: none lost, none twice"
+    );
+    for name in &names {
+        let object = provisioners.get(name).await.unwrap();
+        let id = object.status.and_then(|s| s.provisioner_key_id).unwrap();
+        let key = h
+            .server
+            .provisioner_keys()
+            .into_iter()
+            .find(|key| key["name"] == name.as_str())
+            .unwrap();
+        assert_eq!(key["id"], id.as_str(), "{name}: its status names its key");
+    }
+}
