@@ -20,7 +20,7 @@ pub mod archive;
 mod binaries;
 pub mod coder;
 mod control_plane;
-mod kubeconfig;
+pub mod kubeconfig;
 pub mod kwok;
 pub mod mcp;
 mod namespace;

@@ -176,7 +176,7 @@ fn free_port() -> u16 {
     port
 }
 
-async fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+pub(crate) async fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
     http_get_at(std::net::Ipv4Addr::LOCALHOST.into(), port, path).await
 }
 

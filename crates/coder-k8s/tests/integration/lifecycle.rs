@@ -32,7 +32,7 @@ fn walked_block(doc: &str, name: &str) -> String {
 
 /// Runs the block `name` of `doc` with bash (`-euo pipefail`) from the repository root, with `cp`'s kubeconfig and
 /// helm on the PATH.
-fn walk(cp: &ControlPlane, doc: &str, name: &str) -> Output {
+pub(crate) fn walk(cp: &ControlPlane, doc: &str, name: &str) -> Output {
     let helm_dir = crate::packaging::helm_binary()
         .parent()
         .expect("helm's directory")
@@ -72,7 +72,7 @@ async fn bare_control_plane(cell: &'static OnceCell<ControlPlane>) -> &'static C
     .await
 }
 
-fn json_of(out: &Output, what: &str) -> Value {
+pub(crate) fn json_of(out: &Output, what: &str) -> Value {
     assert_success(out, what);
     serde_json::from_slice(&out.stdout).expect("JSON")
 }

@@ -12,6 +12,7 @@ mod coder_writes;
 mod compat;
 mod control_plane;
 mod crds;
+mod high_availability;
 mod lifecycle;
 mod manifests;
 mod mcp;

@@ -1,0 +1,352 @@
+//! The all-mode install walked on a control plane with kwok nodes: `dist/install-all.yaml` applied as
+//! docs/install.md says, its pods stood in for by coder-k8s processes running as the bundle's ServiceAccount, and a
+//! TCP forwarder standing in for the Service (it sends new connections to the replicas whose `/readyz` answers 200,
+//! as endpoints do). Then a rollout: a new replica starts, the old ones get SIGTERM one after the other, and
+//! aggregated requests through kube-apiserver keep answering all the while.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use coder_k8s_testenv::ControlPlane;
+use tokio::sync::OnceCell;
+
+use crate::lifecycle::{json_of, walk};
+use crate::support::{Process, assert_success, kubectl, stdout};
+
+/// A replica: the process and the ports of its aggregated API and health servers.
+struct Replica {
+    name: String,
+    process: Process,
+    api_port: u16,
+    health_port: u16,
+}
+
+fn start_replica(kubeconfig: &std::path::Path, name: &str) -> Replica {
+    let [api_port, health_port] = coder_k8s_testenv::free_ports::<2>().unwrap();
+    let log = std::fs::File::create(
+        std::env::temp_dir().join(format!("coder-k8s-ha-{}-{name}.log", std::process::id())),
+    )
+    .unwrap();
+    let process = Process(
+        std::process::Command::new(env!("CARGO_BIN_EXE_coder-k8s"))
+            .args(["--app=all", "--shutdown-delay=2s"])
+            .arg(format!("--apiserver-bind-address=127.0.0.1:{api_port}"))
+            .arg(format!("--health-probe-bind-address=127.0.0.1:{health_port}"))
+            .env("KUBECONFIG", kubeconfig)
+            .env("POD_NAMESPACE", "coder-system")
+            .env("POD_NAME", name)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap(),
+    );
+    Replica {
+        name: name.to_owned(),
+        process,
+        api_port,
+        health_port,
+    }
+}
+
+/// The Service stand-in: new connections go to a ready replica (round robin), open ones stay where they are.
+#[derive(Clone, Default)]
+struct Forwarder {
+    /// (health port, API port) of the replicas.
+    replicas: Arc<Mutex<Vec<(u16, u16)>>>,
+    ready: Arc<Mutex<Vec<u16>>>,
+    next: Arc<AtomicUsize>,
+}
+
+impl Forwarder {
+    fn add(&self, replica: &Replica) {
+        self.replicas
+            .lock()
+            .unwrap()
+            .push((replica.health_port, replica.api_port));
+    }
+
+    /// Listens on a free port; returns it. Readiness is polled every 100 ms.
+    async fn start(&self) -> u16 {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let probe = self.clone();
+        tokio::spawn(async move {
+            loop {
+                let replicas = probe.replicas.lock().unwrap().clone();
+                let mut ready = Vec::new();
+                for (health, api) in replicas {
+                    if matches!(crate::cli::http_get(health, "/readyz").await, Some((200, _))) {
+                        ready.push(api);
+                    }
+                }
+                *probe.ready.lock().unwrap() = ready;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        });
+        let forward = self.clone();
+        tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                let target = {
+                    let ready = forward.ready.lock().unwrap();
+                    (!ready.is_empty())
+                        .then(|| ready[forward.next.fetch_add(1, Ordering::Relaxed) % ready.len()])
+                };
+                let Some(target) = target else { continue };
+                tokio::spawn(async move {
+                    let address = SocketAddr::from(([127, 0, 0, 1], target));
+                    if let Ok(mut outbound) = tokio::net::TcpStream::connect(address).await {
+                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                    }
+                });
+            }
+        });
+        port
+    }
+}
+
+async fn control_plane_with_two_nodes() -> &'static ControlPlane {
+    static CP: OnceCell<ControlPlane> = OnceCell::const_new();
+    CP.get_or_init(|| async {
+        let cp = ControlPlane::builder()
+            .with_kwok()
+            .start()
+            .await
+            .expect("a control plane with kwok");
+        for node in ["node-a", "node-b"] {
+            cp.create_fake_node(node).await.expect("a fake node");
+        }
+        cp
+    })
+    .await
+}
+
+fn lease_holder(cp: &ControlPlane) -> String {
+    let out = kubectl(
+        cp,
+        &[
+            "-n",
+            "coder-system",
+            "get",
+            "lease",
+            coder_k8s::leader::LEASE_NAME,
+            "-o",
+            "jsonpath={.spec.holderIdentity}",
+        ],
+        None,
+    );
+    stdout(&out).trim().to_owned()
+}
+
+async fn wait_until(what: &str, limit: Duration, mut check: impl FnMut() -> bool) -> Duration {
+    let started = Instant::now();
+    while !check() {
+        assert!(started.elapsed() < limit, "{what} within {limit:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    started.elapsed()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn all_mode_install_walks_and_keeps_the_aggregated_api_answering_through_a_rollout() {
+    let cp = control_plane_with_two_nodes().await;
+    let install = tokio::task::spawn_blocking(move || walk(cp, "docs/install.md", "install-all"));
+
+    // The pods are kwok's; their stand-ins run as the bundle's ServiceAccount once it exists.
+    wait_until("the ServiceAccount", Duration::from_secs(60), || {
+        kubectl(
+            cp,
+            &["-n", "coder-system", "get", "serviceaccount", "coder-k8s"],
+            None,
+        )
+        .status
+        .success()
+    })
+    .await;
+    let token = kubectl(
+        cp,
+        &[
+            "-n",
+            "coder-system",
+            "create",
+            "token",
+            "coder-k8s",
+            "--duration=2h",
+        ],
+        None,
+    );
+    assert_success(&token, "a ServiceAccount token");
+    let kubeconfig = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(
+        kubeconfig.path(),
+        coder_k8s_testenv::kubeconfig::render(cp.server_url(), cp.ca_pem(), stdout(&token).trim()),
+    )
+    .unwrap();
+    let forwarder = Forwarder::default();
+    let port = forwarder.start().await;
+    let mut replicas = vec![start_replica(kubeconfig.path(), "replica-a")];
+    forwarder.add(&replicas[0]);
+    wait_until("replica-a to lead", Duration::from_secs(60), || {
+        lease_holder(cp) == "replica-a"
+    })
+    .await;
+    replicas.push(start_replica(kubeconfig.path(), "replica-b"));
+    forwarder.add(&replicas[1]);
+
+    // kube-apiserver reaches the Service's stand-in: an ExternalName to this machine, on the forwarder's port.
+    wait_until("the APIService", Duration::from_secs(60), || {
+        kubectl(cp, &["get", "apiservice", "v1alpha1.aggregation.coder.com"], None)
+            .status
+            .success()
+    })
+    .await;
+    let service = r#"{"spec":{"type":"ExternalName","externalName":"localhost","clusterIP":null,"clusterIPs":null,"selector":null,"ipFamilies":null,"ipFamilyPolicy":null,"internalTrafficPolicy":null}}"#;
+    let out = kubectl(
+        cp,
+        &[
+            "-n",
+            "coder-system",
+            "patch",
+            "service",
+            "coder-k8s-apiserver",
+            "--type=merge",
+            "-p",
+            service,
+        ],
+        None,
+    );
+    assert_success(&out, "point the Service at this machine");
+    let out = kubectl(
+        cp,
+        &[
+            "patch",
+            "apiservice",
+            "v1alpha1.aggregation.coder.com",
+            "--type=merge",
+            "-p",
+            &format!(r#"{{"spec":{{"service":{{"port":{port}}}}}}}"#),
+        ],
+        None,
+    );
+    assert_success(&out, "the forwarder's port");
+
+    let out = install.await.unwrap();
+    assert_success(&out, "the install-all walkthrough");
+    let out = walk(cp, "docs/install.md", "install-check");
+    assert_success(&out, "the install-check walkthrough");
+    let printed = stdout(&out);
+    assert!(printed.contains("replica-a"), "the Lease holder: {printed}");
+    for resource in ["coderworkspaces", "codertemplates", "codertemplateversions"] {
+        assert!(printed.contains(resource), "{resource} is served: {printed}");
+    }
+    let pods = json_of(
+        &kubectl(
+            cp,
+            &[
+                "-n",
+                "coder-system",
+                "get",
+                "pods",
+                "-l",
+                "app=coder-k8s",
+                "-o",
+                "json",
+            ],
+            None,
+        ),
+        "pods",
+    );
+    let mut nodes: Vec<&str> = pods["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|pod| pod["spec"]["nodeName"].as_str().unwrap_or_default())
+        .collect();
+    nodes.sort_unstable();
+    assert_eq!(nodes, ["node-a", "node-b"], "two pods, spread over the nodes");
+
+    // Aggregated requests through kube-apiserver, every 100 ms, while the replicas roll.
+    let client = cp.client().unwrap();
+    let (failures, answered) = (Arc::new(Mutex::new(Vec::new())), Arc::new(AtomicUsize::new(0)));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let requests = {
+        let (failures, answered, stop) = (failures.clone(), answered.clone(), stop.clone());
+        tokio::spawn(async move {
+            let request =
+                http::Request::get("/apis/aggregation.coder.com/v1alpha1/namespaces/default/coderworkspaces")
+                    .body(Vec::new())
+                    .unwrap();
+            while !stop.load(Ordering::Relaxed) {
+                match client.request_text(request.clone()).await {
+                    Ok(_) => answered.fetch_add(1, Ordering::Relaxed),
+                    Err(error) => {
+                        failures.lock().unwrap().push(error.to_string());
+                        0
+                    }
+                };
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+    };
+    let new = start_replica(kubeconfig.path(), "replica-c");
+    forwarder.add(&new);
+    wait_until("replica-c ready", Duration::from_secs(60), || {
+        forwarder.ready.lock().unwrap().contains(&new.api_port)
+    })
+    .await;
+    replicas.push(new);
+    // The old replicas go one after the other, the leader first, as a rollout with maxUnavailable 0 does.
+    for old in replicas.drain(..2) {
+        let stopping = Instant::now();
+        let status = tokio::task::spawn_blocking(move || old.process.stop())
+            .await
+            .unwrap();
+        assert!(
+            status.success(),
+            "{} exits cleanly on SIGTERM: {status}",
+            old.name
+        );
+        assert!(
+            stopping.elapsed() < Duration::from_secs(15),
+            "{} took {:?}",
+            old.name,
+            stopping.elapsed()
+        );
+    }
+    let takeover = wait_until("replica-c to lead", Duration::from_secs(20), || {
+        lease_holder(cp) == "replica-c"
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    stop.store(true, Ordering::Relaxed);
+    requests.await.unwrap();
+    let failures = failures.lock().unwrap().clone();
+    assert_eq!(
+        failures,
+        Vec::<String>::new(),
+        "every aggregated request answered through the rollout"
+    );
+    assert!(answered.load(Ordering::Relaxed) >= 20, "requests were made");
+    eprintln!(
+        "replica-c took the Lease {takeover:?} after replica-b stopped; {} requests answered",
+        answered.load(Ordering::Relaxed)
+    );
+    let available = kubectl(
+        cp,
+        &[
+            "get",
+            "apiservice",
+            "v1alpha1.aggregation.coder.com",
+            "-o",
+            r#"jsonpath={.status.conditions[?(@.type=="Available")].status}"#,
+        ],
+        None,
+    );
+    assert_eq!(
+        stdout(&available).trim(),
+        "True",
+        "the APIService stays Available"
+    );
+}
