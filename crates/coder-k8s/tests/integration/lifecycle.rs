@@ -33,6 +33,11 @@ fn walked_block(doc: &str, name: &str) -> String {
 /// Runs the block `name` of `doc` with bash (`-euo pipefail`) from the repository root, with `cp`'s kubeconfig and
 /// helm on the PATH.
 pub(crate) fn walk(cp: &ControlPlane, doc: &str, name: &str) -> Output {
+    walk_with(cp, doc, name, &[])
+}
+
+/// [`walk`] with extra environment variables (the values a page tells the reader to set).
+fn walk_with(cp: &ControlPlane, doc: &str, name: &str, env: &[(&str, &str)]) -> Output {
     let helm_dir = crate::packaging::helm_binary()
         .parent()
         .expect("helm's directory")
@@ -47,6 +52,7 @@ pub(crate) fn walk(cp: &ControlPlane, doc: &str, name: &str) -> Output {
         .current_dir(repo_root())
         .env("KUBECONFIG", cp.kubeconfig_path())
         .env("PATH", path_var)
+        .envs(env.iter().copied())
         .stdin(std::process::Stdio::null())
         .output()
         .expect("run bash")
@@ -412,4 +418,89 @@ async fn the_standby_takes_over_a_killed_leader_within_the_lease_time_with_no_lo
             .unwrap();
         assert_eq!(key["id"], id.as_str(), "{name}: its status names its key");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn objects_restored_with_new_uids_are_taken_back_by_the_documented_owner_rewrite() {
+    let h = crate::control_plane::harness("restore").await;
+    ready_control_plane(&h).await;
+    create_provisioner(&h, "builds", sample_spec()).await;
+    crate::provisioner::wait_reason(&h, "builds", "ProvisionerKeyReady", "ProvisionerKeyReady").await;
+    let provisioners = h.api::<CoderProvisioner>();
+    let key_id = |p: CoderProvisioner| p.status.and_then(|s| s.provisioner_key_id);
+    let key = key_id(provisioners.get("builds").await.unwrap()).expect("a key ID");
+    let old_uid = provisioners.get("builds").await.unwrap().metadata.uid.unwrap();
+
+    // The loss: the operator stops, the custom objects vanish without their finalizers running (no garbage
+    // collector here, so what they made stays, as when a backup tool restores it with its owner references).
+    h.stop.send(true).unwrap();
+    let release = r#"{"metadata":{"finalizers":null}}"#;
+    for object in [
+        "coderprovisioner/builds",
+        "codercontrolplane/codercontrolplane-sample",
+    ] {
+        let out = kubectl(
+            h.cp,
+            &["-n", &h.ns, "patch", object, "--type=merge", "-p", release],
+            None,
+        );
+        assert_success(&out, "release the finalizers");
+        let out = kubectl(h.cp, &["-n", &h.ns, "delete", object], None);
+        assert_success(&out, "delete");
+    }
+    // The restore: the same objects from Git, with new UIDs, and the operator back.
+    h.create(
+        "codercontrolplane-sample",
+        serde_json::json!({"database": {"connectionSecretRef": {"name": "coder-db-app", "key": "uri"}}}),
+    )
+    .await;
+    create_provisioner(&h, "builds", sample_spec()).await;
+    let new_uid = provisioners.get("builds").await.unwrap().metadata.uid.unwrap();
+    assert_ne!(new_uid, old_uid);
+    let _operator = replica(&h, "restored");
+    // The control plane finds its Deployment, Service and token Secret held by the old UID (and the provisioner
+    // waits for it).
+    h.wait_reason("codercontrolplane-sample", "ResourcesOwned", "ResourceNotOwned")
+        .await;
+
+    let out = walk_with(
+        h.cp,
+        "docs/backup.md",
+        "restore-takeback",
+        &[("NAMESPACE", &h.ns)],
+    );
+    assert_success(&out, "the documented takeback");
+    let deployments: kube::Api<k8s_openapi::api::apps::v1::Deployment> = h.api();
+    let owner = |d: k8s_openapi::api::apps::v1::Deployment| {
+        d.metadata.owner_references.unwrap_or_default()[0].uid.clone()
+    };
+    assert_eq!(
+        owner(deployments.get("provisioner-builds").await.unwrap()),
+        new_uid
+    );
+    wait_for(
+        || async {
+            let object = provisioners.get("builds").await.unwrap();
+            let conditions = object.status.clone().map(|s| s.conditions).unwrap_or_default();
+            let key_ready = conditions
+                .iter()
+                .any(|c| c.type_ == "ProvisionerKeySecretReady" && c.status == "True");
+            let owned = !conditions.iter().any(|c| c.type_ == "ResourcesOwned");
+            let plane_owns = h
+                .condition("codercontrolplane-sample", "ResourcesOwned")
+                .await
+                .is_none();
+            key_ready && owned && plane_owns
+        },
+        "the restored objects owning what they made, the key Secret the provisioner's",
+    )
+    .await;
+    assert_eq!(
+        key_id(provisioners.get("builds").await.unwrap()).as_deref(),
+        Some(key.as_str()),
+        "the provisioner keeps its key"
+    );
+    let keys: Vec<Value> = h.server.provisioner_keys();
+    assert_eq!(keys.len(), 1, "no second key in Coder: {keys:?}");
+    assert_eq!(keys[0]["id"], key.as_str());
 }
