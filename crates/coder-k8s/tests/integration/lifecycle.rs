@@ -13,21 +13,20 @@ use crate::control_plane::{harness_on, wait_for};
 use crate::provisioner::{create_provisioner, ready_control_plane, sample_spec};
 use crate::support::{assert_success, install_crds, kubectl, path, repo_root, stderr, stdout};
 
-/// The shell block that follows `<!-- walked: NAME -->` in `doc` (a path under the repository root).
+/// The shell block that follows `<!-- walked: NAME -->` in `doc` (a path under the repository root); a block
+/// indented inside a list item keeps its indentation, which bash does not mind.
 fn walked_block(doc: &str, name: &str) -> String {
     let text = std::fs::read_to_string(repo_root().join(doc)).expect("read the doc");
     let marker = format!("<!-- walked: {name} -->");
-    let after = text
-        .split_once(&marker)
-        .unwrap_or_else(|| panic!("{doc} has no {marker}"))
-        .1;
-    let block = after
-        .trim_start()
-        .strip_prefix("```sh\n")
-        .unwrap_or_else(|| panic!("{doc}: {marker} is not followed by a ```sh block"));
-    let (body, _) = block.split_once("\n```").expect("the block ends");
-    assert!(!body.trim().is_empty(), "{doc}: {name} is empty");
-    body.to_owned()
+    let mut lines = text.lines().skip_while(|line| line.trim() != marker).skip(1);
+    assert_eq!(
+        lines.next().map(str::trim),
+        Some("```sh"),
+        "{doc}: {marker} must exist and be followed by a ```sh block"
+    );
+    let body: Vec<&str> = lines.take_while(|line| line.trim() != "```").collect();
+    assert!(!body.is_empty(), "{doc}: {name} is empty");
+    body.join("\n") + "\n"
 }
 
 /// Runs the block `name` of `doc` with bash (`-euo pipefail`) from the repository root, with `cp`'s kubeconfig and
@@ -503,4 +502,135 @@ async fn objects_restored_with_new_uids_are_taken_back_by_the_documented_owner_r
     let keys: Vec<Value> = h.server.provisioner_keys();
     assert_eq!(keys.len(), 1, "no second key in Coder: {keys:?}");
     assert_eq!(keys[0]["id"], key.as_str());
+}
+
+#[test]
+fn every_walked_block_of_the_docs_is_run_by_a_test() {
+    let tests = [include_str!("lifecycle.rs"), include_str!("high_availability.rs")]
+        .concat()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut walked = Vec::new();
+    for entry in std::fs::read_dir(repo_root().join("docs")).expect("docs/") {
+        let file = entry.expect("entry").path();
+        let Some(text) = std::fs::read_to_string(&file).ok() else {
+            continue;
+        };
+        for line in text.lines() {
+            if let Some(name) = line
+                .trim()
+                .strip_prefix("<!-- walked: ")
+                .and_then(|n| n.strip_suffix(" -->"))
+            {
+                let doc = format!("docs/{}", file.file_name().unwrap().to_string_lossy());
+                assert!(
+                    tests.contains(&format!("\"{doc}\", \"{name}\"")),
+                    "{doc} marks {name} as walked, but no test walks it"
+                );
+                walked.push(name.to_owned());
+            }
+        }
+    }
+    assert!(walked.len() >= 9, "the walked blocks: {walked:?}");
+}
+
+#[tokio::test]
+async fn the_go_operators_all_mode_install_upgrades_without_a_mode_switch() {
+    static CP: OnceCell<ControlPlane> = OnceCell::const_new();
+    let cp = CP
+        .get_or_init(|| async {
+            let cp = ControlPlane::builder()
+                .with_kwok()
+                .start()
+                .await
+                .expect("start a control plane with kwok");
+            cp.create_fake_node(coder_k8s_testenv::kwok::FAKE_NODE_NAME)
+                .await
+                .expect("a fake node");
+            cp
+        })
+        .await;
+    // The v0.1.5 install as its documents say, with client-side apply: CRDs, RBAC, the Deployment in all mode
+    // (the Go image) and the aggregated API's Service and APIService.
+    assert_success(
+        &kubectl(cp, &["create", "namespace", "coder-system"], None),
+        "namespace",
+    );
+    let out = kubectl(
+        cp,
+        &[
+            "apply",
+            "-f",
+            &path("config/rbac/"),
+            "-f",
+            &path("deploy/apiserver-service.yaml"),
+            "-f",
+            &path("deploy/apiserver-apiservice.yaml"),
+        ],
+        None,
+    );
+    assert_success(&out, "the v0.1.5 RBAC and aggregated API objects");
+    let out = kubectl(cp, &["create", "-f", &path("config/crd/bases/")], None);
+    assert_success(&out, "the CRDs");
+    let go_deployment = std::fs::read_to_string(repo_root().join("deploy/deployment.yaml"))
+        .unwrap()
+        .replace(
+            &format!("ghcr.io/coder/coder-k8s:{}", env!("CARGO_PKG_VERSION")),
+            "ghcr.io/coder/coder-k8s:v0.1.5",
+        );
+    assert!(go_deployment.contains(":v0.1.5"));
+    assert_success(
+        &kubectl(cp, &["apply", "-f", "-"], Some(&go_deployment)),
+        "the Go Deployment",
+    );
+
+    let out = walk(cp, "docs/upgrade-from-go.md", "upgrade-all-mode");
+    assert_success(&out, "the documented upgrade in all mode");
+    assert!(
+        stdout(&out)
+            .lines()
+            .next()
+            .is_some_and(|first| first.trim().is_empty()),
+        "the check prints no args (all mode): {}",
+        stdout(&out)
+    );
+    let deployment = json_of(
+        &kubectl(
+            cp,
+            &[
+                "-n",
+                "coder-system",
+                "get",
+                "deployment",
+                "coder-k8s",
+                "-o",
+                "json",
+            ],
+            None,
+        ),
+        "the Deployment",
+    );
+    let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+    assert!(container.get("args").is_none(), "still all mode: {container}");
+    assert_eq!(
+        container["image"],
+        format!("ghcr.io/coder/coder-k8s:{}", env!("CARGO_PKG_VERSION"))
+    );
+    assert_eq!(deployment["spec"]["replicas"], 2);
+    let apiservice = json_of(
+        &kubectl(
+            cp,
+            &[
+                "get",
+                "apiservice",
+                "v1alpha1.aggregation.coder.com",
+                "-o",
+                "json",
+            ],
+            None,
+        ),
+        "the APIService",
+    );
+    assert_eq!(apiservice["spec"]["service"]["name"], "coder-k8s-apiserver");
 }
