@@ -234,6 +234,7 @@ async fn all_mode_install_walks_and_keeps_the_aggregated_api_answering_through_a
 
     let out = install.await.unwrap();
     assert_success(&out, "the install-all walkthrough");
+    crate::lifecycle::assert_example_output("docs/install.md", "install-all", &out);
     let out = walk(cp, "docs/install.md", "install-check");
     assert_success(&out, "the install-check walkthrough");
     let printed = stdout(&out);

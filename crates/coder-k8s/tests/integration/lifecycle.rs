@@ -29,6 +29,44 @@ fn walked_block(doc: &str, name: &str) -> String {
     body.join("\n") + "\n"
 }
 
+/// The example output a page shows after the block `name`: the lines of the ```text block right after it, less
+/// the `...` lines that stand for lines left out.
+fn example_output(doc: &str, name: &str) -> Vec<String> {
+    let text = std::fs::read_to_string(repo_root().join(doc)).expect("read the doc");
+    let marker = format!("<!-- walked: {name} -->");
+    let mut lines = text
+        .lines()
+        .skip_while(|line| line.trim() != marker)
+        .skip(2)
+        .skip_while(|line| line.trim() != "```")
+        .skip(1)
+        .skip_while(|line| line.trim().is_empty());
+    assert_eq!(
+        lines.next().map(str::trim),
+        Some("```text"),
+        "{doc}: {name} shows no example output"
+    );
+    lines
+        .take_while(|line| line.trim() != "```")
+        .filter(|line| line.trim() != "...")
+        .map(|line| line.trim().to_owned())
+        .collect()
+}
+
+/// Every line of the page's example output for `name` is among what the walk printed (stdout and stderr).
+pub(crate) fn assert_example_output(doc: &str, name: &str, out: &Output) {
+    let printed = format!("{}{}", stdout(out), stderr(out));
+    let printed: Vec<&str> = printed.lines().map(str::trim).collect();
+    let expected = example_output(doc, name);
+    assert!(!expected.is_empty(), "{doc}: {name}");
+    for line in expected {
+        assert!(
+            printed.contains(&line.as_str()),
+            "{doc}: {name} shows {line:?}, the walk printed {printed:#?}"
+        );
+    }
+}
+
 /// Runs the block `name` of `doc` with bash (`-euo pipefail`) from the repository root, with `cp`'s kubeconfig and
 /// helm on the PATH.
 pub(crate) fn walk(cp: &ControlPlane, doc: &str, name: &str) -> Output {
@@ -46,7 +84,7 @@ fn walk_with(cp: &ControlPlane, doc: &str, name: &str, env: &[(&str, &str)]) -> 
         helm_dir.display(),
         std::env::var("PATH").unwrap_or_default()
     );
-    Command::new("bash")
+    let out = Command::new("bash")
         .args(["-euo", "pipefail", "-c", &walked_block(doc, name)])
         .current_dir(repo_root())
         .env("KUBECONFIG", cp.kubeconfig_path())
@@ -54,7 +92,10 @@ fn walk_with(cp: &ControlPlane, doc: &str, name: &str, env: &[(&str, &str)]) -> 
         .envs(env.iter().copied())
         .stdin(std::process::Stdio::null())
         .output()
-        .expect("run bash")
+        .expect("run bash");
+    // Shown when a test fails (and with --nocapture): what a reader of the page would have seen.
+    eprintln!("walked {doc} {name}:\n{}{}", stdout(&out), stderr(&out));
+    out
 }
 
 /// [`walk`] off the async runtime, so that the operator tasks of the same test keep running meanwhile.
@@ -146,6 +187,7 @@ async fn stuck_finalizers_are_released_by_the_documented_loop() {
 
     let out = walk(cp, "docs/uninstall.md", "stuck-finalizers");
     assert_success(&out, "the stuck-finalizers loop");
+    assert_example_output("docs/uninstall.md", "stuck-finalizers", &out);
     for name in &deleted {
         let out = kubectl(
             cp,
@@ -225,6 +267,7 @@ async fn helm_crd_upgrade_needs_force_conflicts_and_works_with_it() {
 
     let out = walk(cp, "docs/install.md", "helm-upgrade");
     assert_success(&out, "the documented Helm upgrade");
+    assert_example_output("docs/install.md", "helm-upgrade", &out);
     let live = json_of(
         &kubectl(
             cp,
@@ -277,6 +320,7 @@ async fn uninstall_in_the_documented_order_leaves_nothing_in_coder() {
 
     let out = walk_async(cp, "docs/uninstall.md", "uninstall-objects").await;
     assert_success(&out, "delete the custom objects");
+    assert_example_output("docs/uninstall.md", "uninstall-objects", &out);
     assert_eq!(
         h.server.provisioner_keys(),
         Vec::<Value>::new(),
@@ -284,6 +328,7 @@ async fn uninstall_in_the_documented_order_leaves_nothing_in_coder() {
     );
     let out = walk_async(cp, "docs/uninstall.md", "uninstall-check").await;
     assert_success(&out, "the check");
+    assert_example_output("docs/uninstall.md", "uninstall-check", &out);
     let printed = format!("{}{}", stdout(&out), stderr(&out));
     assert_eq!(
         printed.matches("No resources found").count(),
@@ -293,6 +338,7 @@ async fn uninstall_in_the_documented_order_leaves_nothing_in_coder() {
 
     let out = walk_async(cp, "docs/uninstall.md", "uninstall-operator").await;
     assert_success(&out, "remove the APIService, the operator and the CRDs");
+    assert_example_output("docs/uninstall.md", "uninstall-operator", &out);
     let crds = stdout(&kubectl(cp, &["get", "crd", "-o", "name"], None));
     assert!(
         !crds.lines().any(|crd| crd.ends_with(".coder.com")),
@@ -469,6 +515,7 @@ async fn objects_restored_with_new_uids_are_taken_back_by_the_documented_owner_r
         &[("NAMESPACE", &h.ns)],
     );
     assert_success(&out, "the documented takeback");
+    assert_example_output("docs/backup.md", "restore-takeback", &out);
     let deployments: kube::Api<k8s_openapi::api::apps::v1::Deployment> = h.api();
     let owner = |d: k8s_openapi::api::apps::v1::Deployment| {
         d.metadata.owner_references.unwrap_or_default()[0].uid.clone()
@@ -528,6 +575,8 @@ fn every_walked_block_of_the_docs_is_run_by_a_test() {
                     tests.contains(&format!("\"{doc}\", \"{name}\"")),
                     "{doc} marks {name} as walked, but no test walks it"
                 );
+                // Each walkthrough shows what it prints.
+                example_output(&doc, name);
                 walked.push(name.to_owned());
             }
         }
@@ -587,6 +636,7 @@ async fn the_go_operators_all_mode_install_upgrades_without_a_mode_switch() {
 
     let out = walk(cp, "docs/upgrade-from-go.md", "upgrade-all-mode");
     assert_success(&out, "the documented upgrade in all mode");
+    assert_example_output("docs/upgrade-from-go.md", "upgrade-all-mode", &out);
     assert!(
         stdout(&out)
             .lines()
