@@ -121,15 +121,21 @@ async fn in_coder(
     pass.status.organization_id = Some(org.clone());
     pass.status.organization_name = Some(organization.name.clone());
     let listed_id = listed.as_ref().map(|k| k.id.to_string());
+    let create_started_at = secret_annotation(live_secret, &pass.uid, desired::KEY_CREATE_STARTED_ANNOTATION);
     let proof = KeyProof {
         annotated_id: annotated.as_deref(),
         created_here,
         legacy_id: legacy_id.as_deref(),
+        create_started_at: create_started_at.as_deref(),
     };
     let listed = listed_id
         .as_deref()
         .zip(listed.as_ref())
-        .map(|(id, k)| ListedKey { id, name: &k.name });
+        .map(|(id, k)| ListedKey {
+            id,
+            name: &k.name,
+            created_at: &k.created_at,
+        });
     let plan = desired::key_plan(listed, proof, stored.is_some(), drifted);
     follow(
         pass,
@@ -153,9 +159,11 @@ async fn follow(
         (KeyPlan::NotOwned { name }, _) => Err(pass.stop(decide::key_not_owned(&name))),
         (KeyPlan::Unproven { name }, _) => Err(pass.stop(decide::key_unproven(&name))),
         (KeyPlan::Reuse { key_id }, Some(stored)) => {
-            if proof.created_here && proof.annotated_id != Some(key_id.as_str()) {
-                // Created by this process, whose earlier pass stopped before the Secret recorded the key's ID.
-                write_key_secret(pass, names, (&stored, Some(&key_id)), live_secret).await?;
+            if proof.annotated_id != Some(key_id.as_str()) {
+                // Created by this process or under the Secret's create marker, and an earlier pass stopped before
+                // the Secret recorded the key's ID (a legacy key is reused as it is, without a record).
+                let recorded = (stored.as_str(), None, Some(key_id.clone()));
+                write_key_secret(pass, names, recorded, live_secret).await?;
             }
             pass.status.provisioner_key_id = Some(key_id);
             Ok(stored)
@@ -191,13 +199,18 @@ async fn rotate_out(pass: &mut ProvisionerPass<'_>, coder: &CoderClient, annotat
 
 /// The key ID recorded on the key Secret, when this provisioner controls that Secret.
 pub fn annotated_key_id(secret: Option<&Secret>, uid: &str) -> Option<String> {
+    secret_annotation(secret, uid, desired::KEY_ID_ANNOTATION)
+}
+
+/// A non-empty annotation of the key Secret, when this provisioner controls that Secret.
+fn secret_annotation(secret: Option<&Secret>, uid: &str, annotation: &str) -> Option<String> {
     let secret = secret.filter(|s| controlled_by(&s.metadata, uid))?;
     secret
         .metadata
         .annotations
         .as_ref()?
-        .get(desired::KEY_ID_ANNOTATION)
-        .filter(|id| !id.is_empty())
+        .get(annotation)
+        .filter(|value| !value.is_empty())
         .cloned()
 }
 
@@ -211,10 +224,12 @@ pub fn unproven_key_stays(p: &CoderProvisioner, status: &CoderProvisionerStatus)
     }
 }
 
-/// Creates the key, writes its Secret first (a key in Coder without its Secret is replaced on the next pass of this
-/// process), then records its ID on the Secret and in the status: the Secret's record is the proof that the key is
-/// this provisioner's. Until the ID is known, the operator process remembers that it created the key. A key Secret
-/// someone created in the meantime is left alone and the new key deleted again.
+/// Creates the key. The owned key Secret is written first, empty, with the create marker: a key Coder creates after
+/// it is this provisioner's, so a create cut off before the key reached the Secret (a crash, a lost leader) is
+/// replaced on the next pass instead of left in Coder. A key Secret someone else holds stops it before any Coder
+/// call. Then the key goes into the Secret at once, and once its ID is listed the Secret records the ID instead of
+/// the marker: the proof of ownership that outlives this process. Until then the process also remembers that it
+/// created the key.
 async fn create_key(
     pass: &mut ProvisionerPass<'_>,
     coder: &CoderClient,
@@ -222,6 +237,10 @@ async fn create_key(
     names: &ProvisionerNames,
     live_secret: Option<&Secret>,
 ) -> Result<String, Halt<Outcome>> {
+    let marker = Some(Timestamp::now().to_string());
+    let Some(pending) = write_key_secret(pass, names, ("", marker.clone(), None), live_secret).await? else {
+        return Err(pass.stop(decide::key_secret_taken(&names.key_secret)));
+    };
     write_create_marker(pass, org, names).await?;
     let created = coder
         .create_provisioner_key(org, &names.key_name, &pass.object.spec.tags)
@@ -229,25 +248,24 @@ async fn create_key(
         .map_err(|e| failed(pass, &e))?;
     let created_key = (org.to_owned(), names.key_name.clone());
     pass.remember(|memory| memory.created_key = Some(created_key));
-    let Some(stored) = write_key_secret(pass, names, (created.expose(), None), live_secret).await? else {
-        if let Err(error) = coder.delete_provisioner_key(org, &names.key_name).await {
-            tracing::warn!(name = %pass.name(), %error, "deleting the provisioner key just created failed; it stays valid in Coder");
-        }
-        pass.remember(|memory| memory.created_key = None);
-        return Err(pass.stop(decide::key_secret_taken(&names.key_secret)));
-    };
+    let stored = write_key_secret(pass, names, (created.expose(), marker, None), Some(&pending))
+        .await?
+        .ok_or_else(|| pass.stop(decide::key_secret_taken(&names.key_secret)))?;
     let listed = coder.provisioner_keys(org).await.map_err(|e| failed(pass, &e))?;
     let key_id = listed
         .into_iter()
         .find(|k| k.name.eq_ignore_ascii_case(&names.key_name))
         .map(|k| k.id.to_string());
-    if let Some(key_id) = key_id.as_deref() {
+    if let Some(key_id) = key_id {
         // The Secret records which key it holds: the proof of ownership that outlives this process.
-        write_key_secret(pass, names, (created.expose(), Some(key_id)), Some(&stored)).await?;
+        let recorded = (created.expose(), None, Some(key_id.clone()));
+        write_key_secret(pass, names, recorded, Some(&stored)).await?;
+        pass.status.provisioner_key_id = Some(key_id);
+        return Ok(created.expose().to_owned());
     }
     // The in-memory note stays until the status holding this ID is written (`settle`): if this pass fails before
     // that, the next one still knows the key is this provisioner's.
-    pass.status.provisioner_key_id = key_id;
+    pass.status.provisioner_key_id = None;
     Ok(created.expose().to_owned())
 }
 
@@ -302,21 +320,32 @@ pub async fn delete_proven_key(
     }
 }
 
-/// Writes the key (and, once known, its ID in Coder) into the owned key Secret; `None` when the name is taken by a
-/// Secret this provisioner does not control (nothing is written).
+/// Writes the key (empty before the create), the create marker and the key's ID in Coder into the owned key Secret;
+/// `None` when the name is taken by a Secret this provisioner does not control (nothing is written). An annotation
+/// given as `None` that the live Secret carries is emptied (the Secret keeps others' annotations, and an empty one
+/// proves nothing), so the marker and a stale ID never outlive their step.
 async fn write_key_secret(
     pass: &ProvisionerPass<'_>,
     names: &ProvisionerNames,
-    (key, key_id): (&str, Option<&str>),
+    (key, marker, key_id): (&str, Option<String>, Option<String>),
     live: Option<&Secret>,
 ) -> Result<Option<Secret>, Error> {
+    let mut annotations = std::collections::BTreeMap::new();
+    for (name, value) in [
+        (desired::KEY_CREATE_STARTED_ANNOTATION, marker),
+        (desired::KEY_ID_ANNOTATION, key_id),
+    ] {
+        let carried = live.is_some_and(|s| s.annotations().get(name).is_some_and(|v| !v.is_empty()));
+        match value {
+            Some(value) => drop(annotations.insert(name.to_owned(), value)),
+            None if carried => drop(annotations.insert(name.to_owned(), String::new())),
+            None => {}
+        }
+    }
     let secret = OwnedSecret {
         name: &names.key_secret,
         labels: desired::labels(&pass.name()),
-        annotations: key_id
-            .map(|id| (desired::KEY_ID_ANNOTATION.to_owned(), id.to_owned()))
-            .into_iter()
-            .collect(),
+        annotations,
         key: &names.key_secret_key,
         value: key.as_bytes(),
     };

@@ -27,6 +27,13 @@ const KEY_NAME_MAX: usize = 128;
 /// Annotation on the owned key Secret: the ID of the key in Coder whose value the Secret holds, written by the
 /// operator once it learnt the ID. The proof that a key is this provisioner's (status can be written by others).
 pub const KEY_ID_ANNOTATION: &str = "coder.com/provisioner-key-id";
+/// Annotation on the owned key Secret while a key create is under way: when the operator began it (RFC 3339),
+/// written before the one create call. A key of the key's name that Coder created after it is this provisioner's, so
+/// a create cut off before the key and its ID reached the Secret (a crash, a lost leader) leaves no key nobody owns:
+/// the next pass replaces it.
+pub const KEY_CREATE_STARTED_ANNOTATION: &str = "coder.com/provisioner-key-create-started-at";
+/// How much earlier than the create marker Coder's clock may date the key it created.
+const CLOCK_SKEW_SECONDS: i64 = 5;
 
 /// Names of the objects a provisioner owns.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -336,6 +343,8 @@ pub enum KeyPlan {
 pub struct ListedKey<'a> {
     pub id: &'a str,
     pub name: &'a str,
+    /// When Coder created it (RFC 3339).
+    pub created_at: &'a str,
 }
 
 /// What proves that a key Coder lists is this provisioner's. `status.provisionerKeyID` is not among the proofs:
@@ -350,6 +359,21 @@ pub struct KeyProof<'a> {
     /// Go operator's, or this operator's from before it recorded IDs there): that key is used as it is, but never
     /// replaced or deleted on the status's word.
     pub legacy_id: Option<&'a str>,
+    /// The create marker on the owned key Secret (`coder.com/provisioner-key-create-started-at`): a key Coder created
+    /// after it is this provisioner's.
+    pub create_started_at: Option<&'a str>,
+}
+
+/// Whether Coder created a key at `created_at` after a create that began at `started_at` (both RFC 3339; Coder's
+/// clock may be [`CLOCK_SKEW_SECONDS`] behind). Unreadable times prove nothing.
+pub fn created_after(created_at: &str, started_at: &str) -> bool {
+    use k8s_openapi::jiff::{SignedDuration, Timestamp};
+    match (created_at.parse::<Timestamp>(), started_at.parse::<Timestamp>()) {
+        (Ok(created), Ok(started)) => started
+            .checked_sub(SignedDuration::from_secs(CLOCK_SKEW_SECONDS))
+            .is_ok_and(|earliest| created >= earliest),
+        _ => false,
+    }
 }
 
 /// Decides from Coder's key of this name (if any), the proof of ownership, whether the owned Secret holds a key,
@@ -365,7 +389,10 @@ pub fn key_plan(
     let Some(listed) = listed else {
         return KeyPlan::Create;
     };
-    let proven = proof.created_here || proof.annotated_id == Some(listed.id);
+    let marked = proof
+        .create_started_at
+        .is_some_and(|started| created_after(listed.created_at, started));
+    let proven = proof.created_here || marked || proof.annotated_id == Some(listed.id);
     let usable = secret_holds_key && !drifted;
     let legacy = proof.legacy_id == Some(listed.id);
     match (proven, usable, legacy) {
@@ -595,7 +622,11 @@ mod tests {
 
     #[test]
     fn key_plans() {
-        let k1 = Some(ListedKey { id: "k1", name: "p" });
+        let k1 = Some(ListedKey {
+            id: "k1",
+            name: "p",
+            created_at: "2026-12-06T07:00:00Z",
+        });
         assert_eq!(
             key_plan(k1, annotated("k1"), true, false),
             KeyPlan::Reuse {
@@ -620,7 +651,11 @@ mod tests {
 
     #[test]
     fn a_key_this_provisioner_did_not_create_is_never_used_or_replaced() {
-        let k1 = Some(ListedKey { id: "k1", name: "p" });
+        let k1 = Some(ListedKey {
+            id: "k1",
+            name: "p",
+            created_at: "2026-12-06T07:00:00Z",
+        });
         let not_owned = KeyPlan::NotOwned { name: "p".to_owned() };
         for (proof, secret_holds_key, drifted) in [
             (KeyProof::default(), false, false),
@@ -655,7 +690,11 @@ mod tests {
     }
     #[test]
     fn a_key_only_the_status_names_is_used_as_it_is_but_never_replaced() {
-        let k1 = Some(ListedKey { id: "k1", name: "p" });
+        let k1 = Some(ListedKey {
+            id: "k1",
+            name: "p",
+            created_at: "2026-12-06T07:00:00Z",
+        });
         let legacy = KeyProof {
             legacy_id: Some("k1"),
             ..KeyProof::default()
@@ -682,5 +721,46 @@ mod tests {
             KeyPlan::NotOwned { name: "p".to_owned() }
         );
         assert_eq!(key_unproven("p").reason, reasons::PROVISIONER_KEY_NOT_OWNED);
+    }
+
+    #[test]
+    fn a_key_coder_created_after_the_secrets_create_marker_is_this_provisioners() {
+        let k1 = Some(ListedKey {
+            id: "k1",
+            name: "p",
+            created_at: "2026-12-06T07:00:00Z",
+        });
+        let marked = |started| KeyProof {
+            create_started_at: Some(started),
+            ..KeyProof::default()
+        };
+        let replace = KeyPlan::Replace {
+            old_name: "p".to_owned(),
+        };
+        // Cut off before the key reached the Secret: replaced (its value is gone), never left behind.
+        assert_eq!(
+            key_plan(k1, marked("2026-12-06T06:59:59Z"), false, false),
+            replace
+        );
+        // Coder's clock a little behind the operator's.
+        assert_eq!(
+            key_plan(k1, marked("2026-12-06T07:00:04Z"), false, false),
+            replace
+        );
+        // Cut off after the key reached the Secret but before its ID: reused.
+        assert_eq!(
+            key_plan(k1, marked("2026-12-06T06:59:59Z"), true, false),
+            KeyPlan::Reuse {
+                key_id: "k1".to_owned()
+            }
+        );
+        // A key older than the marker is someone else's; so is any key when a time cannot be read.
+        let not_owned = KeyPlan::NotOwned { name: "p".to_owned() };
+        assert_eq!(
+            key_plan(k1, marked("2026-12-06T07:00:06Z"), false, false),
+            not_owned
+        );
+        assert_eq!(key_plan(k1, marked("yesterday"), false, false), not_owned);
+        assert!(!created_after("soon", "2026-12-06T07:00:00Z"));
     }
 }
