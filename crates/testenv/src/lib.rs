@@ -52,18 +52,56 @@ pub async fn shared() -> Result<&'static ControlPlane> {
 }
 
 /// `N` distinct free loopback ports. Every listener is held until all are chosen, so the ports differ; a process
-/// may still take one before the caller binds it, which callers handle by retrying their start.
+/// may still take one before the caller binds it, which callers handle by retrying their start. The ports come from
+/// below the kernel's ephemeral range when there is room there: a port the kernel may hand to any outgoing
+/// connection (hundreds of them while the control planes and servers of a test run talk to each other) can be taken
+/// between the choice and a bind that happens much later, as when `hack/local-up.sh` starts the operator.
 pub fn free_ports<const N: usize>() -> anyhow::Result<[u16; N]> {
     use anyhow::Context as _;
-    let listeners = (0..N)
-        .map(|_| {
-            std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0))
-                .context("binding a free loopback port")
-        })
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let listeners = match below_ephemeral_range() {
+        Some(range) => listeners_in(range, N)?,
+        None => (0..N)
+            .map(|_| {
+                std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0))
+                    .context("binding a free loopback port")
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?,
+    };
     let mut ports = [0u16; N];
     for (port, listener) in ports.iter_mut().zip(&listeners) {
         *port = listener.local_addr().context("reading a bound port")?.port();
     }
     Ok(ports)
+}
+
+/// Ports from 20000 up to the start of the kernel's ephemeral range, when that range starts above 22000.
+fn below_ephemeral_range() -> Option<std::ops::Range<u32>> {
+    let range = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").ok()?;
+    let start: u32 = range.split_whitespace().next()?.parse().ok()?;
+    (start > 22_000).then_some(20_000..start)
+}
+
+/// `n` listeners on free ports of `range`, tried in an order that differs per process and per call.
+fn listeners_in(range: std::ops::Range<u32>, n: usize) -> anyhow::Result<Vec<std::net::TcpListener>> {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let span = range.end - range.start;
+    let offset = std::process::id().wrapping_mul(7_919) % span;
+    let mut listeners = Vec::with_capacity(n);
+    for _ in 0..span {
+        if listeners.len() == n {
+            break;
+        }
+        let step = NEXT.fetch_add(1, Ordering::Relaxed);
+        // A stride prime to the span visits every port once before repeating.
+        let candidate = range.start + (offset + step.wrapping_mul(7_901)) % span;
+        let Ok(port) = u16::try_from(candidate) else {
+            continue;
+        };
+        if let Ok(listener) = std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, port)) {
+            listeners.push(listener);
+        }
+    }
+    anyhow::ensure!(listeners.len() == n, "no {n} free loopback ports in {range:?}");
+    Ok(listeners)
 }
