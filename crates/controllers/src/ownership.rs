@@ -9,20 +9,6 @@ use crate::conditions::{ConditionStatus, Decided};
 use crate::labels::OWNER_UID_ANNOTATION;
 use crate::slim::Live;
 
-/// Whether Coder created something at `created_at` at or after a create that began at `started_at` (both RFC 3339).
-/// The create marker the operator writes on a provisioner's owned key Secret before the create call uses it: what
-/// Coder created after the marker is the object's, so a create cut off before its result reached the Secret leaves
-/// nothing nobody owns. The marker is taken before two Kubernetes writes that precede the create, which absorbs a
-/// clock difference of a few milliseconds between the operator and Coder; no more is allowed, so something Coder
-/// created before the marker is never claimed. Unreadable times prove nothing.
-pub fn created_after(created_at: &str, started_at: &str) -> bool {
-    use k8s_openapi::jiff::Timestamp;
-    match (created_at.parse::<Timestamp>(), started_at.parse::<Timestamp>()) {
-        (Ok(created), Ok(started)) => created >= started,
-        _ => false,
-    }
-}
-
 /// An object under a name the operator writes that the custom resource does not control: it is never written.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NotOwned {

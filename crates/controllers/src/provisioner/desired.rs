@@ -32,6 +32,8 @@ pub const KEY_ID_ANNOTATION: &str = "coder.com/provisioner-key-id";
 /// a create cut off before the key and its ID reached the Secret (a crash, a lost leader) leaves no key nobody owns:
 /// the next pass replaces it.
 pub const KEY_CREATE_STARTED_ANNOTATION: &str = "coder.com/provisioner-key-create-started-at";
+/// How much earlier than the create marker Coder's clock may date the key it created.
+const CLOCK_SKEW_SECONDS: i64 = 5;
 
 /// Names of the objects a provisioner owns.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -362,6 +364,18 @@ pub struct KeyProof<'a> {
     pub create_started_at: Option<&'a str>,
 }
 
+/// Whether Coder created a key at `created_at` after a create that began at `started_at` (both RFC 3339; Coder's
+/// clock may be [`CLOCK_SKEW_SECONDS`] behind). Unreadable times prove nothing.
+pub fn created_after(created_at: &str, started_at: &str) -> bool {
+    use k8s_openapi::jiff::{SignedDuration, Timestamp};
+    match (created_at.parse::<Timestamp>(), started_at.parse::<Timestamp>()) {
+        (Ok(created), Ok(started)) => started
+            .checked_sub(SignedDuration::from_secs(CLOCK_SKEW_SECONDS))
+            .is_ok_and(|earliest| created >= earliest),
+        _ => false,
+    }
+}
+
 /// Decides from Coder's key of this name (if any), the proof of ownership, whether the owned Secret holds a key,
 /// and drift. A listed key is this provisioner's only when the key Secret names its ID (or it was just created
 /// here): a key of the same name made by anyone else is never taken over or deleted, and a key only the status names
@@ -377,7 +391,7 @@ pub fn key_plan(
     };
     let marked = proof
         .create_started_at
-        .is_some_and(|started| crate::ownership::created_after(listed.created_at, started));
+        .is_some_and(|started| created_after(listed.created_at, started));
     let proven = proof.created_here || marked || proof.annotated_id == Some(listed.id);
     let usable = secret_holds_key && !drifted;
     let legacy = proof.legacy_id == Some(listed.id);
@@ -728,9 +742,9 @@ mod tests {
             key_plan(k1, marked("2026-12-06T06:59:59Z"), false, false),
             replace
         );
-        // Made the same instant as the marker (the timestamps are precise to the microsecond).
+        // Coder's clock a little behind the operator's.
         assert_eq!(
-            key_plan(k1, marked("2026-12-06T07:00:00Z"), false, false),
+            key_plan(k1, marked("2026-12-06T07:00:04Z"), false, false),
             replace
         );
         // Cut off after the key reached the Secret but before its ID: reused.
@@ -743,10 +757,10 @@ mod tests {
         // A key older than the marker is someone else's; so is any key when a time cannot be read.
         let not_owned = KeyPlan::NotOwned { name: "p".to_owned() };
         assert_eq!(
-            key_plan(k1, marked("2026-12-06T07:00:00.000001Z"), false, false),
+            key_plan(k1, marked("2026-12-06T07:00:06Z"), false, false),
             not_owned
         );
         assert_eq!(key_plan(k1, marked("yesterday"), false, false), not_owned);
-        assert!(!crate::ownership::created_after("soon", "2026-12-06T07:00:00Z"));
+        assert!(!created_after("soon", "2026-12-06T07:00:00Z"));
     }
 }
