@@ -496,25 +496,11 @@ pub(crate) async fn has_record(h: &Harness, uid: &str) -> bool {
 
 /// `coder-k8s --app=controller` for the harness's namespace (cleanup records in that namespace too).
 fn start_operator(h: &Harness) -> crate::support::Process {
-    let [health] = coder_k8s_testenv::free_ports::<1>().unwrap();
-    crate::support::Process(
-        std::process::Command::new(env!("CARGO_BIN_EXE_coder-k8s"))
-            .args([
-                "--app=controller",
-                "--leader-elect=false",
-                "--service-address-override=127.0.0.1",
-                "--requeue-interval=1s",
-            ])
-            .arg(format!("--watch-namespace={}", h.ns))
-            .arg(format!("--health-probe-bind-address=127.0.0.1:{health}"))
-            .env("KUBECONFIG", h.cp.kubeconfig_path())
-            .env("POD_NAMESPACE", &h.ns)
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap(),
-    )
+    let mut command = crate::support::operator_command(h.cp, &h.ns);
+    command
+        .arg("--leader-elect=false")
+        .stderr(std::process::Stdio::null());
+    crate::support::Process(command.spawn().unwrap())
 }
 
 fn key_names(h: &Harness) -> Vec<String> {

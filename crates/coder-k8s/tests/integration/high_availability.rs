@@ -2,7 +2,9 @@
 //! docs/install.md says, its pods stood in for by coder-k8s processes running as the bundle's ServiceAccount, and a
 //! TCP forwarder standing in for the Service (it sends new connections to the replicas whose `/readyz` answers 200,
 //! as endpoints do). Then a rollout: a new replica starts, the old ones get SIGTERM one after the other, and
-//! aggregated requests through kube-apiserver keep answering all the while.
+//! aggregated requests through kube-apiserver keep answering all the while. And failover in controller mode: a
+//! leader killed during a round of creates, or while Coder's answer to a key create is on its way, loses no key and
+//! leaves none behind.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -12,8 +14,12 @@ use std::time::{Duration, Instant};
 use coder_k8s_testenv::ControlPlane;
 use tokio::sync::OnceCell;
 
+use coder_k8s_api::provisioner::CoderProvisioner;
+
+use crate::control_plane::{Harness, harness, wait_for};
 use crate::lifecycle::{json_of, walk};
-use crate::support::{Process, assert_success, kubectl, stdout};
+use crate::provisioner::{create_provisioner, ready_control_plane, sample_spec};
+use crate::support::{Process, assert_success, kubectl, kwok_control_plane, stdout};
 
 /// A replica: the process and the ports of its aggregated API and health servers.
 struct Replica {
@@ -109,18 +115,7 @@ impl Forwarder {
 
 async fn control_plane_with_two_nodes() -> &'static ControlPlane {
     static CP: OnceCell<ControlPlane> = OnceCell::const_new();
-    CP.get_or_init(|| async {
-        let cp = ControlPlane::builder()
-            .with_kwok()
-            .start()
-            .await
-            .expect("a control plane with kwok");
-        for node in ["node-a", "node-b"] {
-            cp.create_fake_node(node).await.expect("a fake node");
-        }
-        cp
-    })
-    .await
+    kwok_control_plane(&CP, &["node-a", "node-b"]).await
 }
 
 fn lease_holder(cp: &ControlPlane) -> String {
@@ -349,5 +344,189 @@ async fn all_mode_install_walks_and_keeps_the_aggregated_api_answering_through_a
         stdout(&available).trim(),
         "True",
         "the APIService stays Available"
+    );
+}
+
+/// `coder-k8s --app=controller` with leader election on the Lease in the harness's namespace, as replica `name`.
+pub(crate) fn replica(h: &Harness, name: &str) -> Process {
+    let log = std::fs::File::create(
+        std::env::temp_dir().join(format!("coder-k8s-ha-{}-{name}.log", std::process::id())),
+    )
+    .unwrap();
+    let mut command = crate::support::operator_command(h.cp, &h.ns);
+    command
+        .arg("--leader-elect=true")
+        .env("POD_NAME", name)
+        // The reconciles too, for a failure's post-mortem (the path is in the file name above).
+        .env("RUST_LOG", "info,coder_k8s_controllers=debug")
+        .stderr(log);
+    Process(command.spawn().unwrap())
+}
+
+async fn lease_holder_of(h: &Harness) -> Option<String> {
+    let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> = h.api();
+    leases
+        .get_opt(coder_k8s::leader::LEASE_NAME)
+        .await
+        .ok()
+        .flatten()
+        .and_then(|lease| lease.spec?.holder_identity)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_standby_takes_over_a_killed_leader_within_the_lease_time_with_no_lost_or_duplicated_key() {
+    let h = harness("ha").await;
+    ready_control_plane(&h).await;
+    // From here only the two replicas reconcile.
+    h.stop.send(true).unwrap();
+    let mut leader = Some(replica(&h, "replica-a"));
+    wait_for(
+        || async { lease_holder_of(&h).await.as_deref() == Some("replica-a") },
+        "replica-a to lead",
+    )
+    .await;
+    let _standby = replica(&h, "replica-b");
+
+    // A round of creates; the leader dies (SIGKILL: no Lease release) once it has made some of their keys.
+    // Half the objects come before the kill, half while no replica leads.
+    let names: Vec<String> = (0..8).map(|i| format!("builds-{i}")).collect();
+    for name in &names[..4] {
+        create_provisioner(&h, name, sample_spec()).await;
+    }
+    wait_for(
+        || async { !h.server.provisioner_keys().is_empty() },
+        "the leader's first keys",
+    )
+    .await;
+    let killed_at = std::time::Instant::now();
+    // Dropping the process kills it with SIGKILL and reaps it.
+    drop(leader.take().expect("the leader"));
+    for name in &names[4..] {
+        create_provisioner(&h, name, sample_spec()).await;
+    }
+    wait_for(
+        || async { lease_holder_of(&h).await.as_deref() == Some("replica-b") },
+        "replica-b to take the Lease",
+    )
+    .await;
+    let takeover = killed_at.elapsed();
+    // The Lease is valid 15 s after the last renewal; the standby checks when it runs out.
+    assert!(
+        takeover <= std::time::Duration::from_secs(17),
+        "the standby took {takeover:?}"
+    );
+
+    let provisioners = h.api::<CoderProvisioner>();
+    // Up to 90 s (the test shares two cores with others); on a timeout the conditions say where each object stands.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+    loop {
+        let mut waiting = Vec::new();
+        for name in &names {
+            let status = provisioners.get(name).await.unwrap().status.unwrap_or_default();
+            if status.provisioner_key_id.is_none_or(|id| id.is_empty()) {
+                let conditions: Vec<String> = status
+                    .conditions
+                    .iter()
+                    .map(|c| format!("{}={}/{}: {}", c.type_, c.status, c.reason, c.message))
+                    .collect();
+                waiting.push(format!("{name}: {conditions:?}"));
+            }
+        }
+        if waiting.is_empty() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "provisioners without their key:\n{}",
+            waiting.join("\n")
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    let mut key_names: Vec<String> = h
+        .server
+        .provisioner_keys()
+        .iter()
+        .filter_map(|key| key["name"].as_str().map(str::to_owned))
+        .collect();
+    key_names.sort();
+    assert_eq!(
+        key_names, names,
+        "one key per provisioner in Coder: none lost, none twice"
+    );
+    for name in &names {
+        let object = provisioners.get(name).await.unwrap();
+        let id = object.status.and_then(|s| s.provisioner_key_id).unwrap();
+        let key = h
+            .server
+            .provisioner_keys()
+            .into_iter()
+            .find(|key| key["name"] == name.as_str())
+            .unwrap();
+        assert_eq!(key["id"], id.as_str(), "{name}: its status names its key");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_killed_while_coder_creates_a_key_leaves_no_key_behind() {
+    use coder_k8s_coder_testserver::{Fault, FaultRule};
+    let h = harness("killed-create").await;
+    ready_control_plane(&h).await;
+    h.stop.send(true).unwrap();
+    // Coder creates the key, and its answer never reaches the operator that asked.
+    h.server.add_fault(FaultRule {
+        method: Some("POST".to_owned()),
+        path_prefix: "/api/v2/organizations/".to_owned(),
+        fault: Fault::HandleThenHold(std::time::Duration::from_secs(120)),
+        times: Some(1),
+    });
+    let first = replica(&h, "first");
+    create_provisioner(&h, "builds", sample_spec()).await;
+    wait_for(
+        || async { h.server.provisioner_keys().len() == 1 },
+        "the key created in Coder, its answer held",
+    )
+    .await;
+    let orphan = h.server.provisioner_keys()[0]["id"].as_str().unwrap().to_owned();
+    drop(first); // SIGKILL: the key's value is lost with the process
+    let _second = replica(&h, "second");
+
+    let provisioners = h.api::<CoderProvisioner>();
+    wait_for(
+        || async {
+            let status = provisioners
+                .get("builds")
+                .await
+                .unwrap()
+                .status
+                .unwrap_or_default();
+            status.provisioner_key_id.is_some_and(|id| id != orphan)
+        },
+        "the next leader to replace the key whose value was lost",
+    )
+    .await;
+    let id = provisioners
+        .get("builds")
+        .await
+        .unwrap()
+        .status
+        .unwrap()
+        .provisioner_key_id
+        .unwrap();
+    let keys = h.server.provisioner_keys();
+    assert_eq!(keys.len(), 1, "the orphan was deleted, one key is left: {keys:?}");
+    assert_eq!(keys[0]["id"], id.as_str());
+    let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> = h.api();
+    let secret = secrets.get("builds-provisioner-key").await.unwrap();
+    let annotations = secret.metadata.annotations.unwrap_or_default();
+    assert_eq!(annotations.get("coder.com/provisioner-key-id"), Some(&id));
+    assert!(
+        annotations
+            .get("coder.com/provisioner-key-create-started-at")
+            .is_none_or(String::is_empty),
+        "the create marker is spent once the ID is recorded: {annotations:?}"
+    );
+    assert!(
+        secret.data.unwrap_or_default()["key"].0.len() > 10,
+        "the Secret holds the new key"
     );
 }

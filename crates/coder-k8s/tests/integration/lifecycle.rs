@@ -11,7 +11,9 @@ use tokio::sync::OnceCell;
 
 use crate::control_plane::{harness_on, wait_for};
 use crate::provisioner::{create_provisioner, ready_control_plane, sample_spec};
-use crate::support::{assert_success, install_crds, kubectl, path, repo_root, stderr, stdout};
+use crate::support::{
+    assert_success, install_crds, kubectl, kwok_control_plane, path, repo_root, stderr, stdout,
+};
 
 /// The shell block that follows `<!-- walked: NAME -->` in `doc` (a path under the repository root); a block
 /// indented inside a list item keeps its indentation, which bash does not mind.
@@ -212,20 +214,8 @@ async fn stuck_finalizers_are_released_by_the_documented_loop() {
 #[tokio::test]
 async fn helm_crd_upgrade_needs_force_conflicts_and_works_with_it() {
     static CP: OnceCell<ControlPlane> = OnceCell::const_new();
-    let cp = CP
-        .get_or_init(|| async {
-            let cp = ControlPlane::builder()
-                .with_kwok()
-                .start()
-                .await
-                .expect("start a control plane with kwok");
-            // A node for the operator's pod, so that `helm --wait` sees it Ready.
-            cp.create_fake_node(coder_k8s_testenv::kwok::FAKE_NODE_NAME)
-                .await
-                .expect("a fake node");
-            cp
-        })
-        .await;
+    // A node for the operator's pod, so that `helm --wait` sees it Ready.
+    let cp = kwok_control_plane(&CP, &[coder_k8s_testenv::kwok::FAKE_NODE_NAME]).await;
     // The previous release: this chart with one CRD description changed, as a release's CRD change would.
     let previous = tempfile::tempdir().expect("temp dir");
     copy_dir(&repo_root().join("charts/coder-k8s"), previous.path());
@@ -346,139 +336,6 @@ async fn uninstall_in_the_documented_order_leaves_nothing_in_coder() {
     );
 }
 
-/// `coder-k8s --app=controller` with leader election on the Lease in the harness's namespace, as replica `name`.
-fn replica(h: &crate::control_plane::Harness, name: &str) -> crate::support::Process {
-    let [health] = coder_k8s_testenv::free_ports::<1>().unwrap();
-    let log = std::fs::File::create(
-        std::env::temp_dir().join(format!("coder-k8s-lifecycle-{}-{name}.log", std::process::id())),
-    )
-    .unwrap();
-    crate::support::Process(
-        Command::new(env!("CARGO_BIN_EXE_coder-k8s"))
-            .args([
-                "--app=controller",
-                "--leader-elect=true",
-                "--service-address-override=127.0.0.1",
-                "--requeue-interval=1s",
-            ])
-            .arg(format!("--watch-namespace={}", h.ns))
-            .arg(format!("--health-probe-bind-address=127.0.0.1:{health}"))
-            .env("KUBECONFIG", h.cp.kubeconfig_path())
-            .env("POD_NAMESPACE", &h.ns)
-            .env("POD_NAME", name)
-            // The reconciles too, for a failure's post-mortem (the path is in the file name above).
-            .env("RUST_LOG", "info,coder_k8s_controllers=debug")
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap(),
-    )
-}
-
-async fn lease_holder(h: &crate::control_plane::Harness) -> Option<String> {
-    let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> = h.api();
-    leases
-        .get_opt(coder_k8s::leader::LEASE_NAME)
-        .await
-        .ok()
-        .flatten()
-        .and_then(|lease| lease.spec?.holder_identity)
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_standby_takes_over_a_killed_leader_within_the_lease_time_with_no_lost_or_duplicated_key() {
-    let h = crate::control_plane::harness("ha").await;
-    ready_control_plane(&h).await;
-    // From here only the two replicas reconcile.
-    h.stop.send(true).unwrap();
-    let mut leader = Some(replica(&h, "replica-a"));
-    wait_for(
-        || async { lease_holder(&h).await.as_deref() == Some("replica-a") },
-        "replica-a to lead",
-    )
-    .await;
-    let _standby = replica(&h, "replica-b");
-
-    // A round of creates; the leader dies (SIGKILL: no Lease release) once it has made some of their keys.
-    // Half the objects come before the kill, half while no replica leads.
-    let names: Vec<String> = (0..8).map(|i| format!("builds-{i}")).collect();
-    for name in &names[..4] {
-        create_provisioner(&h, name, sample_spec()).await;
-    }
-    wait_for(
-        || async { !h.server.provisioner_keys().is_empty() },
-        "the leader's first keys",
-    )
-    .await;
-    let killed_at = std::time::Instant::now();
-    // Dropping the process kills it with SIGKILL and reaps it.
-    drop(leader.take().expect("the leader"));
-    for name in &names[4..] {
-        create_provisioner(&h, name, sample_spec()).await;
-    }
-    wait_for(
-        || async { lease_holder(&h).await.as_deref() == Some("replica-b") },
-        "replica-b to take the Lease",
-    )
-    .await;
-    let takeover = killed_at.elapsed();
-    // The Lease is valid 15 s after the last renewal; the standby checks when it runs out.
-    assert!(
-        takeover <= std::time::Duration::from_secs(17),
-        "the standby took {takeover:?}"
-    );
-
-    let provisioners = h.api::<CoderProvisioner>();
-    // Up to 90 s (the test shares two cores with others); on a timeout the conditions say where each object stands.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
-    loop {
-        let mut waiting = Vec::new();
-        for name in &names {
-            let status = provisioners.get(name).await.unwrap().status.unwrap_or_default();
-            if status.provisioner_key_id.is_none_or(|id| id.is_empty()) {
-                let conditions: Vec<String> = status
-                    .conditions
-                    .iter()
-                    .map(|c| format!("{}={}/{}: {}", c.type_, c.status, c.reason, c.message))
-                    .collect();
-                waiting.push(format!("{name}: {conditions:?}"));
-            }
-        }
-        if waiting.is_empty() {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "provisioners without their key:\n{}",
-            waiting.join("\n")
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    }
-    let mut key_names: Vec<String> = h
-        .server
-        .provisioner_keys()
-        .iter()
-        .filter_map(|key| key["name"].as_str().map(str::to_owned))
-        .collect();
-    key_names.sort();
-    assert_eq!(
-        key_names, names,
-        "one key per provisioner in Coder: none lost, none twice"
-    );
-    for name in &names {
-        let object = provisioners.get(name).await.unwrap();
-        let id = object.status.and_then(|s| s.provisioner_key_id).unwrap();
-        let key = h
-            .server
-            .provisioner_keys()
-            .into_iter()
-            .find(|key| key["name"] == name.as_str())
-            .unwrap();
-        assert_eq!(key["id"], id.as_str(), "{name}: its status names its key");
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn objects_restored_with_new_uids_are_taken_back_by_the_documented_owner_rewrite() {
     let h = crate::control_plane::harness("restore").await;
@@ -516,7 +373,7 @@ async fn objects_restored_with_new_uids_are_taken_back_by_the_documented_owner_r
     create_provisioner(&h, "builds", sample_spec()).await;
     let new_uid = provisioners.get("builds").await.unwrap().metadata.uid.unwrap();
     assert_ne!(new_uid, old_uid);
-    let _operator = replica(&h, "restored");
+    let _operator = crate::high_availability::replica(&h, "restored");
     // The control plane finds its Deployment, Service and token Secret held by the old UID (and the provisioner
     // waits for it).
     h.wait_reason("codercontrolplane-sample", "ResourcesOwned", "ResourceNotOwned")
@@ -601,19 +458,7 @@ fn every_walked_block_of_the_docs_is_run_by_a_test() {
 #[tokio::test]
 async fn the_go_operators_all_mode_install_upgrades_without_a_mode_switch() {
     static CP: OnceCell<ControlPlane> = OnceCell::const_new();
-    let cp = CP
-        .get_or_init(|| async {
-            let cp = ControlPlane::builder()
-                .with_kwok()
-                .start()
-                .await
-                .expect("start a control plane with kwok");
-            cp.create_fake_node(coder_k8s_testenv::kwok::FAKE_NODE_NAME)
-                .await
-                .expect("a fake node");
-            cp
-        })
-        .await;
+    let cp = kwok_control_plane(&CP, &[coder_k8s_testenv::kwok::FAKE_NODE_NAME]).await;
     // The v0.1.5 install as its documents say, with client-side apply: CRDs, RBAC, the Deployment in all mode
     // (the Go image) and the aggregated API's Service and APIService.
     assert_success(
@@ -697,69 +542,4 @@ async fn the_go_operators_all_mode_install_upgrades_without_a_mode_switch() {
         "the APIService",
     );
     assert_eq!(apiservice["spec"]["service"]["name"], "coder-k8s-apiserver");
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_operator_killed_while_coder_creates_a_key_leaves_no_key_behind() {
-    use coder_k8s_coder_testserver::{Fault, FaultRule};
-    let h = crate::control_plane::harness("killed-create").await;
-    ready_control_plane(&h).await;
-    h.stop.send(true).unwrap();
-    // Coder creates the key, and its answer never reaches the operator that asked.
-    h.server.add_fault(FaultRule {
-        method: Some("POST".to_owned()),
-        path_prefix: "/api/v2/organizations/".to_owned(),
-        fault: Fault::HandleThenHold(std::time::Duration::from_secs(120)),
-        times: Some(1),
-    });
-    let first = replica(&h, "first");
-    create_provisioner(&h, "builds", sample_spec()).await;
-    wait_for(
-        || async { h.server.provisioner_keys().len() == 1 },
-        "the key created in Coder, its answer held",
-    )
-    .await;
-    let orphan = h.server.provisioner_keys()[0]["id"].as_str().unwrap().to_owned();
-    drop(first); // SIGKILL: the key's value is lost with the process
-    let _second = replica(&h, "second");
-
-    let provisioners = h.api::<CoderProvisioner>();
-    wait_for(
-        || async {
-            let status = provisioners
-                .get("builds")
-                .await
-                .unwrap()
-                .status
-                .unwrap_or_default();
-            status.provisioner_key_id.is_some_and(|id| id != orphan)
-        },
-        "the next leader to replace the key whose value was lost",
-    )
-    .await;
-    let id = provisioners
-        .get("builds")
-        .await
-        .unwrap()
-        .status
-        .unwrap()
-        .provisioner_key_id
-        .unwrap();
-    let keys = h.server.provisioner_keys();
-    assert_eq!(keys.len(), 1, "the orphan was deleted, one key is left: {keys:?}");
-    assert_eq!(keys[0]["id"], id.as_str());
-    let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> = h.api();
-    let secret = secrets.get("builds-provisioner-key").await.unwrap();
-    let annotations = secret.metadata.annotations.unwrap_or_default();
-    assert_eq!(annotations.get("coder.com/provisioner-key-id"), Some(&id));
-    assert!(
-        annotations
-            .get("coder.com/provisioner-key-create-started-at")
-            .is_none_or(String::is_empty),
-        "the create marker is spent once the ID is recorded: {annotations:?}"
-    );
-    assert!(
-        secret.data.unwrap_or_default()["key"].0.len() > 10,
-        "the Secret holds the new key"
-    );
 }

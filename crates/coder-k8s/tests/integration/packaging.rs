@@ -188,21 +188,23 @@ fn kustomizations_beside_the_v015_apply_directories_list_every_file_and_hide_fro
     assert_eq!(kinds(&deploy), ["Deployment/coder-system/coder-k8s"]);
 }
 
-#[tokio::test]
-async fn config_default_is_dist_install_and_applies_in_controller_mode() {
-    let built = objects(&kustomize("config/default"));
-    let bundle = objects(&std::fs::read_to_string(repo_root().join("dist/install.yaml")).expect("read"));
-    assert_eq!(
-        kinds(&built),
-        kinds(&bundle),
-        "config/default and dist/install.yaml"
-    );
+/// The objects of `kubectl kustomize DIR`, after checking that the generated `bundle` holds exactly them.
+fn kustomize_equals_bundle(dir: &str, bundle: &str) -> BTreeMap<String, Value> {
+    let built = objects(&kustomize(dir));
+    let in_bundle = objects(&std::fs::read_to_string(repo_root().join(bundle)).expect("read"));
+    assert_eq!(kinds(&built), kinds(&in_bundle), "{dir} and {bundle}");
     for (key, object) in &built {
         assert!(
-            numbers_as_floats(object) == numbers_as_floats(&bundle[key]),
-            "{key} differs between config/default and dist/install.yaml"
+            numbers_as_floats(object) == numbers_as_floats(&in_bundle[key]),
+            "{key} differs between {dir} and {bundle}"
         );
     }
+    built
+}
+
+#[tokio::test]
+async fn config_default_is_dist_install_and_applies_in_controller_mode() {
+    let built = kustomize_equals_bundle("config/default", "dist/install.yaml");
     // Controller mode: no aggregated API parts at all.
     for key in built.keys() {
         assert!(
@@ -258,19 +260,7 @@ async fn config_default_is_dist_install_and_applies_in_controller_mode() {
 
 #[tokio::test]
 async fn config_all_is_dist_install_all_with_the_aggregated_api_and_two_spread_replicas() {
-    let built = objects(&kustomize("config/all"));
-    let bundle = objects(&std::fs::read_to_string(repo_root().join("dist/install-all.yaml")).expect("read"));
-    assert_eq!(
-        kinds(&built),
-        kinds(&bundle),
-        "config/all and dist/install-all.yaml"
-    );
-    for (key, object) in &built {
-        assert!(
-            numbers_as_floats(object) == numbers_as_floats(&bundle[key]),
-            "{key} differs between config/all and dist/install-all.yaml"
-        );
-    }
+    let built = kustomize_equals_bundle("config/all", "dist/install-all.yaml");
     // Everything of the controller install, plus the aggregated API's objects and the budget.
     let controller = objects(&kustomize("config/default"));
     let extra: Vec<&String> = built.keys().filter(|k| !controller.contains_key(*k)).collect();

@@ -113,6 +113,47 @@ impl Process {
     }
 }
 
+/// `coder-k8s --app=controller` for `namespace` of `cp` as the tests run it out of cluster (Coder Services resolved
+/// to this machine, 1 s requeues, only that namespace watched, cleanup records and the Lease there too, a free
+/// health port); the caller adds `--leader-elect` and where stderr goes, then spawns it.
+pub fn operator_command(cp: &ControlPlane, namespace: &str) -> Command {
+    let [health] = coder_k8s_testenv::free_ports::<1>().expect("a free port");
+    let mut command = Command::new(env!("CARGO_BIN_EXE_coder-k8s"));
+    command
+        .args([
+            "--app=controller",
+            "--service-address-override=127.0.0.1",
+            "--requeue-interval=1s",
+        ])
+        .arg(format!("--watch-namespace={namespace}"))
+        .arg(format!("--health-probe-bind-address=127.0.0.1:{health}"))
+        .env("KUBECONFIG", cp.kubeconfig_path())
+        .env("POD_NAMESPACE", namespace)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null());
+    command
+}
+
+/// A control plane of its own with kube-controller-manager, the scheduler and kwok, and a kwok node of each name
+/// (pods scheduled there turn Running and Ready), started once in `cell`.
+pub async fn kwok_control_plane(
+    cell: &'static OnceCell<ControlPlane>,
+    nodes: &[&str],
+) -> &'static ControlPlane {
+    cell.get_or_init(|| async {
+        let cp = ControlPlane::builder()
+            .with_kwok()
+            .start()
+            .await
+            .expect("start a control plane with kwok");
+        for node in nodes {
+            cp.create_fake_node(node).await.expect("a fake node");
+        }
+        cp
+    })
+    .await
+}
+
 /// `gitopseval`, which runs the GitOps health rules in the engines Argo CD and Flux run them in, built from its Go
 /// module (testenv/go/gitops) by hack/build-testenv.sh when missing.
 fn gitopseval() -> std::path::PathBuf {
