@@ -270,6 +270,11 @@ where
         + 'static,
     PartialObjectMeta<K>: Object + Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>,
 {
+    /// Whether the API was found and its watch started (its cache may still wait for the first list).
+    pub fn found(&self) -> bool {
+        self.informer.get().is_some()
+    }
+
     /// The cache once it holds its first list; `None` while the API was not found.
     pub fn cache(&self) -> Option<&Arc<Informer<Slim<K>>>> {
         self.informer.get().filter(|informer| informer.is_ready())

@@ -222,15 +222,10 @@ where
     let (ctx, cp) = (pass.ctx, pass.object);
     let wanted = object.is_some();
     let spec_changed = cp.status.as_ref().and_then(|s| s.observed_generation) != cp.metadata.generation;
-    if !wanted && !spec_changed {
-        return Ok(());
-    }
-    if wanted && watch.cache().is_none() {
-        ctx.k8s.caches.discover(watch).await;
-    }
-    if !wanted && watch.cache().is_none() {
-        // The API was not found, so no object of ours can exist.
-        return Ok(());
+    match optional_step(wanted, spec_changed, watch.found()) {
+        OptionalStep::Nothing => return Ok(()),
+        OptionalStep::DiscoverThenWrite => ctx.k8s.caches.discover(watch).await,
+        OptionalStep::Write => {}
     }
     match write_optional(pass, id, watch, name, object).await {
         Err(kube::Error::Api(status)) if status.code == 404 => {
@@ -241,6 +236,29 @@ where
             Ok(())
         }
         other => other.map_err(Error::from),
+    }
+}
+
+/// What a pass does about an object whose API is optional.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum OptionalStep {
+    /// Nothing to write: nothing is wanted and the spec did not change, or the API was never found (so no object of
+    /// ours can exist).
+    Nothing,
+    /// Look for the API first (it may have been installed since), then write.
+    DiscoverThenWrite,
+    /// Apply the wanted object or remove ours (from the watch cache once it is ready, else after a GET).
+    Write,
+}
+
+/// The step for an optional object. `api_found` means the API was discovered and its watch started, not that the
+/// watch's first list has arrived: a removal right after the watch started must still happen (found by a GET), or the
+/// object would stay for good, since the next passes see an unchanged spec.
+fn optional_step(wanted: bool, spec_changed: bool, api_found: bool) -> OptionalStep {
+    match (wanted, spec_changed, api_found) {
+        (false, false, _) | (false, true, false) => OptionalStep::Nothing,
+        (true, _, false) => OptionalStep::DiscoverThenWrite,
+        (_, _, true) => OptionalStep::Write,
     }
 }
 
@@ -435,4 +453,31 @@ async fn list_referrers(pass: &ControlPlanePass<'_>, id: &ControlPlaneId) -> Res
         }));
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{OptionalStep, optional_step};
+
+    #[test]
+    fn an_optional_object_is_removed_while_its_watch_is_still_starting() {
+        // Turned off in the spec, the API found, the watch's first list not in yet: remove (found by a GET).
+        assert_eq!(optional_step(false, true, true), OptionalStep::Write);
+    }
+
+    #[test]
+    fn an_optional_object_is_left_alone_when_nothing_asks_for_a_write() {
+        assert_eq!(optional_step(false, false, true), OptionalStep::Nothing);
+        assert_eq!(optional_step(false, false, false), OptionalStep::Nothing);
+        // Never found: no object of ours can exist.
+        assert_eq!(optional_step(false, true, false), OptionalStep::Nothing);
+    }
+
+    #[test]
+    fn a_wanted_optional_object_looks_for_its_api_until_found() {
+        assert_eq!(optional_step(true, false, false), OptionalStep::DiscoverThenWrite);
+        assert_eq!(optional_step(true, true, false), OptionalStep::DiscoverThenWrite);
+        assert_eq!(optional_step(true, false, true), OptionalStep::Write);
+        assert_eq!(optional_step(true, true, true), OptionalStep::Write);
+    }
 }
