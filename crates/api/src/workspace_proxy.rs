@@ -17,6 +17,11 @@ pub const PRIMARY_ACCESS_URL_ARG_MESSAGE: &str = "spec.extraArgs must not set --
 /// Annotation on the generated token Secret with the ID of the proxy the operator created in Coder for this object:
 /// the proof that lets it regenerate that proxy's token later.
 pub const PROXY_ID_ANNOTATION: &str = "coder.com/workspace-proxy-id";
+/// Annotation on the generated token Secret, written (with no token yet) just before the operator asks Coder to
+/// create the proxy: a proxy of that name Coder created after it is this object's, so a create whose answer (the only
+/// copy of the token) was lost with the process is taken over on the next pass instead of reported as someone else's.
+/// Emptied once the token and the proxy's ID are stored.
+pub const PROXY_CREATE_STARTED_ANNOTATION: &str = "coder.com/workspace-proxy-create-started-at";
 
 /// Condition types of a CoderWorkspaceProxy.
 pub mod conditions {

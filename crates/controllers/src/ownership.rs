@@ -91,6 +91,24 @@ pub fn ownership_condition(not_owned: &[NotOwned]) -> Option<Decided> {
     ))
 }
 
+/// How much earlier than a create marker Coder's clock may date what it created: the operator and Coder read
+/// different clocks.
+const CLOCK_SKEW_SECONDS: i64 = 5;
+
+/// Whether Coder created something at `created_at` after a create that began at `started_at` (both RFC 3339; Coder's
+/// clock may be [`CLOCK_SKEW_SECONDS`] behind). Used with a create marker on an owned Secret, written before a create
+/// whose answer carries the only copy of a credential: what Coder created after the marker is the marker holder's,
+/// even when the process that asked died before it stored the answer. Unreadable times prove nothing.
+pub fn created_after(created_at: &str, started_at: &str) -> bool {
+    use k8s_openapi::jiff::{SignedDuration, Timestamp};
+    match (created_at.parse::<Timestamp>(), started_at.parse::<Timestamp>()) {
+        (Ok(created), Ok(started)) => started
+            .checked_sub(SignedDuration::from_secs(CLOCK_SKEW_SECONDS))
+            .is_ok_and(|earliest| created >= earliest),
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -163,5 +181,16 @@ mod tests {
         assert!(controlled_by(&meta, "b"));
         assert!(!controlled_by(&meta, "a"), "an owner that is not the controller");
         assert!(!controlled_by(&ObjectMeta::default(), "b"));
+    }
+
+    #[test]
+    fn only_what_coder_created_after_a_create_marker_counts() {
+        let at = "2026-12-06T07:00:00Z";
+        assert!(created_after(at, "2026-12-06T06:59:59Z"));
+        // Coder's clock a little behind the operator's.
+        assert!(created_after(at, "2026-12-06T07:00:05Z"));
+        assert!(!created_after(at, "2026-12-06T07:00:06Z"));
+        assert!(!created_after("soon", at));
+        assert!(!created_after(at, "yesterday"));
     }
 }

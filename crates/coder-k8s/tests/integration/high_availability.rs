@@ -234,7 +234,14 @@ async fn all_mode_install_walks_and_keeps_the_aggregated_api_answering_through_a
     assert_success(&out, "the install-check walkthrough");
     let printed = stdout(&out);
     assert!(printed.contains("replica-a"), "the Lease holder: {printed}");
-    for resource in ["coderworkspaces", "codertemplates", "codertemplateversions"] {
+    for resource in [
+        "coderworkspaces",
+        "codertemplates",
+        "codertemplateversions",
+        "coderorganizations",
+        "codergroups",
+        "coderusers",
+    ] {
         assert!(printed.contains(resource), "{resource} is served: {printed}");
     }
     let pods = json_of(
@@ -528,5 +535,91 @@ async fn an_operator_killed_while_coder_creates_a_key_leaves_no_key_behind() {
     assert!(
         secret.data.unwrap_or_default()["key"].0.len() > 10,
         "the Secret holds the new key"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_killed_while_coder_creates_a_proxy_leaves_it_to_the_next_one() {
+    use crate::workspace_proxy::{create_proxy, mark, wait_reason};
+    use coder_k8s_coder_testserver::{Entitlement, Fault, FaultRule};
+    use k8s_openapi::api::core::v1::Secret;
+    let h = harness("killed-proxy").await;
+    h.stop.send(true).unwrap();
+    h.server.set_entitlement("workspace_proxy", Entitlement::Entitled);
+    let admin_token = h.server.mint_token("proxy-admin", &["owner"]).await.unwrap();
+    let coder_url = h.server.url().as_str().trim_end_matches('/').to_owned();
+    h.put_secret("coder-admin", &[("token", &admin_token)]).await;
+    mark(&h, "coder-admin", &coder_url).await;
+    // Coder creates the proxy, and its answer (the only copy of the token) never reaches the operator that asked.
+    h.server.add_fault(FaultRule {
+        method: Some("POST".to_owned()),
+        path_prefix: "/api/v2/workspaceproxies".to_owned(),
+        fault: Fault::HandleThenHold(Duration::from_secs(120)),
+        times: Some(1),
+    });
+    let first = replica(&h, "first");
+    let spec = serde_json::json!({"bootstrap": {"coderURL": coder_url, "credentialsSecretRef": {"name": "coder-admin"}}});
+    create_proxy(&h, "east", spec).await;
+    let coder = h.coder(&admin_token);
+    wait_for(
+        || async { coder.workspace_proxy("east").await.is_ok() },
+        "the proxy created in Coder, its answer held",
+    )
+    .await;
+    let created = coder.workspace_proxy("east").await.unwrap();
+    let secrets: kube::Api<Secret> = h.api();
+    let marked = secrets.get("east-proxy-token").await.unwrap();
+    let marker = marked.metadata.annotations.clone().unwrap_or_default();
+    assert!(
+        marker
+            .get("coder.com/workspace-proxy-create-started-at")
+            .is_some_and(|at| !at.is_empty()),
+        "the owned token Secret was marked before the create: {marker:?}"
+    );
+    assert!(
+        marked.data.unwrap_or_default()["token"].0.is_empty(),
+        "no token before Coder answers"
+    );
+    drop(first); // SIGKILL: the token is lost with the process
+    let _second = replica(&h, "second");
+
+    wait_reason(&h, "east", "ProxyRegistered", "Registered").await;
+    let taken_over = coder.workspace_proxy("east").await.unwrap();
+    assert_eq!(taken_over.id, created.id, "the same proxy, not a second one");
+    let secret = secrets.get("east-proxy-token").await.unwrap();
+    let annotations = secret.metadata.annotations.unwrap_or_default();
+    assert_eq!(
+        annotations.get("coder.com/workspace-proxy-id"),
+        Some(&created.id.to_string())
+    );
+    assert!(
+        annotations
+            .get("coder.com/workspace-proxy-create-started-at")
+            .is_none_or(String::is_empty),
+        "the create marker is spent once the token is stored: {annotations:?}"
+    );
+    let token = String::from_utf8(secret.data.unwrap()["token"].0.clone()).unwrap();
+    assert!(
+        token.starts_with(&format!("{}:", created.id)),
+        "the Secret holds a token of that proxy"
+    );
+    // The whole request log: one create (the lost one), then the token regenerated on that proxy.
+    let writes: Vec<(String, String)> = h
+        .server
+        .requests()
+        .into_iter()
+        .filter(|r| r.path.starts_with("/api/v2/workspaceproxies") && r.method != "GET")
+        .map(|r| (r.method, r.path))
+        .collect();
+    assert_eq!(
+        writes,
+        vec![
+            ("POST".to_owned(), "/api/v2/workspaceproxies".to_owned()),
+            (
+                "PATCH".to_owned(),
+                format!("/api/v2/workspaceproxies/{}", created.id)
+            ),
+        ],
+        "Coder's proxy writes"
     );
 }

@@ -16,6 +16,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use kube::Resource;
 
 use crate::digest::{fnv32a_hex, hashed_name, hashed_object_name};
+use crate::ownership::created_after;
 use crate::workload::{self, secret_env, value_env};
 
 /// `app.kubernetes.io/name` of provisioner objects.
@@ -32,8 +33,6 @@ pub const KEY_ID_ANNOTATION: &str = "coder.com/provisioner-key-id";
 /// a create cut off before the key and its ID reached the Secret (a crash, a lost leader) leaves no key nobody owns:
 /// the next pass replaces it.
 pub const KEY_CREATE_STARTED_ANNOTATION: &str = "coder.com/provisioner-key-create-started-at";
-/// How much earlier than the create marker Coder's clock may date the key it created.
-const CLOCK_SKEW_SECONDS: i64 = 5;
 
 /// Names of the objects a provisioner owns.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -362,18 +361,6 @@ pub struct KeyProof<'a> {
     /// The create marker on the owned key Secret (`coder.com/provisioner-key-create-started-at`): a key Coder created
     /// after it is this provisioner's.
     pub create_started_at: Option<&'a str>,
-}
-
-/// Whether Coder created a key at `created_at` after a create that began at `started_at` (both RFC 3339; Coder's
-/// clock may be [`CLOCK_SKEW_SECONDS`] behind). Unreadable times prove nothing.
-pub fn created_after(created_at: &str, started_at: &str) -> bool {
-    use k8s_openapi::jiff::{SignedDuration, Timestamp};
-    match (created_at.parse::<Timestamp>(), started_at.parse::<Timestamp>()) {
-        (Ok(created), Ok(started)) => started
-            .checked_sub(SignedDuration::from_secs(CLOCK_SKEW_SECONDS))
-            .is_ok_and(|earliest| created >= earliest),
-        _ => false,
-    }
 }
 
 /// Decides from Coder's key of this name (if any), the proof of ownership, whether the owned Secret holds a key,
@@ -761,6 +748,5 @@ mod tests {
             not_owned
         );
         assert_eq!(key_plan(k1, marked("yesterday"), false, false), not_owned);
-        assert!(!created_after("soon", "2026-12-06T07:00:00Z"));
     }
 }

@@ -21,6 +21,7 @@ use kube::Resource;
 
 use crate::credentials;
 use crate::digest::hashed_object_name;
+use crate::ownership::created_after;
 use crate::workload::{self, secret_env, service_port, value_env};
 
 /// Container port of the proxy.
@@ -271,10 +272,23 @@ pub fn registration_plan(secret: Option<(bool, bool)>) -> RegistrationPlan {
     }
 }
 
-/// Whether the proxy Coder holds under the bootstrap name, with `existing_id`, is the one this object created: its
-/// ID is the one recorded on the owned token Secret. Anyone else's proxy is never taken over.
-pub fn proxy_owned(existing_id: &str, recorded_id: Option<&str>) -> bool {
-    recorded_id == Some(existing_id)
+/// What proves that a proxy Coder holds under the bootstrap name is the one this object created.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ProxyProof<'a> {
+    /// The proxy ID recorded on the owned token Secret, else remembered by this process.
+    pub recorded_id: Option<&'a str>,
+    /// The create marker on the owned token Secret (`coder.com/workspace-proxy-create-started-at`).
+    pub create_started_at: Option<&'a str>,
+}
+
+/// Whether the proxy Coder holds under the bootstrap name, with `existing_id`, created at `existing_created_at`, is
+/// the one this object created: its ID is the recorded one, or Coder created it after the owned token Secret's create
+/// marker (the create's answer was lost before the token was stored). Anyone else's proxy is never taken over.
+pub fn proxy_owned(existing_id: &str, existing_created_at: &str, proof: ProxyProof<'_>) -> bool {
+    proof.recorded_id == Some(existing_id)
+        || proof
+            .create_started_at
+            .is_some_and(|started| created_after(existing_created_at, started))
 }
 
 /// The proxy name, display name and icon sent to Coder when it creates the proxy (each defaulted when empty).

@@ -5,7 +5,9 @@
 use std::sync::Arc;
 
 use coder_k8s_api::shared::DEFAULT_TOKEN_SECRET_KEY;
-use coder_k8s_api::workspace_proxy::{CoderWorkspaceProxy, PROXY_ID_ANNOTATION, ProxyBootstrapSpec};
+use coder_k8s_api::workspace_proxy::{
+    CoderWorkspaceProxy, PROXY_CREATE_STARTED_ANNOTATION, PROXY_ID_ANNOTATION, ProxyBootstrapSpec,
+};
 use k8s_openapi::api::core::v1::Secret;
 
 use super::desired;
@@ -67,12 +69,24 @@ impl TokenSecret {
 
     /// The ID of the proxy this object created, as recorded on the Secret.
     pub fn recorded_proxy_id(&self) -> Option<String> {
+        self.annotation(PROXY_ID_ANNOTATION)
+    }
+
+    /// When this object began creating its proxy in Coder, while the create's token is not stored yet.
+    pub fn create_started_at(&self) -> Option<String> {
+        self.annotation(PROXY_CREATE_STARTED_ANNOTATION)
+    }
+
+    /// A non-empty annotation of the Secret (only read while the Secret is this proxy's or absent: the registration
+    /// plan refuses any other).
+    fn annotation(&self, name: &str) -> Option<String> {
         self.live
             .as_ref()?
             .metadata
             .annotations
             .as_ref()?
-            .get(PROXY_ID_ANNOTATION)
+            .get(name)
+            .filter(|value| !value.is_empty())
             .cloned()
     }
 }

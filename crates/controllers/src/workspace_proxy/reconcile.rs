@@ -9,11 +9,16 @@ use coder_k8s_api::shared::{
     CREDENTIAL_DESTINATIONS_ANNOTATION, CREDENTIAL_LABEL, DEFAULT_TOKEN_SECRET_KEY, SecretKeySelector,
     WorkloadPhase,
 };
-use coder_k8s_api::workspace_proxy::{CoderWorkspaceProxy, PROXY_ID_ANNOTATION, ProxyBootstrapSpec};
+use coder_k8s_api::workspace_proxy::{
+    CoderWorkspaceProxy, PROXY_CREATE_STARTED_ANNOTATION, PROXY_ID_ANNOTATION, ProxyBootstrapSpec,
+};
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
 use kube::runtime::controller::Action;
 
-use super::coder::{self, Registration};
-use super::desired::{self, RegistrationPlan};
+use super::coder::{self, Lookup, Registration};
+use super::desired::{self, ProxyProof, RegistrationPlan};
 use super::inputs::{self, TokenSecret};
 use super::status::{self, Outcome};
 use crate::apply::Owned;
@@ -99,19 +104,24 @@ async fn register_in_coder(
     token_secret: &TokenSecret,
     origin: &str,
 ) -> Result<(), Halt<Outcome>> {
-    // The record on the Secret, else what this operator saw earlier (the Secret may have been deleted).
-    let recorded = token_secret
-        .recorded_proxy_id()
-        .or_else(|| pass.memory().proxy_id);
-    let refusal = match registration(pass, bootstrap, recorded.as_deref()).await? {
-        Registration::Token { token, proxy_id } => {
+    let refusal = match registration(pass, bootstrap, token_secret, origin).await? {
+        (Registration::Token { token, proxy_id }, written) => {
             // Created or regenerated for this object: its own, even if the Secret write below fails.
             pass.remember(|memory| memory.proxy_id = Some(proxy_id.clone()));
-            let stored = store_token(pass, token_secret, (&token, &proxy_id), origin).await?;
-            (!stored).then(|| status::token_secret_not_owned(&token_secret.name))
+            let live = written.as_ref().or(token_secret.live.as_deref());
+            let record = TokenRecord {
+                token: &token,
+                proxy_id: Some(&proxy_id),
+                create_started_at: None,
+            };
+            let stored = write_token_secret(pass, &token_secret.name, record, origin, live).await?;
+            stored
+                .is_none()
+                .then(|| status::token_secret_not_owned(&token_secret.name))
         }
-        Registration::NotOwned { proxy_name } => Some(status::proxy_not_owned(&proxy_name)),
-        Registration::Failed(message) => Some(status::registration_failed(message)),
+        (Registration::NotOwned { proxy_name }, _) => Some(status::proxy_not_owned(&proxy_name)),
+        (Registration::SecretTaken, _) => Some(status::token_secret_not_owned(&token_secret.name)),
+        (Registration::Failed(message), _) => Some(status::registration_failed(message)),
     };
     match refusal {
         Some(refusal) => {
@@ -122,54 +132,110 @@ async fn register_in_coder(
     }
 }
 
-/// Reads the bootstrap credential and registers the proxy.
+/// Reads the bootstrap credential, looks the proxy up and registers it; with the token Secret as written by the
+/// create marker step, when there was one.
 async fn registration(
     pass: &ProxyPass<'_>,
     bootstrap: &ProxyBootstrapSpec,
-    recorded: Option<&str>,
-) -> Result<Registration, Error> {
+    token_secret: &TokenSecret,
+    origin: &str,
+) -> Result<(Registration, Option<Secret>), Error> {
     let Some(credential) = inputs::bootstrap_credential(pass, bootstrap).await? else {
         let secret = &bootstrap.credentials_secret_ref.name;
-        return Ok(Registration::Failed(format!(
-            "Secret {secret:?} has no credential"
-        )));
+        let failed = Registration::Failed(format!("Secret {secret:?} has no credential"));
+        return Ok((failed, None));
     };
     let Ok(url) = url::Url::parse(&bootstrap.coder_url) else {
-        return Ok(Registration::Failed("bootstrap.coderURL is not a URL".to_owned()));
+        let failed = Registration::Failed("bootstrap.coderURL is not a URL".to_owned());
+        return Ok((failed, None));
     };
-    Ok(match pass.ctx.uncached_coder_client(&url, &credential) {
-        Ok(client) => coder::register(&client, &pass.name(), bootstrap, recorded)
-            .await
-            .unwrap_or_else(|error| Registration::Failed(error.to_string())),
-        Err(error) => Registration::Failed(error.to_string()),
-    })
+    let client = match pass.ctx.uncached_coder_client(&url, &credential) {
+        Ok(client) => client,
+        Err(error) => return Ok((Registration::Failed(error.to_string()), None)),
+    };
+    // The record on the Secret, else what this operator saw earlier (the Secret may have been deleted).
+    let recorded = token_secret
+        .recorded_proxy_id()
+        .or_else(|| pass.memory().proxy_id);
+    let marker = token_secret.create_started_at();
+    let proof = ProxyProof {
+        recorded_id: recorded.as_deref(),
+        create_started_at: marker.as_deref(),
+    };
+    let failed = |error: coder_k8s_coder_client::Error| Registration::Failed(error.to_string());
+    Ok(
+        match coder::look_up(&client, &pass.name(), bootstrap, proof).await {
+            Err(error) => (failed(error), None),
+            Ok(Lookup::NotOwned { proxy_name }) => (Registration::NotOwned { proxy_name }, None),
+            Ok(Lookup::Owned(request)) => {
+                let registration = coder::regenerate(&client, &request).await;
+                (registration.unwrap_or_else(failed), None)
+            }
+            Ok(Lookup::Absent(request)) => {
+                // Coder has no proxy of that name: mark the Secret before the create, whose answer is the only copy of
+                // the token, so a proxy left by a create cut off here is known as this object's on the next pass.
+                let record = TokenRecord {
+                    token: "",
+                    proxy_id: None,
+                    create_started_at: Some(Timestamp::now().to_string()),
+                };
+                let live = token_secret.live.as_deref();
+                let Some(marked) = write_token_secret(pass, &token_secret.name, record, origin, live).await?
+                else {
+                    return Ok((Registration::SecretTaken, None));
+                };
+                let registration = coder::create(&client, &request).await;
+                (registration.unwrap_or_else(failed), Some(marked))
+            }
+        },
+    )
+}
+
+/// What goes into the generated token Secret at each step of a registration.
+struct TokenRecord<'a> {
+    /// The proxy token (empty while the create is under way).
+    token: &'a str,
+    /// The ID of the proxy the token is of.
+    proxy_id: Option<&'a str>,
+    /// When the create began (only while it is under way).
+    create_started_at: Option<String>,
 }
 
 /// The generated token Secret: owned, itself a credential Secret for the primary access URL's origin, and the
-/// record of which proxy in Coder this object created. `false` when the name is taken by a Secret this proxy does
-/// not control (nothing is written).
-async fn store_token(
+/// record of which proxy in Coder this object created (or, during a create, of when it began). `None` when the name
+/// is taken by a Secret this proxy does not control (nothing is written). An annotation of ours the record leaves out
+/// is emptied rather than dropped (a replaced Secret keeps the annotations it has), so neither a stale ID nor a spent
+/// marker outlives its step.
+async fn write_token_secret(
     pass: &ProxyPass<'_>,
-    token_secret: &TokenSecret,
-    (token, proxy_id): (&str, &str),
+    name: &str,
+    record: TokenRecord<'_>,
     origin: &str,
-) -> Result<bool, Error> {
+    live: Option<&Secret>,
+) -> Result<Option<Secret>, Error> {
     let mut labels = desired::labels(&pass.name());
     labels.insert(CREDENTIAL_LABEL.to_owned(), "true".to_owned());
+    let mut annotations =
+        BTreeMap::from([(CREDENTIAL_DESTINATIONS_ANNOTATION.to_owned(), origin.to_owned())]);
+    for (annotation, value) in [
+        (PROXY_ID_ANNOTATION, record.proxy_id.map(str::to_owned)),
+        (PROXY_CREATE_STARTED_ANNOTATION, record.create_started_at),
+    ] {
+        let carried = live.is_some_and(|s| s.annotations().get(annotation).is_some_and(|v| !v.is_empty()));
+        match value {
+            Some(value) => drop(annotations.insert(annotation.to_owned(), value)),
+            None if carried => drop(annotations.insert(annotation.to_owned(), String::new())),
+            None => {}
+        }
+    }
     let secret = OwnedSecret {
-        name: &token_secret.name,
+        name,
         labels,
-        annotations: BTreeMap::from([
-            (CREDENTIAL_DESTINATIONS_ANNOTATION.to_owned(), origin.to_owned()),
-            (PROXY_ID_ANNOTATION.to_owned(), proxy_id.to_owned()),
-        ]),
+        annotations,
         key: DEFAULT_TOKEN_SECRET_KEY,
-        value: token.as_bytes(),
+        value: record.token.as_bytes(),
     };
-    let stored = secret
-        .store(pass.ctx, pass.object, token_secret.live.as_deref())
-        .await?;
-    Ok(stored.is_some())
+    secret.store(pass.ctx, pass.object, live).await
 }
 
 /// Applies the ServiceAccount (when asked for), the Service, the Deployment and the PodDisruptionBudget (or removes

@@ -72,14 +72,41 @@ pub fn registered() -> Decided {
 
 #[cfg(test)]
 mod tests {
-    use super::super::desired::proxy_owned;
+    use super::super::desired::{ProxyProof, proxy_owned};
     use super::*;
+
+    const CREATED: &str = "2026-12-06T07:00:00Z";
 
     #[test]
     fn only_the_recorded_proxy_is_taken_over() {
-        assert!(proxy_owned("p1", Some("p1")));
-        assert!(!proxy_owned("p1", Some("p2")));
-        assert!(!proxy_owned("p1", None), "nothing recorded: someone else's proxy");
+        let recorded = |id| ProxyProof {
+            recorded_id: Some(id),
+            ..ProxyProof::default()
+        };
+        assert!(proxy_owned("p1", CREATED, recorded("p1")));
+        assert!(!proxy_owned("p1", CREATED, recorded("p2")));
+        assert!(
+            !proxy_owned("p1", CREATED, ProxyProof::default()),
+            "nothing recorded: someone else's proxy"
+        );
         assert_eq!(proxy_not_owned("eu").reason, reasons::PROXY_NOT_OWNED);
+    }
+
+    #[test]
+    fn a_proxy_coder_created_after_the_create_marker_is_taken_over() {
+        let marked = |started| ProxyProof {
+            create_started_at: Some(started),
+            ..ProxyProof::default()
+        };
+        // The create's answer was lost (a crash): the proxy made after the marker is this object's.
+        assert!(proxy_owned("p1", CREATED, marked("2026-12-06T06:59:58Z")));
+        // A proxy that was there well before the marker is someone else's, as is any when a time cannot be read.
+        assert!(!proxy_owned("p1", CREATED, marked("2026-12-06T07:00:30Z")));
+        assert!(!proxy_owned(
+            "p1",
+            "0001-01-01T00:00:00Z",
+            marked("2026-12-06T06:59:58Z")
+        ));
+        assert!(!proxy_owned("p1", CREATED, marked("not a time")));
     }
 }
