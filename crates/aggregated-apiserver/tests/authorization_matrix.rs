@@ -16,8 +16,8 @@ use coder_k8s_aggregated_apiserver::coder::template_import::{
     BACKOFF_AFTER_ENV, INITIAL_POLL_ENV, MAX_POLL_ENV, SettingsSource, WAIT_TIMEOUT_ENV,
 };
 use coder_k8s_aggregated_apiserver::coder::{
-    StaticBackend, StaticProvider, promote, template_versions, templates, transitions, workspace_log,
-    workspaces,
+    StaticBackend, StaticProvider, groups, organizations, promote, template_versions, templates, transitions,
+    users, workspace_log, workspaces,
 };
 use coder_k8s_aggregated_apiserver::generic::Registry;
 use coder_k8s_coder_client::types::builds::Transition;
@@ -67,7 +67,14 @@ fn registry(server: &TestServer, token: &str) -> Registry {
     Registry {
         group: "aggregation.coder.com",
         version: "v1alpha1",
-        resources: vec![workspace_def, template_def, template_versions::resource(provider)],
+        resources: vec![
+            workspace_def,
+            template_def,
+            template_versions::resource(provider.clone()),
+            organizations::resource(provider.clone()),
+            groups::resource(provider.clone()),
+            users::resource(provider),
+        ],
     }
 }
 
@@ -104,6 +111,12 @@ const GRANTS: &[Grant] = &[
     Grant { user: "ver-list", resource: "codertemplateversions", verbs: &["list"] },
     Grant { user: "ver-watch", resource: "codertemplateversions", verbs: &["watch"] },
     Grant { user: "ver-create", resource: "codertemplateversions", verbs: &["create"] },
+    Grant { user: "org-get", resource: "coderorganizations", verbs: &["get"] },
+    Grant { user: "org-list", resource: "coderorganizations", verbs: &["list"] },
+    Grant { user: "grp-get", resource: "codergroups", verbs: &["get"] },
+    Grant { user: "grp-list", resource: "codergroups", verbs: &["list"] },
+    Grant { user: "usr-get", resource: "coderusers", verbs: &["get"] },
+    Grant { user: "usr-list", resource: "coderusers", verbs: &["list"] },
 ];
 
 async fn bind(cp: &ControlPlane, grant: &Grant) {
@@ -170,6 +183,8 @@ struct Operation {
     args: Vec<String>,
     stdin: Option<String>,
     after: After,
+    /// Denied, not even a read reaches Coder (the whole request log stays empty).
+    reads_nothing_when_denied: bool,
 }
 
 fn op(what: &str, allowed: &'static [&'static str], args: &[&str]) -> Operation {
@@ -179,6 +194,7 @@ fn op(what: &str, allowed: &'static [&'static str], args: &[&str]) -> Operation 
         args: args.iter().map(|a| (*a).to_owned()).collect(),
         stdin: None,
         after: After::Nothing,
+        reads_nothing_when_denied: false,
     }
 }
 
@@ -190,6 +206,11 @@ impl Operation {
 
     fn settles(mut self) -> Self {
         self.after = After::SettleWorkspace;
+        self
+    }
+
+    fn reads_nothing_when_denied(mut self) -> Self {
+        self.reads_nothing_when_denied = true;
         self
     }
 }
@@ -435,6 +456,47 @@ fn template_operations(
     ]
 }
 
+/// The reads of organizations, groups and users. Denied, they must reach Coder not at all (checked on the whole
+/// request log, see [`check`]).
+fn people_operations(org: &str) -> Vec<Operation> {
+    let group = format!("{org}.Everyone");
+    vec![
+        op(
+            "get an organization",
+            &["org-get"],
+            &["get", "coderorganizations", org, "-n", NAMESPACE],
+        ),
+        op(
+            "list organizations",
+            &["org-list"],
+            &["get", "coderorganizations", "-n", NAMESPACE],
+        ),
+        op(
+            "get a group",
+            &["grp-get"],
+            &["get", "codergroups", group.as_str(), "-n", NAMESPACE],
+        ),
+        op(
+            "list groups",
+            &["grp-list"],
+            &["get", "codergroups", "-n", NAMESPACE],
+        ),
+        op(
+            "get a user",
+            &["usr-get"],
+            &["get", "coderusers", OWNER, "-n", NAMESPACE],
+        ),
+        op(
+            "list users",
+            &["usr-list"],
+            &["get", "coderusers", "-n", NAMESPACE],
+        ),
+    ]
+    .into_iter()
+    .map(Operation::reads_nothing_when_denied)
+    .collect()
+}
+
 /// Every request the test server received that is not a read.
 fn writes(server: &TestServer) -> Vec<String> {
     server
@@ -502,6 +564,19 @@ async fn check(cp: &ControlPlane, server: &TestServer, client: &CoderClient, ope
             operation.what,
             grant.user
         );
+        if operation.reads_nothing_when_denied {
+            let reached: Vec<String> = server
+                .requests()
+                .iter()
+                .map(|r| format!("{} {}", r.method, r.path))
+                .collect();
+            assert!(
+                reached.is_empty(),
+                "{} as {}: denied, yet Coder was asked {reached:?}",
+                operation.what,
+                grant.user
+            );
+        }
     }
     for grant in allowed {
         let out = run_as(cp, grant.user, operation);
@@ -598,13 +673,14 @@ async fn each_verb_on_each_resource_allows_exactly_its_own_request_and_denied_on
             &org,
             &template.active_version_id.to_string(),
             &version_name,
-        ));
+        ))
+        .chain(people_operations(&org));
     let mut checked = 0;
     for operation in operations {
         check(cp, &server, &client, &operation).await;
         checked += 1;
     }
-    assert_eq!(checked, 22, "every operation ran");
+    assert_eq!(checked, 28, "every operation ran");
 
     // The allowed writes did reach Coder.
     let ws = client.workspace_by_owner_and_name(OWNER, "ws").await.unwrap();

@@ -571,7 +571,14 @@ async fn the_control_plane_provider_follows_the_eligibility_rules_on_a_real_apis
     // No control plane at all: not served, so lists are empty and gets are 404 (a namespace can be deleted).
     let empty = kube.namespace("agg-empty").await.unwrap();
     assert!(provider.resolve(Some(&empty)).await.unwrap().is_empty());
-    for plural in ["coderworkspaces", "codertemplates", "codertemplateversions"] {
+    for plural in [
+        "coderworkspaces",
+        "codertemplates",
+        "codertemplateversions",
+        "coderorganizations",
+        "codergroups",
+        "coderusers",
+    ] {
         assert!(
             list(&registry, plural, Some(&empty)).await.unwrap().is_empty(),
             "{plural}"

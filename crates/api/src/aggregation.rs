@@ -2,9 +2,12 @@
 //! stored in etcd): `CoderWorkspace`, `CoderTemplate`, `CoderTemplateVersion`, their lists, and the bodies of the
 //! `start`/`stop`, `promote` and `log` subresources. Field names and omission rules follow the v0.1.5 JSON: a
 //! string, number or time is left out when empty, except where a field comment says it is always written.
-//! [`names`] holds the syntax of their object names.
+//! [`people`] holds `CoderOrganization`, `CoderGroup` and `CoderUser`; [`names`] the syntax of all object names.
 
 pub mod names;
+pub mod people;
+
+pub use people::*;
 
 use std::collections::BTreeMap;
 

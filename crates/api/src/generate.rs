@@ -7,7 +7,9 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::CustomResourceExt;
 use serde_json::Value;
 
-use crate::aggregation::{self, CoderTemplate, CoderTemplateVersion, CoderWorkspace};
+use crate::aggregation::{
+    self, CoderGroup, CoderOrganization, CoderTemplate, CoderTemplateVersion, CoderUser, CoderWorkspace,
+};
 use crate::ai_gateway_key::CoderAIGatewayKey;
 use crate::ai_provider::CoderAIProvider;
 use crate::control_plane::CoderControlPlane;
@@ -98,6 +100,13 @@ pub fn aggregated_kinds() -> Vec<(&'static str, &'static str, Value)> {
             "codertemplateversions",
             openapi_schema::<CoderTemplateVersion>(),
         ),
+        (
+            "CoderOrganization",
+            "coderorganizations",
+            openapi_schema::<CoderOrganization>(),
+        ),
+        ("CoderGroup", "codergroups", openapi_schema::<CoderGroup>()),
+        ("CoderUser", "coderusers", openapi_schema::<CoderUser>()),
     ]
 }
 

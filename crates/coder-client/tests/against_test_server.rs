@@ -584,9 +584,11 @@ async fn licenses_upload_list_and_duplicate() {
 #[tokio::test]
 async fn groups_of_the_default_organization() {
     let env = env("groups").await;
+    env.server.set_entitlement("template_rbac", Entitlement::Entitled);
     let client = env.client();
     let org = client.default_organization().await.unwrap();
     let groups = client.groups("default").await.unwrap();
+    assert!(!groups.is_empty(), "every organization has its Everyone group");
     assert!(groups.iter().all(|g| g.organization_id == org.id), "{groups:?}");
 }
 

@@ -374,7 +374,8 @@ async fn contract_buildinfo(t: &Target) {
     assert_eq!(anonymous.version, info.version);
 }
 
-/// `GET /users/me` and `GET /users/{name|id}`; an unknown user is Coder's 404.
+/// `GET /users/me`, `GET /users/{name|id}`, `GET /users` and `GET /users/{user}/roles`; an unknown user is Coder's
+/// 400.
 async fn contract_users(t: &Target) {
     let client = t.client();
     let me = client.me().await.unwrap();
@@ -386,6 +387,31 @@ async fn contract_users(t: &Target) {
     assert_eq!((by_name.id, &by_name.email), (me.id, &me.email));
     let by_id = client.user(&me.id.to_string()).await.unwrap();
     assert_eq!(by_id.username, t.owner);
+    // The list leaves out system users (the operator's user, this target's owner on the test server); every user it
+    // shows is the one a get by name finds.
+    let listed = client.users().await.unwrap();
+    for user in &listed {
+        assert_eq!(client.user(&user.username).await.unwrap().id, user.id, "{user:?}");
+    }
+    if matches!(t.backend, Backend::Real(_)) {
+        let listed_me = listed
+            .iter()
+            .find(|u| u.id == me.id)
+            .unwrap_or_else(|| panic!("{listed:?}"));
+        assert!(listed_me.has_role("owner"), "{:?}", listed_me.roles);
+    } else {
+        assert!(
+            listed.iter().all(|u| u.id != me.id),
+            "a system user is listed: {listed:?}"
+        );
+    }
+    let roles = client.user_roles(&t.owner).await.unwrap();
+    assert!(roles.roles.contains(&"owner".to_owned()), "{roles:?}");
+    assert_eq!(
+        roles.organization_roles.keys().copied().collect::<Vec<_>>(),
+        vec![t.organization_id],
+        "{roles:?}"
+    );
     // An unknown user is a 400, not a 404: `found` does not apply to users.
     let nobody = unique("nobody");
     let err = client.user(&nobody).await.unwrap_err();

@@ -180,6 +180,20 @@ impl Db {
             .transpose()
     }
 
+    /// Every user a list shows (not deleted, not a system user), by user name.
+    pub(crate) async fn users(&self) -> Result<Vec<User>, tokio_postgres::Error> {
+        let client = self.client().await?;
+        let sql = format!(
+            "SELECT {USER_COLUMNS} FROM users WHERE deleted = false AND is_system = false ORDER BY lower(username)"
+        );
+        client
+            .query(&sql, &[])
+            .await?
+            .iter()
+            .map(User::from_row)
+            .collect()
+    }
+
     pub(crate) async fn user_by_username(
         &self,
         username: &str,

@@ -53,7 +53,8 @@ async fn operator_token_from_bootstrap_authenticates() {
         "Resource not found or you do not have access to this resource"
     );
 
-    // The Everyone group holds the org's members.
+    // The Everyone group holds the org's members (groups are Premium: Template RBAC).
+    env.server.set_entitlement("template_rbac", Entitlement::Entitled);
     let groups: Value = env
         .get("/api/v2/organizations/default/groups")
         .send()

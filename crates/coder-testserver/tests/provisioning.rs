@@ -596,6 +596,8 @@ async fn ai_gateway_keys_are_gated() {
 #[tokio::test]
 async fn mcp_server_routes_need_a_site_owner_answer_404s_and_keep_an_access_list() {
     let env = Env::start("mcpacl", |_| {}).await;
+    // Listing groups below needs Coder's Premium groups (Template RBAC).
+    env.server.set_entitlement("template_rbac", Entitlement::Entitled);
     let base = "/api/v2/organizations/default/mcp-servers";
     let body = json!({ "display_name": "Docs", "slug": "docs", "transport": "streamable_http", "url": "https://mcp.example" });
     // A plain member is refused; an unknown organization or config is Coder's 404 (JSON, not `Route not found.`).

@@ -10,8 +10,6 @@ use coder_k8s_api::aggregation::names as aggregated;
 pub const MAX_LABEL_LENGTH: usize = 63;
 /// The longest Kubernetes object name: a DNS subdomain.
 pub const MAX_OBJECT_NAME_LENGTH: usize = 253;
-/// The longest Coder organization, user, workspace or template name (a segment of an aggregated name).
-pub const MAX_CODER_NAME_LENGTH: usize = 32;
 /// Characters of a refused value shown in its error; a longer value is cut (an argument may be huge).
 const SHOWN_CHARS: usize = 64;
 
@@ -28,6 +26,10 @@ pub enum Rule {
     Workspace,
     /// A CoderTemplate: `<organization>.<template>`, each segment a Coder name.
     Template,
+    /// A CoderGroup: `<organization>.<group>`, each segment a Coder name.
+    Group,
+    /// A CoderOrganization or CoderUser: one Coder name (the kind is named in errors).
+    CoderName(&'static str),
     /// A container of a pod: a DNS-1123 label.
     Container,
     /// The `involvedObject.name` an event is about: the name of an object of any kind, aggregated objects (whose
@@ -45,6 +47,8 @@ impl Rule {
             Self::Object(kind) => format!("{kind} name"),
             Self::Workspace => "CoderWorkspace name (<organization>.<owner>.<workspace>)".to_owned(),
             Self::Template => "CoderTemplate name (<organization>.<template>)".to_owned(),
+            Self::Group => "CoderGroup name (<organization>.<group>)".to_owned(),
+            Self::CoderName(kind) => format!("{kind} name"),
             Self::Container => "container name".to_owned(),
             Self::EventObject => "object name".to_owned(),
             Self::EventKind => "kind".to_owned(),
@@ -58,6 +62,8 @@ impl Rule {
             Self::Object(_) => dns_subdomain(value),
             Self::Workspace => workspace_name(value),
             Self::Template => template_name(value),
+            Self::Group => group_name(value),
+            Self::CoderName(_) => coder_name(value),
             Self::EventObject => object_name_of_any_kind(value),
             Self::EventKind => kind(value),
         }
@@ -152,6 +158,13 @@ fn template_name(value: &str) -> Option<String> {
     }
 }
 
+fn group_name(value: &str) -> Option<String> {
+    match aggregated::parse_group_name(value) {
+        Err(error) => Some(error.reason().to_owned()),
+        Ok(name) => coder_segments(&[("organization", &name.organization), ("group", &name.group)]),
+    }
+}
+
 /// The first segment that is not a Coder name, said with what it is.
 fn coder_segments(segments: &[(&str, &str)]) -> Option<String> {
     segments.iter().find_map(|(what, segment)| {
@@ -160,19 +173,9 @@ fn coder_segments(segments: &[(&str, &str)]) -> Option<String> {
     })
 }
 
-/// Coder's rule for organization, user, workspace and template names: letters (either case), digits and single
-/// hyphens between them, at most 32 characters.
+/// Coder's rule for organization, user, workspace and template names (shared with the aggregated API server).
 fn coder_name(segment: &str) -> Option<String> {
-    if let Some(c) = segment.chars().find(|c| !c.is_ascii_alphanumeric() && *c != '-') {
-        return Some(format!("{c:?} is not allowed; only letters, digits and '-' are"));
-    }
-    if segment.len() > MAX_CODER_NAME_LENGTH {
-        return Some(format!("it is longer than {MAX_CODER_NAME_LENGTH} characters"));
-    }
-    if !starts_and_ends_alphanumeric(segment) || segment.contains("--") {
-        return Some("it must start and end with a letter or digit, with single hyphens between".to_owned());
-    }
-    None
+    aggregated::coder_name_problem(segment)
 }
 
 /// The names Kubernetes stores across kinds: DNS subdomains for most, Coder names (capitals allowed) for the
@@ -347,5 +350,27 @@ mod tests {
     #[test]
     fn control_characters_are_escaped_in_errors() {
         assert!(refused(Rule::Namespace, "a\nb").starts_with("name \"a\\nb\" is not a valid namespace"));
+    }
+
+    #[test]
+    fn group_organization_and_user_names_are_coder_names() {
+        assert_eq!(
+            required("name", "acme.Everyone", Rule::Group),
+            Ok("acme.Everyone")
+        );
+        assert_eq!(
+            refused(Rule::Group, "acme/x.Everyone"),
+            "name \"acme/x.Everyone\" is not a valid CoderGroup name (<organization>.<group>): the organization \
+             \"acme/x\" is not a Coder name: '/' is not allowed; only letters, digits and '-' are"
+        );
+        assert!(refused(Rule::Group, "acme").contains("expected 1 separators"));
+        assert_eq!(
+            required("name", "alice", Rule::CoderName("CoderUser")),
+            Ok("alice")
+        );
+        assert_eq!(
+            refused(Rule::CoderName("CoderUser"), ".."),
+            "name \"..\" is not a valid CoderUser name: '.' is not allowed; only letters, digits and '-' are"
+        );
     }
 }

@@ -133,7 +133,7 @@ async fn every_kubernetes_tool_answers_from_the_real_api_server() {
     let tools = client.list_all_tools().await.unwrap();
     assert_eq!(
         tools.len(),
-        19,
+        25,
         "{:?}",
         tools.iter().map(|t| &t.name).collect::<Vec<_>>()
     );

@@ -128,6 +128,10 @@ enum Rule {
     EventObject,
     /// `involvedObject.kind` of an event: `Pod`, `CoderControlPlane`.
     EventKind,
+    /// `<organization>.<group>`.
+    Group,
+    /// One Coder name (an organization or a user).
+    CoderName,
 }
 
 impl Rule {
@@ -144,6 +148,8 @@ impl Rule {
             ),
             Self::Workspace => format!("acme.alice.{}", "w".repeat(33)),
             Self::Template => format!("acme.{}", "t".repeat(33)),
+            Self::Group => format!("acme.{}", "g".repeat(33)),
+            Self::CoderName => "u".repeat(33),
             Self::EventObject => "o".repeat(254),
             Self::EventKind => format!("K{}", "a".repeat(63)),
         }
@@ -188,6 +194,8 @@ const LIST_NAMESPACE: Argument = optional("namespace", Rule::Label, NS);
 const OBJECT: Argument = required("name", Rule::Subdomain, "coder");
 const WORKSPACE: Argument = required("name", Rule::Workspace, "acme.alice.dev");
 const TEMPLATE: Argument = required("name", Rule::Template, "acme.docker");
+const GROUP: Argument = required("name", Rule::Group, "acme.Everyone");
+const CODER_NAME: Argument = required("name", Rule::CoderName, "alice");
 
 /// Every tool with its namespace and name arguments and the other arguments of a valid call. A tool without
 /// namespace or name arguments is listed with none.
@@ -242,6 +250,12 @@ fn tool_arguments() -> Vec<(&'static str, Vec<Argument>, Value)> {
         ("list_templates", vec![LIST_NAMESPACE], none.clone()),
         ("get_template", vec![NAMESPACE, TEMPLATE], none.clone()),
         ("set_template_running", vec![NAMESPACE, TEMPLATE], running),
+        ("list_organizations", vec![LIST_NAMESPACE], none.clone()),
+        ("get_organization", vec![NAMESPACE, CODER_NAME], none.clone()),
+        ("list_groups", vec![LIST_NAMESPACE], none.clone()),
+        ("get_group", vec![NAMESPACE, GROUP], none.clone()),
+        ("list_users", vec![LIST_NAMESPACE], none.clone()),
+        ("get_user", vec![NAMESPACE, CODER_NAME], none),
     ]
 }
 

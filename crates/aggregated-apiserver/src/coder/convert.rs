@@ -1,17 +1,23 @@
 //! Pure conversions of Coder answers to the served kinds: names by the name rules, `uid` = Coder ID,
 //! `creationTimestamp` = Coder `created_at`, and the `resourceVersion` of each kind (workspace and template version:
-//! hex SHA-256 of the converted object with `resourceVersion` unset; template: `updated_at` in Unix nanoseconds).
+//! hex SHA-256 of the converted object with `resourceVersion` unset, as for organizations, groups and users;
+//! template: `updated_at` in Unix nanoseconds).
 
 use std::collections::BTreeMap;
 
 use coder_k8s_api::aggregation::{
-    API_VERSION, CoderTemplate, CoderTemplateSpec, CoderTemplateStatus, CoderTemplateVersion,
-    CoderTemplateVersionJob, CoderTemplateVersionSpec, CoderTemplateVersionStatus, CoderWorkspace,
-    CoderWorkspaceParameter, CoderWorkspaceSpec, CoderWorkspaceStatus, ORGANIZATION_LABEL, TEMPLATE_LABEL,
+    API_VERSION, CoderGroup, CoderGroupSpec, CoderGroupStatus, CoderOrganization, CoderOrganizationSpec,
+    CoderOrganizationStatus, CoderTemplate, CoderTemplateSpec, CoderTemplateStatus, CoderTemplateVersion,
+    CoderTemplateVersionJob, CoderTemplateVersionSpec, CoderTemplateVersionStatus, CoderUser, CoderUserSpec,
+    CoderUserStatus, CoderWorkspace, CoderWorkspaceParameter, CoderWorkspaceSpec, CoderWorkspaceStatus,
+    ORGANIZATION_LABEL, TEMPLATE_LABEL,
 };
 use coder_k8s_coder_client::types::builds::{Transition, WorkspaceBuildStatus};
+use coder_k8s_coder_client::types::groups::Group;
+use coder_k8s_coder_client::types::organizations::Organization;
 use coder_k8s_coder_client::types::template_versions::TemplateVersion;
 use coder_k8s_coder_client::types::templates::Template;
+use coder_k8s_coder_client::types::users::User;
 use coder_k8s_coder_client::types::workspaces::{Workspace, WorkspaceListing};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
@@ -210,6 +216,97 @@ pub fn template_version(namespace: &str, t: &Template, v: &TemplateVersion) -> R
                 started_at: job.started_at.as_deref().and_then(time),
                 completed_at: job.completed_at.as_deref().and_then(time),
             },
+        },
+    };
+    object.metadata.resource_version = Some(fingerprint(&object)?);
+    to_value(&object)
+}
+
+/// A `CoderOrganization` in `namespace`.
+pub fn organization(namespace: &str, o: &Organization) -> Result<Value, ApiError> {
+    let name = names::single_name("organization", &o.name)?;
+    let mut object = CoderOrganization {
+        api_version: API_VERSION.to_owned(),
+        kind: "CoderOrganization".to_owned(),
+        metadata: metadata(name, namespace, o.id, &o.created_at),
+        spec: CoderOrganizationSpec {
+            display_name: o.display_name.clone(),
+            description: o.description.clone(),
+            icon: o.icon.clone(),
+        },
+        status: CoderOrganizationStatus {
+            id: o.id.to_string(),
+            is_default: o.is_default,
+            updated_at: time(&o.updated_at),
+        },
+    };
+    object.metadata.resource_version = Some(fingerprint(&object)?);
+    to_value(&object)
+}
+
+/// A `CoderGroup` of the organization named `organization` in `namespace`; members by user name, sorted. Coder
+/// gives a group no creation time.
+pub fn group(namespace: &str, organization: &str, g: &Group) -> Result<Value, ApiError> {
+    let name = names::group_name(organization, &g.name)?;
+    let mut members: Vec<String> = g.members.iter().map(|m| m.username.clone()).collect();
+    members.sort();
+    let member_count = g
+        .total_member_count
+        .max(i64::try_from(members.len()).unwrap_or(i64::MAX));
+    let mut object = CoderGroup {
+        api_version: API_VERSION.to_owned(),
+        kind: "CoderGroup".to_owned(),
+        metadata: metadata(name, namespace, g.id, ""),
+        spec: CoderGroupSpec {
+            organization: organization.to_owned(),
+            display_name: g.display_name.clone(),
+            avatar_url: g.avatar_url.clone(),
+            quota_allowance: g.quota_allowance,
+            members,
+        },
+        status: CoderGroupStatus {
+            id: g.id.to_string(),
+            source: g.source.clone(),
+            member_count,
+        },
+    };
+    object.metadata.resource_version = Some(fingerprint(&object)?);
+    to_value(&object)
+}
+
+/// A `CoderUser` in `namespace`; `organizations` maps each organization the user is a member of (by name) to the
+/// user's roles there. Roles are sorted; never a password or token.
+pub fn user(
+    namespace: &str,
+    u: &User,
+    organizations: BTreeMap<String, Vec<String>>,
+) -> Result<Value, ApiError> {
+    let name = names::single_name("user", &u.username)?;
+    let mut roles: Vec<String> = u.roles.iter().map(|r| r.name.clone()).collect();
+    roles.sort();
+    let organizations = organizations
+        .into_iter()
+        .map(|(org, mut roles)| {
+            roles.sort();
+            (org, roles)
+        })
+        .collect();
+    let mut object = CoderUser {
+        api_version: API_VERSION.to_owned(),
+        kind: "CoderUser".to_owned(),
+        metadata: metadata(name, namespace, u.id, &u.created_at),
+        spec: CoderUserSpec {
+            email: u.email.clone(),
+            name: u.name.clone(),
+            login_type: u.login_type.clone(),
+            roles,
+            organizations,
+            suspended: u.status == "suspended",
+        },
+        status: CoderUserStatus {
+            id: u.id.to_string(),
+            status: u.status.clone(),
+            last_seen_at: time(&u.last_seen_at),
         },
     };
     object.metadata.resource_version = Some(fingerprint(&object)?);

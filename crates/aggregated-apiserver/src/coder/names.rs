@@ -1,10 +1,10 @@
-//! Object names of the Coder resources: `<organization>.<owner>.<workspace>`, `<organization>.<template>` and
-//! `<organization>.<template>.<version>`. The parsers (syntax only, shared with the MCP server through
+//! Object names of the Coder resources: `<organization>.<owner>.<workspace>`, `<organization>.<template>`,
+//! `<organization>.<template>.<version>`, `<organization>.<group>`, and an organization's or user's name alone. The parsers (syntax only, shared with the MCP server through
 //! `coder_k8s_api::aggregation::names`; aliases and casing are checked against Coder data by the storages) as 400s,
 //! and the formatters.
 
 use coder_k8s_api::aggregation::names::{self as syntax, NameError};
-pub use coder_k8s_api::aggregation::names::{TemplateName, TemplateVersionName, WorkspaceName};
+pub use coder_k8s_api::aggregation::names::{GroupName, TemplateName, TemplateVersionName, WorkspaceName};
 
 use crate::generic::ApiError;
 
@@ -23,6 +23,21 @@ pub fn parse_template_name(name: &str) -> Result<TemplateName, ApiError> {
 /// Splits `<organization>.<template>.<version>` (the version keeps any further dots); a 400 otherwise.
 pub fn parse_template_version_name(name: &str) -> Result<TemplateVersionName, ApiError> {
     syntax::parse_template_version_name(name).map_err(bad_request)
+}
+
+/// Splits `<organization>.<group>` (exactly two non-empty segments); a 400 otherwise.
+pub fn parse_group_name(name: &str) -> Result<GroupName, ApiError> {
+    syntax::parse_group_name(name).map_err(bad_request)
+}
+
+/// An organization name, held to Coder's name rule before it reaches a URL; a 400 otherwise.
+pub fn parse_organization_name(name: &str) -> Result<String, ApiError> {
+    syntax::parse_organization_name(name).map_err(bad_request)
+}
+
+/// A user name, held to Coder's name rule before it reaches a URL; a 400 otherwise.
+pub fn parse_user_name(name: &str) -> Result<String, ApiError> {
+    syntax::parse_user_name(name).map_err(bad_request)
 }
 
 fn bad_request(error: NameError) -> ApiError {
@@ -54,6 +69,19 @@ pub fn template_version_name(organization: &str, template: &str, version: &str) 
         ));
     }
     Ok(format!("{organization}.{template}.{version}"))
+}
+
+/// `<organization>.<group>`.
+pub fn group_name(organization: &str, group: &str) -> Result<String, ApiError> {
+    segment("organization", organization)?;
+    segment("group", group)?;
+    Ok(format!("{organization}.{group}"))
+}
+
+/// An organization's or user's name as an object name (`what` says which).
+pub fn single_name(what: &str, name: &str) -> Result<String, ApiError> {
+    segment(what, name)?;
+    Ok(name.to_owned())
 }
 
 fn segment(what: &str, value: &str) -> Result<(), ApiError> {

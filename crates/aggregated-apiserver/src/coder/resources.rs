@@ -1,5 +1,6 @@
 //! The registry table of `aggregation.coder.com/v1alpha1`: each kind's module ([`super::workspaces`],
-//! [`super::templates`], [`super::template_versions`]) contributes its [`crate::generic::ResourceDef`]; this module
+//! [`super::templates`], [`super::template_versions`], [`super::organizations`], [`super::groups`],
+//! [`super::users`]) contributes its [`crate::generic::ResourceDef`]; this module
 //! assembles them and holds what they share (schemas, columns, the backend of a request, name errors). Every object
 //! is read from Coder through the [`Provider`] on each request; nothing is stored.
 
@@ -12,12 +13,18 @@ use serde_json::Value;
 use super::errors::Subject;
 use super::provider::{Backend, Provider};
 use super::workspace_secrets::ParameterSecrets;
-use super::{promote, template_versions, templates, transitions, workspace_log, workspaces};
+use super::{
+    groups, organizations, promote, template_versions, templates, transitions, users, workspace_log,
+    workspaces,
+};
 use crate::generic::{ApiError, Column, Registry, RequestContext, ResourceDef, SubresourceDef, Verb};
 
 pub const WORKSPACES: &str = "coderworkspaces";
 pub const TEMPLATES: &str = "codertemplates";
 pub const TEMPLATE_VERSIONS: &str = "codertemplateversions";
+pub const ORGANIZATIONS: &str = "coderorganizations";
+pub const GROUPS: &str = "codergroups";
+pub const USERS: &str = "coderusers";
 
 pub(super) const READ: &[Verb] = &[Verb::Get, Verb::List];
 
@@ -47,7 +54,10 @@ pub fn registry_with(
                 templates::resource(provider.clone()),
                 vec![promote::subresource(provider.clone())],
             ),
-            template_versions::resource(provider),
+            template_versions::resource(provider.clone()),
+            organizations::resource(provider.clone()),
+            groups::resource(provider.clone()),
+            users::resource(provider),
         ],
     }
 }
@@ -109,6 +119,34 @@ pub(super) fn not_canonical(kind: &str, requested: &str, canonical: &str) -> Api
     ApiError::bad_request(format!(
         "{kind} name {requested:?} is not canonical: use {canonical:?}"
     ))
+}
+
+/// The options of a list that is never paged and never served from a cache: `limit` is ignored, `continue` is a
+/// 400, a `resourceVersion` other than empty or `0` a 400, and `resourceVersionMatch` a 422, as kube-apiserver words
+/// invalid list options.
+pub(super) fn unpaged_list_options(
+    resource: &str,
+    query: &std::collections::BTreeMap<String, String>,
+) -> Result<(), ApiError> {
+    if query.get("continue").is_some_and(|c| !c.is_empty()) {
+        return Err(ApiError::bad_request(format!(
+            "continue is not supported for {resource}: the list is never paged, so list again without continue"
+        )));
+    }
+    if let Some(rv) = query
+        .get("resourceVersion")
+        .filter(|rv| !matches!(rv.as_str(), "" | "0"))
+    {
+        return Err(ApiError::bad_request(format!(
+            "resourceVersion {rv:?} is not supported for {resource} lists: every list reads Coder, so leave resourceVersion unset or \"0\""
+        )));
+    }
+    if let Some(matching) = query.get("resourceVersionMatch").filter(|m| !m.is_empty()) {
+        return Err(ApiError::invalid(format!(
+            "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Forbidden: resourceVersionMatch {matching:?} is not supported for {resource}"
+        )));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -13,7 +13,9 @@ use super::convert;
 use super::errors::within;
 use super::names;
 use super::provider::Provider;
-use super::resources::{READ, TEMPLATE_VERSIONS, at, backend_of, column, schema, subject};
+use super::resources::{
+    READ, TEMPLATE_VERSIONS, at, backend_of, column, schema, subject, unpaged_list_options,
+};
 use super::templates::{all_templates, named_template};
 use crate::generic::{ApiError, Column, RequestContext, ResourceDef, Storage};
 
@@ -91,29 +93,9 @@ impl TemplateVersionStorage {
     }
 }
 
-/// The list is never paged and never served from a cache: `limit` is ignored, `continue` is a 400, a
-/// `resourceVersion` other than empty or `0` a 400, and `resourceVersionMatch` a 422, as kube-apiserver words
-/// invalid list options.
+/// The list options a template version list takes (see [`unpaged_list_options`]).
 fn check_list_options(query: &BTreeMap<String, String>) -> Result<(), ApiError> {
-    if query.get("continue").is_some_and(|c| !c.is_empty()) {
-        return Err(ApiError::bad_request(
-            "continue is not supported for codertemplateversions: the list is never paged, so list again without continue",
-        ));
-    }
-    if let Some(rv) = query
-        .get("resourceVersion")
-        .filter(|rv| !matches!(rv.as_str(), "" | "0"))
-    {
-        return Err(ApiError::bad_request(format!(
-            "resourceVersion {rv:?} is not supported for codertemplateversions lists: every list reads Coder, so leave resourceVersion unset or \"0\""
-        )));
-    }
-    if let Some(matching) = query.get("resourceVersionMatch").filter(|m| !m.is_empty()) {
-        return Err(ApiError::invalid(format!(
-            "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Forbidden: resourceVersionMatch {matching:?} is not supported for codertemplateversions"
-        )));
-    }
-    Ok(())
+    unpaged_list_options(TEMPLATE_VERSIONS, query)
 }
 
 #[async_trait]

@@ -165,14 +165,26 @@ fn sorted_templates(
     Ok(templates)
 }
 
-/// The organization the first segment of `name` names, exactly as spelled: an organization Coder does not show the
-/// operator (missing or unreadable) is a 404 of the object, another spelling (`default`, an ID, other casing) a 400
-/// that gives the organization to use. The template segment is not looked at yet.
+/// The organization the first segment of the template name `name` names (see [`exact_organization`]).
 pub(super) async fn named_organization(
     client: &CoderClient,
     deadline: Instant,
     resource: &str,
     name: &str,
+    organization: &str,
+) -> Result<Organization, ApiError> {
+    let object = ("template", "template");
+    exact_organization(client, deadline, (resource, name, object), organization).await
+}
+
+/// The organization the first segment of `name` (a `kind` name whose next segment is `next`) names, exactly as
+/// spelled: an organization Coder does not show the operator (missing or unreadable) is a 404 of the object, another
+/// spelling (`default`, an ID, other casing) a 400 that gives the organization to use. The next segment is not looked
+/// at yet.
+pub(super) async fn exact_organization(
+    client: &CoderClient,
+    deadline: Instant,
+    (resource, name, (kind, next)): (&str, &str, (&str, &str)),
     organization: &str,
 ) -> Result<Organization, ApiError> {
     let found = within(
@@ -195,7 +207,7 @@ pub(super) async fn named_organization(
     }
     if found.name != organization {
         return Err(ApiError::bad_request(format!(
-            "template name {name:?}: organization segment {organization:?} resolves to organization {:?}; use organization {:?} in the name (the template segment is not checked yet)",
+            "{kind} name {name:?}: organization segment {organization:?} resolves to organization {:?}; use organization {:?} in the name (the {next} segment is not checked yet)",
             found.name, found.name
         )));
     }

@@ -48,10 +48,32 @@ pub struct User {
     pub is_service_account: bool,
 }
 
+/// `GetUsersResponse`: `GET /api/v2/users`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct UsersPage {
+    /// The users.
+    pub users: Vec<User>,
+    /// How many users match the search in all.
+    pub count: i64,
+}
+
+/// `UserRoles`: `GET /api/v2/users/{user}/roles`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct UserRoles {
+    /// Site role names.
+    pub roles: Vec<String>,
+    /// Role names in each organization the user is a member of (an empty list for a plain member).
+    pub organization_roles: std::collections::BTreeMap<Uuid, Vec<String>>,
+}
+
 /// `OrganizationMemberWithUserData` (the fields the operator uses).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct OrganizationMember {
+    /// The member's user name.
+    pub username: String,
     /// The member.
     pub user_id: Uuid,
     /// The organization.

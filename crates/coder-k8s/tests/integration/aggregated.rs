@@ -239,7 +239,7 @@ async fn all_mode_serves_a_real_coders_templates_through_kube_apiserver() {
         cp,
         &[
             "get",
-            "codertemplates,coderworkspaces,codertemplateversions",
+            "codertemplates,coderworkspaces,codertemplateversions,coderorganizations,codergroups,coderusers",
             "-n",
             &empty,
         ],

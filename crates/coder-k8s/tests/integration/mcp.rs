@@ -60,6 +60,8 @@ async fn coder_with_template() -> (TestServer, String, String) {
         .unwrap()
         .expose();
     let server = TestServer::start(Config::new(&db_url)).await.unwrap();
+    // A user for the people tools (the operator's own user is a system user, which user lists leave out).
+    server.mint_token("alice", &["owner"]).await.unwrap();
     let client = CoderClient::new(server.url(), SessionToken::new(token.clone())).unwrap();
     let organization = client.default_organization().await.unwrap().name;
     let tar = coder_k8s_testenv::one_file_tar("main.tf", b"terraform {}\n");
@@ -456,6 +458,62 @@ async fn template_tools(stack: &Stack, tools: &mut Recorder<'_>) {
     );
 }
 
+/// The read tools of organizations, groups and users: each get equals its list item, and a hostile name is refused
+/// before any request.
+async fn people_tools(stack: &Stack, tools: &mut Recorder<'_>) {
+    let ns = stack.namespace.as_str();
+    let organizations = tools.run("list_organizations", json!({"namespace": ns})).await;
+    let items = organizations.ok()["items"].as_array().unwrap().clone();
+    assert_eq!(items.len(), 1, "{}", organizations.raw);
+    assert_eq!(items[0]["name"], stack.organization.as_str());
+    assert_eq!(items[0]["isDefault"], true);
+    let one = tools
+        .run(
+            "get_organization",
+            json!({"namespace": ns, "name": stack.organization}),
+        )
+        .await;
+    assert_eq!(one.ok()["organization"], items[0]);
+
+    let everyone = format!("{}.Everyone", stack.organization);
+    let groups = tools.run("list_groups", json!({"namespace": ns})).await;
+    let listed = groups.ok()["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["name"] == everyone.as_str())
+        .unwrap_or_else(|| panic!("no {everyone}: {}", groups.raw))
+        .clone();
+    let one = tools
+        .run("get_group", json!({"namespace": ns, "name": everyone}))
+        .await;
+    assert_eq!(one.ok()["group"], listed);
+
+    let users = tools.run("list_users", json!({"namespace": ns})).await;
+    let alice = users.ok()["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["name"] == "alice")
+        .unwrap_or_else(|| panic!("no alice: {}", users.raw))
+        .clone();
+    assert_eq!(alice["roles"], json!(["owner"]));
+    let one = tools
+        .run("get_user", json!({"namespace": ns, "name": "alice"}))
+        .await;
+    assert_eq!(one.ok()["user"], alice);
+    let hostile = tools
+        .run("get_user", json!({"namespace": ns, "name": "../secrets"}))
+        .await;
+    assert!(
+        hostile
+            .err()
+            .starts_with("name \"../secrets\" is not a valid CoderUser name"),
+        "{}",
+        hostile.text
+    );
+}
+
 /// The official Python SDK: the same server, tools, answers and tool errors.
 async fn python_client_sees_the_same_server(stack: &Stack, url: &str) {
     let (url, ns, workspace) = (url.to_owned(), stack.namespace.clone(), stack.workspace.clone());
@@ -465,7 +523,7 @@ async fn python_client_sees_the_same_server(stack: &Stack, url: &str) {
         .unwrap();
     assert_eq!(python["server"]["name"], "coder-k8s");
     let tools = python["tools"].as_array().unwrap();
-    assert_eq!(tools.len(), 19);
+    assert_eq!(tools.len(), 25);
     assert!(tools.contains(&json!("set_workspace_running")));
     let listed = &python["calls"]["list_workspaces"][0];
     assert_eq!(
@@ -636,7 +694,8 @@ async fn the_binary_serves_every_tool_to_two_clients_through_the_aggregated_api(
     workspace_tools(&stack, &mut tools).await;
     template_tools(&stack, &mut tools).await;
     kubernetes_tools(&stack, &mut tools).await;
-    assert_eq!(tools.outcomes.len(), 27);
+    people_tools(&stack, &mut tools).await;
+    assert_eq!(tools.outcomes.len(), 34);
     for outcome in &tools.outcomes {
         assert!(
             !outcome.raw.contains(SECRET_MARKER),

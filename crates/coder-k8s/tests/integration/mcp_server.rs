@@ -32,6 +32,9 @@ pub(crate) struct Setup {
 
 pub(crate) async fn setup(h: &Harness, allow: bool) -> Setup {
     let operator = ready_control_plane(h).await;
+    // Access by group needs Coder's groups, a Premium feature (Template RBAC).
+    h.server
+        .set_entitlement("template_rbac", coder_k8s_coder_testserver::Entitlement::Entitled);
     let admin = h.server.mint_token("admin", &["owner"]).await.unwrap();
     let coder = h.coder(&admin);
     let organization = coder.default_organization().await.unwrap();

@@ -183,7 +183,10 @@ pub(super) async fn group_by_id(app: &App, id: uuid::Uuid) -> Result<Option<Valu
     Ok(None)
 }
 
+/// `GET /organizations/{organization}/groups`: the key, then the Template RBAC gate (as for every group route of
+/// Coder's Premium server), then the organization.
 async fn groups(State(app): State<App>, auth: Auth, Path(param): Path<String>) -> ApiResult {
+    require_feature(&app, "template_rbac")?;
     let org = auth::organization(&app, &auth, &param).await?;
     ok(Value::Array(organization_groups(&app, &org).await?))
 }

@@ -15,8 +15,10 @@ use crate::state::App;
 
 pub(super) fn routes() -> Router<App> {
     Router::new()
+        .route("/users", get(list_users))
         .route("/users/first", get(first_user))
         .route("/users/{user}", get(get_user))
+        .route("/users/{user}/roles", get(user_roles))
         .route("/users/{user}/keys/tokens", get(list_tokens).post(create_token))
         .route("/users/{user}/keys/tokens/{name}", get(get_token))
         .route("/users/{user}/keys/{id}", delete(delete_token))
@@ -82,6 +84,34 @@ async fn first_user(State(app): State<App>) -> ApiResult {
         ));
     }
     ok(json!({ "message": "The initial user has already been created!" }))
+}
+
+/// `GET /users` (`GetUsersResponse`): every user for an owner, else only the caller (Coder filters the list by
+/// what the caller may read). No search or paging.
+async fn list_users(State(app): State<App>, auth: Auth) -> ApiResult {
+    let users = if auth.is_owner() {
+        app.db.users().await?
+    } else {
+        vec![auth.user.clone()]
+    };
+    let mut rendered = Vec::with_capacity(users.len());
+    for user in &users {
+        rendered.push(render_user(&app, user).await?);
+    }
+    ok(json!({ "users": rendered, "count": users.len() }))
+}
+
+/// `GET /users/{user}/roles` (`UserRoles`): site role names, and role names per organization the user is in.
+async fn user_roles(State(app): State<App>, auth: Auth, Path(param): Path<String>) -> ApiResult {
+    let user = auth::user(&app, &auth, &param).await?;
+    let organization_roles: serde_json::Map<String, Value> = app
+        .db
+        .memberships(user.id)
+        .await?
+        .into_iter()
+        .map(|(id, roles)| (id.to_string(), json!(roles)))
+        .collect();
+    ok(json!({ "roles": user.rbac_roles, "organization_roles": organization_roles }))
 }
 
 async fn get_user(State(app): State<App>, auth: Auth, Path(param): Path<String>) -> ApiResult {

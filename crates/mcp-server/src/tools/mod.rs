@@ -6,6 +6,7 @@
 mod cluster;
 mod control_planes;
 mod fleet;
+mod people;
 mod templates;
 mod workspaces;
 
@@ -48,6 +49,7 @@ impl McpServer {
             + Self::workspace_tools()
             + Self::template_tools()
             + Self::fleet_tools()
+            + Self::people_tools()
     }
 }
 
@@ -81,7 +83,8 @@ impl ServerHandler for McpServer {
             .with_server_info(Implementation::new(SERVER_NAME, self.version.clone()))
             .with_instructions(
                 "Read and operate coder-k8s: control planes, provisioners, workspace proxies, the aggregated \
-                 CoderWorkspace and CoderTemplate objects, events and logs. Every call runs with the server's \
+                 CoderWorkspace and CoderTemplate objects, Coder's organizations, groups and users (read only), \
+                 events and logs. Every call runs with the server's \
                  Kubernetes ServiceAccount.",
             )
     }
@@ -209,16 +212,22 @@ mod tests {
             "get_control_plane_deployment_status",
             "get_control_plane_status",
             "get_events",
+            "get_group",
+            "get_organization",
             "get_pod_logs",
             "get_provisioner_status",
             "get_service_status",
             "get_template",
+            "get_user",
             "get_workspace",
             "get_workspace_build_logs",
             "get_workspace_proxy_status",
             "list_control_plane_pods",
             "list_control_planes",
+            "list_groups",
+            "list_organizations",
             "list_templates",
+            "list_users",
             "list_workspaces",
             "set_template_running",
             "set_workspace_running",
@@ -265,6 +274,12 @@ mod tests {
             ("get_control_plane_deployment_status", object),
             ("get_control_plane_status", object),
             ("get_events", &["namespace"]),
+            ("get_group", object),
+            ("get_organization", object),
+            ("get_user", object),
+            ("list_groups", nothing),
+            ("list_organizations", nothing),
+            ("list_users", nothing),
             ("get_pod_logs", object),
             ("get_provisioner_status", object),
             ("get_service_status", object),
