@@ -17,6 +17,25 @@ use crate::error::{Error, Result};
 use crate::labels::FIELD_MANAGER;
 use crate::ownership::{controlled_by, controller_uid};
 
+/// Adds to `annotations` the record annotations of one step of a multi-step write (a create marker, a recorded ID):
+/// each given value is set, and one given as `None` that the live Secret carries is emptied, not dropped, because a
+/// replaced Secret keeps the annotations it has (others' included). So a spent marker or a stale ID never outlives
+/// its step, and an empty annotation proves nothing.
+pub fn step_annotations<'a>(
+    annotations: &mut BTreeMap<String, String>,
+    live: Option<&Secret>,
+    step: impl IntoIterator<Item = (&'a str, Option<String>)>,
+) {
+    for (name, value) in step {
+        let carried = live.is_some_and(|s| s.annotations().get(name).is_some_and(|v| !v.is_empty()));
+        match value {
+            Some(value) => drop(annotations.insert(name.to_owned(), value)),
+            None if carried => drop(annotations.insert(name.to_owned(), String::new())),
+            None => {}
+        }
+    }
+}
+
 /// What goes into an owned Secret besides the owner.
 pub struct OwnedSecret<'a> {
     pub name: &'a str,
@@ -266,5 +285,36 @@ mod tests {
             .collect();
         assert_eq!(owners, ["other", "u1"]);
         assert!(desired.annotations.is_none());
+    }
+
+    #[test]
+    fn a_step_sets_its_values_and_empties_spent_ones_it_does_not_give() {
+        let live = Secret {
+            metadata: ObjectMeta {
+                annotations: Some(BTreeMap::from([
+                    ("marker".to_owned(), "2026-12-06T07:00:00Z".to_owned()),
+                    ("spent".to_owned(), String::new()),
+                    ("theirs".to_owned(), "x".to_owned()),
+                ])),
+                ..ObjectMeta::default()
+            },
+            ..Secret::default()
+        };
+        let mut annotations = BTreeMap::from([("origin".to_owned(), "https://c".to_owned())]);
+        let step = [
+            ("id", Some("k1".to_owned())),
+            ("marker", None),
+            ("spent", None),
+            ("never", None),
+        ];
+        step_annotations(&mut annotations, Some(&live), step);
+        assert_eq!(
+            annotations,
+            BTreeMap::from([
+                ("id".to_owned(), "k1".to_owned()),
+                ("marker".to_owned(), String::new()),
+                ("origin".to_owned(), "https://c".to_owned()),
+            ])
+        );
     }
 }

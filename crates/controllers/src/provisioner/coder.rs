@@ -16,7 +16,7 @@ use super::status::{self as decide, Outcome};
 use crate::context::Context;
 use crate::error::Error;
 use crate::halt::Halt;
-use crate::owned_secret::OwnedSecret;
+use crate::owned_secret::{OwnedSecret, step_annotations};
 use crate::ownership::controlled_by;
 use crate::pass::Pass;
 use crate::secrets;
@@ -331,17 +331,11 @@ async fn write_key_secret(
     live: Option<&Secret>,
 ) -> Result<Option<Secret>, Error> {
     let mut annotations = std::collections::BTreeMap::new();
-    for (name, value) in [
+    let step = [
         (desired::KEY_CREATE_STARTED_ANNOTATION, marker),
         (desired::KEY_ID_ANNOTATION, key_id),
-    ] {
-        let carried = live.is_some_and(|s| s.annotations().get(name).is_some_and(|v| !v.is_empty()));
-        match value {
-            Some(value) => drop(annotations.insert(name.to_owned(), value)),
-            None if carried => drop(annotations.insert(name.to_owned(), String::new())),
-            None => {}
-        }
-    }
+    ];
+    step_annotations(&mut annotations, live, step);
     let secret = OwnedSecret {
         name: &names.key_secret,
         labels: desired::labels(&pass.name()),

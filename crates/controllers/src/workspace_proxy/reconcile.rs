@@ -14,7 +14,6 @@ use coder_k8s_api::workspace_proxy::{
 };
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::jiff::Timestamp;
-use kube::ResourceExt;
 use kube::runtime::controller::Action;
 
 use super::coder::{self, Lookup, Registration};
@@ -26,7 +25,7 @@ use crate::conditions::deployment_ready;
 use crate::credentials;
 use crate::error::{Error, Result};
 use crate::halt::Halt;
-use crate::owned_secret::OwnedSecret;
+use crate::owned_secret::{OwnedSecret, step_annotations};
 use crate::ownership::controlled_by;
 use crate::pass::Pass;
 use crate::status_writer;
@@ -217,17 +216,11 @@ async fn write_token_secret(
     labels.insert(CREDENTIAL_LABEL.to_owned(), "true".to_owned());
     let mut annotations =
         BTreeMap::from([(CREDENTIAL_DESTINATIONS_ANNOTATION.to_owned(), origin.to_owned())]);
-    for (annotation, value) in [
+    let step = [
         (PROXY_ID_ANNOTATION, record.proxy_id.map(str::to_owned)),
         (PROXY_CREATE_STARTED_ANNOTATION, record.create_started_at),
-    ] {
-        let carried = live.is_some_and(|s| s.annotations().get(annotation).is_some_and(|v| !v.is_empty()));
-        match value {
-            Some(value) => drop(annotations.insert(annotation.to_owned(), value)),
-            None if carried => drop(annotations.insert(annotation.to_owned(), String::new())),
-            None => {}
-        }
-    }
+    ];
+    step_annotations(&mut annotations, live, step);
     let secret = OwnedSecret {
         name,
         labels,
