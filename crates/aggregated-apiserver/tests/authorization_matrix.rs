@@ -113,10 +113,13 @@ const GRANTS: &[Grant] = &[
     Grant { user: "ver-create", resource: "codertemplateversions", verbs: &["create"] },
     Grant { user: "org-get", resource: "coderorganizations", verbs: &["get"] },
     Grant { user: "org-list", resource: "coderorganizations", verbs: &["list"] },
+    Grant { user: "org-watch", resource: "coderorganizations", verbs: &["watch"] },
     Grant { user: "grp-get", resource: "codergroups", verbs: &["get"] },
     Grant { user: "grp-list", resource: "codergroups", verbs: &["list"] },
+    Grant { user: "grp-watch", resource: "codergroups", verbs: &["watch"] },
     Grant { user: "usr-get", resource: "coderusers", verbs: &["get"] },
     Grant { user: "usr-list", resource: "coderusers", verbs: &["list"] },
+    Grant { user: "usr-watch", resource: "coderusers", verbs: &["watch"] },
 ];
 
 async fn bind(cp: &ControlPlane, grant: &Grant) {
@@ -458,7 +461,7 @@ fn template_operations(
 
 /// The reads of organizations, groups and users. Denied, they must reach Coder not at all (checked on the whole
 /// request log, see [`check`]).
-fn people_operations(org: &str) -> Vec<Operation> {
+fn people_operations(cp: &ControlPlane, org: &str) -> Vec<Operation> {
     let group = format!("{org}.Everyone");
     vec![
         op(
@@ -472,6 +475,11 @@ fn people_operations(org: &str) -> Vec<Operation> {
             &["get", "coderorganizations", "-n", NAMESPACE],
         ),
         op(
+            "watch organizations",
+            &["org-watch"],
+            &["get", "--raw", &raw_watch(cp, "coderorganizations")],
+        ),
+        op(
             "get a group",
             &["grp-get"],
             &["get", "codergroups", group.as_str(), "-n", NAMESPACE],
@@ -482,6 +490,11 @@ fn people_operations(org: &str) -> Vec<Operation> {
             &["get", "codergroups", "-n", NAMESPACE],
         ),
         op(
+            "watch groups",
+            &["grp-watch"],
+            &["get", "--raw", &raw_watch(cp, "codergroups")],
+        ),
+        op(
             "get a user",
             &["usr-get"],
             &["get", "coderusers", OWNER, "-n", NAMESPACE],
@@ -490,6 +503,11 @@ fn people_operations(org: &str) -> Vec<Operation> {
             "list users",
             &["usr-list"],
             &["get", "coderusers", "-n", NAMESPACE],
+        ),
+        op(
+            "watch users",
+            &["usr-watch"],
+            &["get", "--raw", &raw_watch(cp, "coderusers")],
         ),
     ]
     .into_iter()
@@ -674,7 +692,7 @@ async fn each_verb_on_each_resource_allows_exactly_its_own_request_and_denied_on
             &template.active_version_id.to_string(),
             &version_name,
         ))
-        .chain(people_operations(&org));
+        .chain(people_operations(cp, &org));
     let mut checked = 0;
     for operation in operations {
         check(cp, &server, &client, &operation).await;

@@ -390,12 +390,12 @@ async fn a_workspace_list_reuses_its_objects_while_coder_sends_the_same_pages() 
         coder.client.create_workspace(OPERATOR, &request).await.unwrap();
     }
     let listed = async || storage.list_shared(&ctx(Some(NAMESPACE))).await.unwrap();
+    // A build that ends while a list reads its pages can move a workspace onto a page already read (Coder's list
+    // has no stable order), so a list may miss one while builds end: wait for a whole one.
     let settled = eventually("every build to end", async || {
         let items = listed().await;
-        items
-            .iter()
-            .all(|o| o["status"]["latestBuildStatus"] != "starting")
-            .then_some(items)
+        let ended = items.iter().all(|o| o["status"]["latestBuildStatus"] != "starting");
+        (ended && items.len() == 151).then_some(items)
     })
     .await;
     assert_eq!(settled.len(), 151);

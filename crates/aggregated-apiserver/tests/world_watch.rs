@@ -396,10 +396,10 @@ async fn a_write_through_the_server_brings_the_next_poll_forward() {
 #[tokio::test]
 async fn an_expensive_poll_is_spaced_by_the_budget() {
     let coder = coder("budget").await;
-    // A template poll is two requests (the organizations, then the one organization's templates); at 60 a minute
-    // the polls are 2 s apart even right after a change, however short the fastest wait.
-    // A steady 100 ms pace: without the budget, about 60 polls (120 requests) in the window.
-    let settings = paced(Duration::from_millis(100), Duration::from_millis(100), 60);
+    // A template poll is two requests (the organizations, then the one organization's templates); the template
+    // poller's share of 150 a minute is 60, so the polls are 2 s apart even right after a change, however short the
+    // fastest wait. A steady 100 ms pace: without the budget, about 60 polls (120 requests) in the window.
+    let settings = paced(Duration::from_millis(100), Duration::from_millis(100), 150);
     let router = router(watched_registry_with(&coder, settings));
     let from = list_version(&router, TEMPLATES).await;
     let _watch = Watch::open(&router, TEMPLATES, &from).await;
@@ -613,4 +613,82 @@ async fn a_watch_sees_changes_made_in_a_real_coder() {
         }
     };
     assert_eq!(summary(&deleted), ("DELETED".to_owned(), name), "{deleted}");
+}
+
+#[tokio::test]
+async fn watches_of_organizations_groups_and_users_see_changes_made_in_coder() {
+    let coder = coder("people-watch").await;
+    // Groups are a Premium feature: the test server lists them only when Template RBAC is entitled.
+    coder
+        .server
+        .set_entitlement("template_rbac", coder_k8s_coder_testserver::Entitlement::Entitled);
+    let router = router(watched_registry(&coder, Duration::from_millis(300)));
+    let path = |plural: &str| format!("/apis/aggregation.coder.com/v1alpha1/namespaces/{NAMESPACE}/{plural}");
+    let (organizations, groups, users) = (
+        path("coderorganizations"),
+        path("codergroups"),
+        path("coderusers"),
+    );
+    let mut organization_watch = Watch::open(
+        &router,
+        &organizations,
+        &list_version(&router, &organizations).await,
+    )
+    .await;
+    let mut group_watch = Watch::open(&router, &groups, &list_version(&router, &groups).await).await;
+    let mut user_watch = Watch::open(&router, &users, &list_version(&router, &users).await).await;
+
+    let id = coder.server.add_organization("watched").await.unwrap();
+    let added = organization_watch.next_of("watched").await;
+    assert_eq!(
+        summary(&added),
+        ("ADDED".to_owned(), "watched".to_owned()),
+        "{added}"
+    );
+    coder.server.add_group(id, "ops");
+    let added = group_watch.next_of("watched.ops").await;
+    assert_eq!(
+        summary(&added),
+        ("ADDED".to_owned(), "watched.ops".to_owned()),
+        "{added}"
+    );
+
+    coder.server.mint_token("carol", &[]).await.unwrap();
+    let added = user_watch.next_of("carol").await;
+    assert_eq!(
+        summary(&added),
+        ("ADDED".to_owned(), "carol".to_owned()),
+        "{added}"
+    );
+    assert_eq!(added["object"]["spec"]["roles"], serde_json::json!([]), "{added}");
+    coder
+        .server
+        .mint_token("carol", &["template-admin"])
+        .await
+        .unwrap();
+    let modified = user_watch.next_of("carol").await;
+    assert_eq!(
+        summary(&modified),
+        ("MODIFIED".to_owned(), "carol".to_owned()),
+        "{modified}"
+    );
+    assert_eq!(
+        modified["object"]["spec"]["roles"],
+        serde_json::json!(["template-admin"]),
+        "{modified}"
+    );
+
+    coder.server.delete_organization(id).await.unwrap();
+    let deleted = organization_watch.next_of("watched").await;
+    assert_eq!(
+        summary(&deleted),
+        ("DELETED".to_owned(), "watched".to_owned()),
+        "{deleted}"
+    );
+    let deleted = group_watch.next_of("watched.ops").await;
+    assert_eq!(
+        summary(&deleted),
+        ("DELETED".to_owned(), "watched.ops".to_owned()),
+        "{deleted}"
+    );
 }

@@ -21,7 +21,7 @@ use super::errors::{Subject, map_coder_error, timed_out, within};
 use super::names;
 use super::provider::Provider;
 use super::resources::{
-    GROUPS, READ, at, backend_of, column, not_canonical, schema, subject, unpaged_list_options,
+    GROUPS, WATCHED_READ, at, backend_of, column, not_canonical, schema, subject, unpaged_list_options,
 };
 use super::templates::exact_organization;
 use crate::generic::{ApiError, Column, RequestContext, ResourceDef, Storage};
@@ -42,7 +42,7 @@ pub fn resource(provider: Arc<dyn Provider>) -> ResourceDef {
         short_names: &[],
         categories: &[],
         namespaced: true,
-        verbs: READ,
+        verbs: WATCHED_READ,
         schema: schema::<CoderGroup>(),
         columns: group_columns(),
         subresources: Vec::new(),

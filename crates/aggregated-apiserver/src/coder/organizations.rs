@@ -13,7 +13,7 @@ use super::errors::within;
 use super::names;
 use super::provider::Provider;
 use super::resources::{
-    ORGANIZATIONS, READ, at, backend_of, column, not_canonical, schema, subject, unpaged_list_options,
+    ORGANIZATIONS, WATCHED_READ, at, backend_of, column, not_canonical, schema, subject, unpaged_list_options,
 };
 use crate::generic::{ApiError, Column, RequestContext, ResourceDef, Storage};
 
@@ -30,7 +30,7 @@ pub fn resource(provider: Arc<dyn Provider>) -> ResourceDef {
         short_names: &[],
         categories: &[],
         namespaced: true,
-        verbs: READ,
+        verbs: WATCHED_READ,
         schema: schema::<CoderOrganization>(),
         columns: organization_columns(),
         subresources: Vec::new(),

@@ -27,6 +27,8 @@ pub const GROUPS: &str = "codergroups";
 pub const USERS: &str = "coderusers";
 
 pub(super) const READ: &[Verb] = &[Verb::Get, Verb::List];
+/// Read verbs of a kind whose changes in Coder a watch sees.
+pub(super) const WATCHED_READ: &[Verb] = &[Verb::Get, Verb::List, Verb::Watch];
 
 /// The served resources, backed by Coder through `provider`; workspace parameters from Secrets are refused.
 pub fn registry(provider: Arc<dyn Provider>) -> Registry {

@@ -17,7 +17,7 @@ use super::errors::within;
 use super::names;
 use super::provider::Provider;
 use super::resources::{
-    READ, USERS, at, backend_of, column, not_canonical, schema, subject, unpaged_list_options,
+    USERS, WATCHED_READ, at, backend_of, column, not_canonical, schema, subject, unpaged_list_options,
 };
 use crate::generic::{ApiError, Column, RequestContext, ResourceDef, Storage};
 
@@ -34,7 +34,7 @@ pub fn resource(provider: Arc<dyn Provider>) -> ResourceDef {
         short_names: &[],
         categories: &[],
         namespaced: true,
-        verbs: READ,
+        verbs: WATCHED_READ,
         schema: schema::<CoderUser>(),
         columns: user_columns(),
         subresources: Vec::new(),

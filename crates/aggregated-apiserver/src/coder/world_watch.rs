@@ -1,8 +1,8 @@
 //! Watches that see changes made in Coder directly (its UI, CLI or API) and through other replicas: a shared
 //! poll-and-diff feed per served namespace (one control plane each) and resource.
 //!
-//! The first watch of a namespace's `coderworkspaces` (or `codertemplates`) starts a poller; every further watch of
-//! it joins the same one, and the last one to leave stops it. A poller lists the resource through its storage (the
+//! The first watch of a namespace's `coderworkspaces` (or `codertemplates`, `coderorganizations`, `codergroups`,
+//! `coderusers`) starts a poller; every further watch of it joins the same one, and the last one to leave stops it. A poller lists the resource through its storage (the
 //! same Coder calls and conversion as a list) and compares the objects with the previous poll by name and
 //! resourceVersion: new names are `ADDED`, changed resourceVersions `MODIFIED`, missing names `DELETED`. It polls
 //! again soon after a change and ever more slowly while nothing changes, within the bounds and the share of Coder's
@@ -27,7 +27,7 @@ use tokio::sync::{broadcast, watch};
 
 use super::poll_cadence::{Cadence, CadenceRules};
 use super::provider::Provider;
-use super::resources::{TEMPLATES, WORKSPACES};
+use super::resources::{GROUPS, ORGANIZATIONS, TEMPLATES, USERS, WORKSPACES};
 use crate::generic::watch::{Broadcaster, WatchEvent};
 use crate::generic::{
     ApiError, EventType, FeedLease, FeedRequest, Registry, RequestContext, Storage, UserInfo, WatchFeed,
@@ -37,9 +37,20 @@ use crate::generic::{
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(5);
 /// The longest wait between two polls (the latency of a change made in Coder directly at rest).
 pub const DEFAULT_MAX_POLL_INTERVAL: Duration = Duration::from_secs(30);
-/// Coder requests per minute one poller may spend: the workspace and the template poller of a control plane
-/// together stay under a fifth of Coder's default limit of 512 a minute per token.
-pub const DEFAULT_POLL_CALLS_PER_MINUTE: u32 = 48;
+/// Coder requests per minute all the pollers of one control plane may spend together: under a fifth of Coder's
+/// default limit of 512 a minute per token, which the controllers and every request through this server share.
+pub const DEFAULT_POLL_CALLS_PER_MINUTE: u32 = 100;
+
+/// Each watched resource's share of a control plane's poll budget, in percent. Workspaces and templates change
+/// often and a large namespace costs many requests a poll; organizations, groups and users change seldom and cost a
+/// few requests a poll, so at rest (one poll per `max_interval`) they stay well within their share.
+const POLL_SHARES: &[(&str, u32)] = &[
+    (WORKSPACES, 40),
+    (TEMPLATES, 40),
+    (ORGANIZATIONS, 6),
+    (GROUPS, 7),
+    (USERS, 7),
+];
 
 /// How the feeds poll Coder.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,7 +60,8 @@ pub struct WorldWatchSettings {
     /// The longest wait: every poll that sees nothing new doubles the wait, up to this (or longer, when one poll
     /// costs more requests than `calls_per_minute` allows in it).
     pub max_interval: Duration,
-    /// Coder requests per minute one poller may spend; a poll that costs many requests waits longer.
+    /// Coder requests per minute the pollers of one control plane (one per watched resource) may spend together,
+    /// each its resource's share; a poll that costs many requests waits longer.
     pub calls_per_minute: u32,
     /// Budget of one poll.
     pub poll_timeout: Duration,
@@ -67,20 +79,29 @@ impl Default for WorldWatchSettings {
 }
 
 impl WorldWatchSettings {
-    fn cadence(&self) -> CadenceRules {
+    /// The pace of `resource`'s poller: its share of the budget, at least one request a minute.
+    fn cadence(&self, resource: &str) -> CadenceRules {
         CadenceRules {
             fastest: self.interval.max(Duration::from_millis(10)),
             slowest: self.max_interval,
-            calls_per_minute: self.calls_per_minute,
+            calls_per_minute: (self.calls_per_minute.saturating_mul(poll_share(resource)) / 100).max(1),
         }
     }
 }
 
-/// Gives the watches of `coderworkspaces` and `codertemplates` in `registry` a poll-and-diff feed of Coder.
-/// Template versions are not watchable.
+/// `resource`'s share of a control plane's poll budget, in percent (0 for a resource that is not polled).
+fn poll_share(resource: &str) -> u32 {
+    POLL_SHARES
+        .iter()
+        .find(|(plural, _)| *plural == resource)
+        .map_or(0, |(_, share)| *share)
+}
+
+/// Gives the watches of the resources with a poll share (workspaces, templates, organizations, groups, users) in
+/// `registry` a poll-and-diff feed of Coder. Template versions are not watchable.
 pub fn attach(registry: &mut Registry, provider: Arc<dyn Provider>, settings: WorldWatchSettings) {
     for def in &mut registry.resources {
-        if def.plural == WORKSPACES || def.plural == TEMPLATES {
+        if poll_share(def.plural) > 0 {
             def.watch_feed = Some(Arc::new(PollFeed {
                 resource: def.plural,
                 storage: def.storage.clone(),
@@ -290,7 +311,7 @@ impl Poller {
         let Some(mut picture) = self.baseline(start, &baseline).await else {
             return;
         };
-        let mut cadence = Cadence::new(self.settings.cadence());
+        let mut cadence = Cadence::new(self.settings.cadence(self.resource));
         let (mut wait, mut calls) = (cadence.soonest(0), 0);
         loop {
             self.sleep_unless_written(&mut picture, wait, cadence.soonest(calls))
@@ -553,6 +574,25 @@ mod tests {
                 (kind.as_str(), format!("{name}@{rv}"))
             })
             .collect()
+    }
+
+    #[test]
+    fn the_pollers_of_one_control_plane_share_its_budget() {
+        let settings = WorldWatchSettings::default();
+        let budgets: Vec<u32> = POLL_SHARES
+            .iter()
+            .map(|(plural, _)| settings.cadence(plural).calls_per_minute)
+            .collect();
+        assert_eq!(budgets, [40, 40, 6, 7, 7]);
+        assert!(budgets.iter().sum::<u32>() <= DEFAULT_POLL_CALLS_PER_MINUTE);
+        // A fifth of Coder's default rate limit per token.
+        const { assert!(DEFAULT_POLL_CALLS_PER_MINUTE * 5 <= 512) };
+        assert_eq!(poll_share("codertemplateversions"), 0);
+        let tiny = WorldWatchSettings {
+            calls_per_minute: 10,
+            ..settings
+        };
+        assert_eq!(tiny.cadence(ORGANIZATIONS).calls_per_minute, 1, "never zero");
     }
 
     #[test]
