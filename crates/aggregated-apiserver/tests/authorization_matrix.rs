@@ -21,8 +21,10 @@ use coder_k8s_aggregated_apiserver::coder::{
 };
 use coder_k8s_aggregated_apiserver::generic::Registry;
 use coder_k8s_coder_client::types::builds::Transition;
+use coder_k8s_coder_client::types::groups::CreateGroupRequest;
+use coder_k8s_coder_client::types::organizations::CreateOrganizationRequest;
 use coder_k8s_coder_client::{CoderClient, SessionToken};
-use coder_k8s_coder_testserver::{Config, TestServer};
+use coder_k8s_coder_testserver::{Config, Entitlement, TestServer};
 use coder_k8s_control_plane_access::ClientSettings;
 use coder_k8s_testenv::ControlPlane;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
@@ -33,6 +35,8 @@ const NAMESPACE: &str = "authz";
 const API: &str = "/apis/aggregation.coder.com/v1alpha1";
 /// The operator user owns the workspaces the aggregated API creates.
 const OWNER: &str = "coder-k8s-operator";
+/// A member of the default organization who is not a system user (Coder adds only those to groups).
+const MEMBER: &str = "alice";
 
 fn fast_waits() -> SettingsSource {
     let map: BTreeMap<&str, &str> = BTreeMap::from([
@@ -114,12 +118,24 @@ const GRANTS: &[Grant] = &[
     Grant { user: "org-get", resource: "coderorganizations", verbs: &["get"] },
     Grant { user: "org-list", resource: "coderorganizations", verbs: &["list"] },
     Grant { user: "org-watch", resource: "coderorganizations", verbs: &["watch"] },
+    Grant { user: "org-create", resource: "coderorganizations", verbs: &["create"] },
+    Grant { user: "org-update", resource: "coderorganizations", verbs: &["update"] },
+    Grant { user: "org-patch", resource: "coderorganizations", verbs: &["patch"] },
+    Grant { user: "org-delete", resource: "coderorganizations", verbs: &["delete"] },
+    Grant { user: "org-apply", resource: "coderorganizations", verbs: &["patch", "create"] },
     Grant { user: "grp-get", resource: "codergroups", verbs: &["get"] },
     Grant { user: "grp-list", resource: "codergroups", verbs: &["list"] },
     Grant { user: "grp-watch", resource: "codergroups", verbs: &["watch"] },
+    Grant { user: "grp-create", resource: "codergroups", verbs: &["create"] },
+    Grant { user: "grp-update", resource: "codergroups", verbs: &["update"] },
+    Grant { user: "grp-patch", resource: "codergroups", verbs: &["patch"] },
+    Grant { user: "grp-delete", resource: "codergroups", verbs: &["delete"] },
+    Grant { user: "grp-apply", resource: "codergroups", verbs: &["patch", "create"] },
     Grant { user: "usr-get", resource: "coderusers", verbs: &["get"] },
     Grant { user: "usr-list", resource: "coderusers", verbs: &["list"] },
     Grant { user: "usr-watch", resource: "coderusers", verbs: &["watch"] },
+    Grant { user: "usr-update", resource: "coderusers", verbs: &["update"] },
+    Grant { user: "usr-patch", resource: "coderusers", verbs: &["patch"] },
 ];
 
 async fn bind(cp: &ControlPlane, grant: &Grant) {
@@ -515,6 +531,90 @@ fn people_operations(cp: &ControlPlane, org: &str) -> Vec<Operation> {
     .collect()
 }
 
+fn organization_manifest(name: &str, description: &str) -> String {
+    json!({
+        "apiVersion": "aggregation.coder.com/v1alpha1",
+        "kind": "CoderOrganization",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": {"description": description},
+    })
+    .to_string()
+}
+
+fn group_manifest(org: &str, group: &str, quota_allowance: i64) -> String {
+    json!({
+        "apiVersion": "aggregation.coder.com/v1alpha1",
+        "kind": "CoderGroup",
+        "metadata": {"name": format!("{org}.{group}"), "namespace": NAMESPACE},
+        "spec": {"organization": org, "quotaAllowance": quota_allowance, "members": [MEMBER]},
+    })
+    .to_string()
+}
+
+const APPLY: &[&str] = &[
+    "apply",
+    "--server-side",
+    "--force-conflicts",
+    "-f",
+    "-",
+    "-n",
+    NAMESPACE,
+];
+
+/// The writes of organizations, groups and users (the test server plays a licensed Premium server), each kind's in an
+/// order in which every allowed one finds what it needs (`seeded` and `doomed` exist).
+fn people_writes(cp: &ControlPlane, org: &str) -> Vec<Operation> {
+    let create: &[&str] = &["create", "-f", "-", "-n", NAMESPACE];
+    let replace: &[&str] = &["replace", "-f", "-", "-n", NAMESPACE];
+    let seeded_group = format!("{org}.seeded");
+    let delete = |kind: &str, name: &str| -> Vec<String> {
+        ["delete", kind, name, "--wait=false", "-n", NAMESPACE]
+            .map(str::to_owned)
+            .to_vec()
+    };
+    let mut delete_org = op("delete an organization", &["org-delete"], &[]);
+    delete_org.args = delete("coderorganization", "doomed");
+    let mut delete_group = op("delete a group", &["grp-delete"], &[]);
+    delete_group.args = delete("codergroup", &format!("{org}.doomed"));
+    vec![
+        op("create an organization", &["org-create"], create)
+            .with_stdin(organization_manifest("made", "made")),
+        op("update an organization", &["org-update"], replace).with_stdin(current(
+            cp,
+            "coderorganization",
+            "seeded",
+        )),
+        op(
+            "apply a change to an organization",
+            &["org-patch", "org-apply"],
+            APPLY,
+        )
+        .with_stdin(organization_manifest("seeded", "applied")),
+        op("apply a new organization", &["org-apply"], APPLY)
+            .with_stdin(organization_manifest("applied", "applied")),
+        delete_org,
+        op("create a group", &["grp-create"], create).with_stdin(group_manifest(org, "made", 1)),
+        op("update a group", &["grp-update"], replace).with_stdin(current(cp, "codergroup", &seeded_group)),
+        op("apply a change to a group", &["grp-patch", "grp-apply"], APPLY)
+            .with_stdin(group_manifest(org, "seeded", 9)),
+        op("apply a new group", &["grp-apply"], APPLY).with_stdin(group_manifest(org, "applied", 2)),
+        delete_group,
+        op("update a user", &["usr-update"], replace).with_stdin(current(cp, "coderuser", MEMBER)),
+        op("apply a change to a user", &["usr-patch"], APPLY)
+            .with_stdin(user_manifest(MEMBER, "Alice Applied")),
+    ]
+}
+
+fn user_manifest(name: &str, full_name: &str) -> String {
+    json!({
+        "apiVersion": "aggregation.coder.com/v1alpha1",
+        "kind": "CoderUser",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": {"name": full_name},
+    })
+    .to_string()
+}
+
 /// Every request the test server received that is not a read.
 fn writes(server: &TestServer) -> Vec<String> {
     server
@@ -630,6 +730,26 @@ async fn seed(cp: &ControlPlane, client: &CoderClient, org: &str) {
     }
 }
 
+/// Plays a licensed server (more organizations, groups) with the organizations and groups the writes need.
+async fn seed_people(server: &TestServer, client: &CoderClient, org: &str) {
+    for feature in ["multiple_organizations", "template_rbac"] {
+        server.set_entitlement(feature, Entitlement::Entitled);
+    }
+    server.mint_token(MEMBER, &[]).await.unwrap();
+    for name in ["seeded", "doomed"] {
+        let request = CreateOrganizationRequest {
+            name: name.to_owned(),
+            ..CreateOrganizationRequest::default()
+        };
+        client.create_organization(&request).await.unwrap();
+        let request = CreateGroupRequest {
+            name: name.to_owned(),
+            ..CreateGroupRequest::default()
+        };
+        client.create_group(org, &request).await.unwrap();
+    }
+}
+
 // kubectl runs as a blocking child process: the test server needs worker threads of its own meanwhile.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_verb_on_each_resource_allows_exactly_its_own_request_and_denied_ones_never_reach_coder() {
@@ -670,6 +790,7 @@ async fn each_verb_on_each_resource_allows_exactly_its_own_request_and_denied_on
     }
     wait_for_rbac(cp).await;
     seed(cp, &client, &org).await;
+    seed_people(&server, &client, &org).await;
     let template = client.template_by_name(&org, "base").await.unwrap();
     let versions = kubectl_json(
         cp,
@@ -692,13 +813,14 @@ async fn each_verb_on_each_resource_allows_exactly_its_own_request_and_denied_on
             &template.active_version_id.to_string(),
             &version_name,
         ))
-        .chain(people_operations(cp, &org));
+        .chain(people_operations(cp, &org))
+        .chain(people_writes(cp, &org));
     let mut checked = 0;
     for operation in operations {
         check(cp, &server, &client, &operation).await;
         checked += 1;
     }
-    assert_eq!(checked, 28, "every operation ran");
+    assert_eq!(checked, 43, "every operation ran");
 
     // The allowed writes did reach Coder.
     let ws = client.workspace_by_owner_and_name(OWNER, "ws").await.unwrap();
@@ -726,6 +848,33 @@ async fn each_verb_on_each_resource_allows_exactly_its_own_request_and_denied_on
     assert!(
         client.template_by_name(&org, "doomed").await.is_err(),
         "the allowed delete removed the template"
+    );
+    for name in ["made", "applied"] {
+        client
+            .organization(name)
+            .await
+            .unwrap_or_else(|e| panic!("organization {name}: {e}"));
+        client
+            .group_by_name(&org, name)
+            .await
+            .unwrap_or_else(|e| panic!("group {name}: {e}"));
+    }
+    assert_eq!(
+        client.organization("seeded").await.unwrap().description,
+        "applied"
+    );
+    let seeded = client.group_by_name(&org, "seeded").await.unwrap();
+    assert_eq!(seeded.quota_allowance, 9);
+    let members: Vec<&str> = seeded.members.iter().map(|m| m.username.as_str()).collect();
+    assert_eq!(members, [MEMBER]);
+    assert_eq!(client.user(MEMBER).await.unwrap().name, "Alice Applied");
+    assert!(
+        client.organization("doomed").await.is_err(),
+        "the allowed delete removed the organization"
+    );
+    assert!(
+        client.group_by_name(&org, "doomed").await.is_err(),
+        "the allowed delete removed the group"
     );
 }
 

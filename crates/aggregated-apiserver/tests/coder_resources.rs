@@ -394,7 +394,9 @@ async fn a_workspace_list_reuses_its_objects_while_coder_sends_the_same_pages() 
     // has no stable order), so a list may miss one while builds end: wait for a whole one.
     let settled = eventually("every build to end", async || {
         let items = listed().await;
-        let ended = items.iter().all(|o| o["status"]["latestBuildStatus"] != "starting");
+        let ended = items
+            .iter()
+            .all(|o| o["status"]["latestBuildStatus"] != "starting");
         (ended && items.len() == 151).then_some(items)
     })
     .await;

@@ -4,50 +4,17 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
-use std::time::Duration;
-
-use coder_k8s_aggregated_apiserver::coder::{StaticBackend, StaticProvider, registry};
-use coder_k8s_aggregated_apiserver::generic::{ApiError, Registry, RequestContext, UserInfo};
+use coder_k8s_aggregated_apiserver::generic::Registry;
 use coder_k8s_coder_client::{CoderClient, SessionToken};
 use coder_k8s_coder_testserver::Entitlement;
-use coder_k8s_control_plane_access::ClientSettings;
 use coder_k8s_testenv::coder::{OWNER_USERNAME, RealCoder};
 use serde_json::{Value, json};
 
 mod coder_fixture;
+mod people_support;
 
 use coder_fixture::{OPERATOR, coder};
-
-const NAMESPACE: &str = "people";
-
-fn registry_over(url: url::Url, token: &str) -> Registry {
-    let backend = StaticBackend {
-        url,
-        token: token.to_owned(),
-        namespace: NAMESPACE.to_owned(),
-    };
-    let settings = ClientSettings {
-        timeout: Duration::from_secs(20),
-        service_address_override: None,
-    };
-    registry(Arc::new(StaticProvider::new(&backend, &settings).unwrap()))
-}
-
-fn ctx() -> RequestContext {
-    RequestContext {
-        user: UserInfo::default(),
-        namespace: Some(NAMESPACE.to_owned()),
-        deadline: tokio::time::Instant::now() + Duration::from_secs(30),
-        dry_run: false,
-        query: BTreeMap::new(),
-    }
-}
-
-async fn get(registry: &Registry, plural: &str, name: &str) -> Result<Value, ApiError> {
-    registry.resource(plural).unwrap().storage.get(&ctx(), name).await
-}
+use people_support::{NAMESPACE, ctx, get, registry_over};
 
 async fn list(registry: &Registry, plural: &str) -> Vec<Value> {
     registry

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use coder_k8s_coder_client::types::jobs::{daemon_takes_job, effective_tags};
+use coder_k8s_coder_client::types::users::{UpdateRoles, UpdateUserProfileRequest};
 use coder_k8s_coder_client::types::{
     ArchiveKind, BuildReason, CreateTemplateRequest, CreateTemplateVersionRequest,
     CreateWorkspaceBuildRequest, CreateWorkspaceRequest, JobStatus, ProvisionerJob, ProvisionerJobLog,
@@ -2426,6 +2427,86 @@ async fn contract_user_lookups(t: &Target) {
     );
 }
 
+/// The start of an error's message (the client appends Coder's detail after `: `).
+fn assert_refused(err: &Error, status: u16, message: &str) {
+    assert_eq!(err.status(), Some(status), "{err:?}");
+    assert!(err.message().starts_with(message), "{err:?}");
+}
+
+/// The writes of an existing user the aggregated API sends: profile, site roles, status, organization membership and
+/// its roles, each read back; and Coder's refusals of the caller's own roles, status and membership.
+async fn contract_user_writes(t: &Target) {
+    let client = t.client();
+    let member = t.client_as(&t.member_token().await).me().await.unwrap();
+    let (id, org) = (member.id.to_string(), t.organization_id.to_string());
+
+    let profile = UpdateUserProfileRequest {
+        username: member.username.clone(),
+        name: "Carol Contract".to_owned(),
+    };
+    let updated = client.update_user_profile(&id, &profile).await.unwrap();
+    assert_eq!(
+        (updated.username.as_str(), updated.name.as_str()),
+        (member.username.as_str(), "Carol Contract")
+    );
+    let roles = UpdateRoles {
+        roles: vec!["auditor".to_owned()],
+    };
+    let updated = client.update_user_roles(&id, &roles).await.unwrap();
+    assert!(updated.has_role("auditor"), "{:?}", updated.roles);
+    let err = client
+        .update_user_roles(
+            &id,
+            &UpdateRoles {
+                roles: vec!["no-such-role".to_owned()],
+            },
+        )
+        .await
+        .unwrap_err();
+    assert_refused(&err, 400, "\"no-such-role\" is not a supported role");
+
+    assert_eq!(
+        client.set_user_suspended(&id, true).await.unwrap().status,
+        "suspended"
+    );
+    assert_eq!(client.user(&id).await.unwrap().status, "suspended");
+    assert_eq!(
+        client.set_user_suspended(&id, false).await.unwrap().status,
+        "active"
+    );
+
+    let org_roles = UpdateRoles {
+        roles: vec!["organization-auditor".to_owned()],
+    };
+    client.update_member_roles(&org, &id, &org_roles).await.unwrap();
+    let held = client.user_roles(&id).await.unwrap();
+    assert_eq!(
+        held.organization_roles[&t.organization_id],
+        ["organization-auditor"]
+    );
+    let err = client.add_organization_member(&org, &id).await.unwrap_err();
+    assert_refused(&err, 400, "User is already an organization member");
+    client.remove_organization_member(&org, &id).await.unwrap();
+    let members = client.organization_members(&org).await.unwrap();
+    assert!(members.iter().all(|m| m.user_id != member.id), "{members:?}");
+    client.add_organization_member(&org, &id).await.unwrap();
+    let held = client.user_roles(&id).await.unwrap();
+    assert_eq!(
+        held.organization_roles[&t.organization_id],
+        Vec::<String>::new(),
+        "a new membership has no roles"
+    );
+
+    // The caller's own roles, status and membership are Coder's to refuse.
+    let me = client.me().await.unwrap().id.to_string();
+    let err = client.update_user_roles(&me, &roles).await.unwrap_err();
+    assert_refused(&err, 400, "You cannot change your own roles.");
+    let err = client.set_user_suspended(&me, true).await.unwrap_err();
+    assert_refused(&err, 400, "You cannot suspend yourself.");
+    let err = client.remove_organization_member(&org, &me).await.unwrap_err();
+    assert_refused(&err, 400, "cannot remove self from an organization");
+}
+
 /// Two tests per contract: `<contract>::test_server` and `<contract>::real_coder`.
 macro_rules! contracts {
     ($($name:ident => $contract:ident),* $(,)?) => {$(
@@ -2551,6 +2632,7 @@ contracts! {
     template_version_inputs => contract_template_version_inputs,
     template_acl => contract_template_acl,
     user_lookups => contract_user_lookups,
+    user_writes => contract_user_writes,
     provisioner_jobs => contract_provisioner_jobs,
 }
 

@@ -76,6 +76,30 @@ impl Auth {
             .any(|(id, roles)| *id == org && roles.iter().any(|r| r == "organization-admin"));
         if admin { Ok(()) } else { Err(ApiError::forbidden()) }
     }
+
+    /// Whether the caller is an owner, has one of `site_roles`, or has one of `org_roles` in `org` (what Coder's
+    /// RBAC grants those roles; the caller answers the refusal Coder gives on its route).
+    pub(crate) async fn has_role(
+        &self,
+        app: &App,
+        org: Uuid,
+        site_roles: &[&str],
+        org_roles: &[&str],
+    ) -> Result<bool, ApiError> {
+        if self.is_owner()
+            || self
+                .user
+                .rbac_roles
+                .iter()
+                .any(|r| site_roles.contains(&r.as_str()))
+        {
+            return Ok(true);
+        }
+        let memberships = app.db.memberships(self.user.id).await?;
+        Ok(memberships
+            .iter()
+            .any(|(id, roles)| *id == org && roles.iter().any(|r| org_roles.contains(&r.as_str()))))
+    }
 }
 
 impl FromRequestParts<App> for Auth {
@@ -199,10 +223,27 @@ pub(crate) async fn user(app: &App, auth: &Auth, param: &str) -> Result<User, Ap
         Ok(id) => app.db.user_by_id(id).await?,
         Err(_) => app.db.user_by_username(param).await?,
     };
-    found.ok_or_else(|| {
-        ApiError::bad_request("\"user\" must be an existing uuid or username.")
-            .detail(format!("queried user={param:?}"))
-    })
+    found.ok_or_else(|| unknown_user(param))
+}
+
+fn unknown_user(param: &str) -> ApiError {
+    ApiError::bad_request("\"user\" must be an existing uuid or username.")
+        .detail(format!("queried user={param:?}"))
+}
+
+/// Coder's `ExtractUserParam` with the caller's rights, as its user write routes resolve `{user}`: like [`user`],
+/// but another user the caller may not read (a plain member reads only itself) is the same 400 as a missing one.
+pub(crate) async fn readable_user(
+    app: &App,
+    auth: &Auth,
+    caller: &crate::rbac::Caller,
+    param: &str,
+) -> Result<User, ApiError> {
+    let found = user(app, auth, param).await?;
+    if found.id != auth.user.id && !caller.reads_users() {
+        return Err(unknown_user(param));
+    }
+    Ok(found)
 }
 
 /// Like [`user`], but only the user itself or an owner may act on it (tokens, workspaces).

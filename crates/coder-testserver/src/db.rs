@@ -1,4 +1,4 @@
-//! Coder's PostgreSQL tables the test server reads (never cached across requests): users, organizations,
+//! Coder's PostgreSQL tables the test server reads and writes (never cached across requests): users, organizations,
 //! organization_members, api_keys.
 
 use std::sync::Arc;
@@ -69,6 +69,36 @@ impl User {
 
     pub(crate) fn is_owner(&self) -> bool {
         self.rbac_roles.iter().any(|r| r == "owner")
+    }
+}
+
+const MEMBER_COLUMNS: &str = concat!(
+    "organization_id, user_id, ",
+    ts!("created_at"),
+    ", ",
+    ts!("updated_at"),
+    ", roles"
+);
+
+/// A row of `organization_members`.
+#[derive(Clone, Debug)]
+pub(crate) struct Member {
+    pub organization_id: Uuid,
+    pub user_id: Uuid,
+    pub created_at: String,
+    pub updated_at: String,
+    pub roles: Vec<String>,
+}
+
+impl Member {
+    fn from_row(row: &Row) -> Result<Self, tokio_postgres::Error> {
+        Ok(Self {
+            organization_id: row.try_get(0)?,
+            user_id: row.try_get(1)?,
+            created_at: row.try_get(2)?,
+            updated_at: row.try_get(3)?,
+            roles: row.try_get(4)?,
+        })
     }
 }
 
@@ -298,6 +328,48 @@ impl Db {
         Ok(id)
     }
 
+    /// Coder's `UpdateOrganization`: sets the four fields and `updated_at = now()`; the updated organization, or
+    /// `None` when there is no such (undeleted) organization. A name another undeleted organization has (compared in
+    /// lower case, index `idx_organization_name_lower`) is a unique violation.
+    pub(crate) async fn update_organization(
+        &self,
+        id: Uuid,
+        name: &str,
+        display_name: &str,
+        description: &str,
+        icon: &str,
+    ) -> Result<Option<Organization>, tokio_postgres::Error> {
+        let client = self.client().await?;
+        let sql = format!(
+            "UPDATE organizations SET updated_at = now(), name = $2, display_name = $3, description = $4, icon = $5 \
+             WHERE id = $1 AND deleted = false RETURNING {ORG_COLUMNS}"
+        );
+        client
+            .query_opt(&sql, &[&id, &name, &display_name, &description, &icon])
+            .await?
+            .as_ref()
+            .map(Organization::from_row)
+            .transpose()
+    }
+
+    /// The user IDs of every `organization_members` row of `org` (deleted users included), as Coder's
+    /// `group_members` rows outlive only those memberships.
+    pub(crate) async fn organization_member_ids(
+        &self,
+        org: Uuid,
+    ) -> Result<Vec<Uuid>, tokio_postgres::Error> {
+        let client = self.client().await?;
+        client
+            .query(
+                "SELECT user_id FROM organization_members WHERE organization_id = $1",
+                &[&org],
+            )
+            .await?
+            .iter()
+            .map(|r| r.try_get(0))
+            .collect()
+    }
+
     /// Soft-deletes an organization, as Coder does (`deleted = true`).
     pub(crate) async fn delete_organization(&self, id: Uuid) -> Result<u64, tokio_postgres::Error> {
         let client = self.client().await?;
@@ -325,6 +397,135 @@ impl Db {
             )
             .await?;
         Ok(())
+    }
+
+    /// Coder's `UpdateUserProfile` as `putUserProfile` calls it: the username and name, `updated_at = now()`.
+    pub(crate) async fn update_user_profile(
+        &self,
+        id: Uuid,
+        username: &str,
+        name: &str,
+    ) -> Result<Option<User>, tokio_postgres::Error> {
+        let client = self.client().await?;
+        let sql = format!(
+            "UPDATE users SET username = $2, name = $3, updated_at = now() WHERE id = $1 RETURNING {USER_COLUMNS}"
+        );
+        client
+            .query_opt(&sql, &[&id, &username, &name])
+            .await?
+            .as_ref()
+            .map(User::from_row)
+            .transpose()
+    }
+
+    /// Coder's `UpdateUserStatus` (the user not seen): the status and `updated_at = now()`; `last_seen_at` stays.
+    pub(crate) async fn update_user_status(
+        &self,
+        id: Uuid,
+        status: &str,
+    ) -> Result<Option<User>, tokio_postgres::Error> {
+        let client = self.client().await?;
+        let sql = format!(
+            "UPDATE users SET status = ($2::text)::user_status, updated_at = now() WHERE id = $1 \
+             RETURNING {USER_COLUMNS}"
+        );
+        client
+            .query_opt(&sql, &[&id, &status])
+            .await?
+            .as_ref()
+            .map(User::from_row)
+            .transpose()
+    }
+
+    /// Coder's `UpdateUserRoles`: the site roles without duplicates (`updated_at` stays).
+    pub(crate) async fn update_user_roles(
+        &self,
+        id: Uuid,
+        roles: &[String],
+    ) -> Result<Option<User>, tokio_postgres::Error> {
+        let client = self.client().await?;
+        let sql = format!(
+            "UPDATE users SET rbac_roles = ARRAY(SELECT DISTINCT UNNEST($2::text[])) WHERE id = $1 \
+             RETURNING {USER_COLUMNS}"
+        );
+        client
+            .query_opt(&sql, &[&id, &roles])
+            .await?
+            .as_ref()
+            .map(User::from_row)
+            .transpose()
+    }
+
+    /// The `organization_members` row of `user` in `org`.
+    pub(crate) async fn member(
+        &self,
+        org: Uuid,
+        user: Uuid,
+    ) -> Result<Option<Member>, tokio_postgres::Error> {
+        let client = self.client().await?;
+        let sql = format!(
+            "SELECT {MEMBER_COLUMNS} FROM organization_members WHERE organization_id = $1 AND user_id = $2"
+        );
+        client
+            .query_opt(&sql, &[&org, &user])
+            .await?
+            .as_ref()
+            .map(Member::from_row)
+            .transpose()
+    }
+
+    /// Every `organization_members` row of `org`.
+    pub(crate) async fn member_rows(&self, org: Uuid) -> Result<Vec<Member>, tokio_postgres::Error> {
+        let client = self.client().await?;
+        let sql = format!("SELECT {MEMBER_COLUMNS} FROM organization_members WHERE organization_id = $1");
+        client
+            .query(&sql, &[&org])
+            .await?
+            .iter()
+            .map(Member::from_row)
+            .collect()
+    }
+
+    /// Coder's `InsertOrganizationMember` without roles; a user who is already a member is a unique violation of
+    /// `organization_members_pkey`.
+    pub(crate) async fn insert_member(&self, org: Uuid, user: Uuid) -> Result<Member, tokio_postgres::Error> {
+        let client = self.client().await?;
+        let sql = format!(
+            "INSERT INTO organization_members (organization_id, user_id, created_at, updated_at, roles) \
+             VALUES ($1, $2, now(), now(), '{{}}'::text[]) RETURNING {MEMBER_COLUMNS}"
+        );
+        Member::from_row(&client.query_one(&sql, &[&org, &user]).await?)
+    }
+
+    /// Coder's `DeleteOrganizationMember`.
+    pub(crate) async fn delete_member(&self, org: Uuid, user: Uuid) -> Result<u64, tokio_postgres::Error> {
+        let client = self.client().await?;
+        client
+            .execute(
+                "DELETE FROM organization_members WHERE organization_id = $1 AND user_id = $2",
+                &[&org, &user],
+            )
+            .await
+    }
+
+    /// Coder's `UpdateMemberRoles`: the organization roles without duplicates (`updated_at` stays).
+    pub(crate) async fn update_member_roles(
+        &self,
+        org: Uuid,
+        user: Uuid,
+        roles: &[String],
+    ) -> Result<Option<Member>, tokio_postgres::Error> {
+        let client = self.client().await?;
+        let sql = format!(
+            "UPDATE organization_members SET roles = ARRAY(SELECT DISTINCT UNNEST($3::text[])) \
+             WHERE organization_id = $1 AND user_id = $2 RETURNING {MEMBER_COLUMNS}"
+        );
+        client
+            .query_opt(&sql, &[&org, &user, &roles])
+            .await?
+            .as_ref()
+            .map(Member::from_row)
+            .transpose()
     }
 
     /// Inserts a user (or updates the site roles of an existing one), makes it a member of every

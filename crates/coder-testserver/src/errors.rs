@@ -127,6 +127,15 @@ impl ApiError {
             .validation(field, "Validation failed for tag \"required\" with value: \"\"")
     }
 
+    /// 400 `Validation failed.` with one validation per `(field, tag, value)`, as Coder's `httpapi.Read` answers a
+    /// body that fails its `validate` tags (every failing field, in the request type's field order).
+    pub(crate) fn validation_failed(failures: &[(&str, &str, &str)]) -> Self {
+        failures.iter().fold(
+            Self::bad_request("Validation failed."),
+            |error, (field, tag, value)| error.validation(field, tag_failure(tag, value)),
+        )
+    }
+
     pub(crate) fn text(status: StatusCode, text: impl Into<String>) -> Self {
         Self::Text {
             status,
@@ -165,6 +174,12 @@ impl IntoResponse for ApiError {
             }
         }
     }
+}
+
+/// The detail of a failed `validate` tag: `Validation failed for tag "<tag>" with value: "<value>"` (Go's `%q` for
+/// the tag, the value as is).
+pub(crate) fn tag_failure(tag: &str, value: &str) -> String {
+    format!("Validation failed for tag {tag:?} with value: \"{value}\"")
 }
 
 /// Parses a UUID path parameter.

@@ -11,7 +11,12 @@
 //! Choices the spec does not fix (test-server behaviour, not verified Coder behaviour):
 //! * authorization is simplified: site role `owner` may do everything; `organization-admin` may manage
 //!   its org's provisioner keys, templates, versions and MCP servers; licenses, proxies and AI providers
-//!   are owner-only (403 `Forbidden.`); workspaces are visible to their owner and to owners;
+//!   are owner-only (403 `Forbidden.`); workspaces are visible to their owner and to owners; organization and
+//!   group writes follow Coder's RBAC (organizations: owners, and for update and delete the organization's admin;
+//!   groups: owners, `user-admin`, `organization-admin`, `organization-user-admin`) and refuse anyone else with
+//!   the answer Coder's failed authorization gives on that route; so do the user writes (profile, status, site
+//!   roles) and organization member writes, with Coder's built-in roles and who may assign which (`rbac.rs`; no
+//!   custom roles);
 //! * `has_license` is true when a license was uploaded or any feature is entitled/grace; uploaded
 //!   licenses do not change entitlements (use `Config::entitlements` / [`TestServer::set_entitlement`]);
 //! * no real rate limiter (use [`Fault::RateLimited`]); `Fault::ServerError` with a non-5xx code sends 500;
@@ -32,6 +37,7 @@ mod errors;
 mod faults;
 mod parameters;
 mod provisioner;
+mod rbac;
 mod recording;
 mod routes;
 mod state;
@@ -195,14 +201,13 @@ impl TestServer {
         true
     }
 
-    /// Adds a group `name` to organization `organization` (listed by `GET /organizations/{org}/groups`, usable in
-    /// MCP server access lists); returns its ID.
+    /// Adds a group `name` without members to organization `organization` (listed by
+    /// `GET /organizations/{org}/groups`, usable in template and MCP server access lists), as
+    /// `POST /organizations/{org}/groups` would but without its checks; returns its ID.
     pub fn add_group(&self, organization: uuid::Uuid, name: &str) -> uuid::Uuid {
-        let id = uuid::Uuid::new_v4();
-        self.app
-            .mem()
-            .groups
-            .push(serde_json::json!({"id": id, "name": name, "organization_id": organization}));
+        let group = state::Group::new(organization, name);
+        let id = group.id;
+        self.app.mem().groups.push(group);
         id
     }
 

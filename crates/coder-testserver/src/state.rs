@@ -352,6 +352,47 @@ pub(crate) struct Build {
     pub parameters: Vec<(String, String)>,
 }
 
+/// A row of Coder's `groups` table with its `group_members` (user IDs, in the order they were added).
+#[derive(Clone, Debug)]
+pub(crate) struct Group {
+    pub id: Uuid,
+    pub organization_id: Uuid,
+    pub name: String,
+    pub display_name: String,
+    pub avatar_url: String,
+    /// Coder stores it as `int4`: a request's value is truncated as Go's `int32(...)` does.
+    pub quota_allowance: i32,
+    pub members: Vec<Uuid>,
+}
+
+impl Group {
+    /// A group as `POST /organizations/{organization}/groups` inserts it: no members.
+    pub(crate) fn new(organization_id: Uuid, name: &str) -> Self {
+        Self {
+            id: Uuid::new_v4(),
+            organization_id,
+            name: name.to_owned(),
+            display_name: String::new(),
+            avatar_url: String::new(),
+            quota_allowance: 0,
+            members: Vec::new(),
+        }
+    }
+
+    /// Organization `organization_id`'s `Everyone` group as Coder inserts it (ID = organization ID); its members are
+    /// the organization's members, never stored here.
+    pub(crate) fn everyone(organization_id: Uuid) -> Self {
+        Self {
+            id: organization_id,
+            ..Self::new(organization_id, "Everyone")
+        }
+    }
+
+    pub(crate) fn is_everyone(&self) -> bool {
+        self.id == self.organization_id
+    }
+}
+
 /// Every in-memory Coder object.
 #[derive(Default)]
 pub(crate) struct Mem {
@@ -370,9 +411,10 @@ pub(crate) struct Mem {
     pub ai_gateway_keys: Vec<Value>,
     pub ai_providers: Vec<Value>,
     pub mcp_servers: Vec<Value>,
-    /// Groups added with `TestServer::add_group` (besides each organization's built-in `Everyone`):
-    /// `{id, name, organization_id}`.
-    pub groups: Vec<Value>,
+    /// The groups created with `POST /organizations/{organization}/groups` or `TestServer::add_group`, in creation
+    /// order. Each organization's `Everyone` group (ID = organization ID, every member) is implicit; an entry with
+    /// the organization's ID only keeps the settings a `PATCH /groups/{id}` gave it.
+    pub groups: Vec<Group>,
     /// The agents every successful start build reports; `None` = one connected, ready agent.
     pub agents: Option<Vec<AgentSpec>>,
 }
@@ -396,6 +438,13 @@ impl Mem {
             stage: stage.to_owned(),
             output: output.to_owned(),
         });
+    }
+
+    /// The groups of organization `org` besides `Everyone` (whose settings, once patched, are stored here too).
+    pub(crate) fn added_groups(&self, org: Uuid) -> impl Iterator<Item = &Group> {
+        self.groups
+            .iter()
+            .filter(move |g| g.organization_id == org && !g.is_everyone())
     }
 
     pub(crate) fn version(&self, id: Uuid) -> Option<&TemplateVersion> {

@@ -94,6 +94,35 @@ pub(crate) fn valid_template_name(name: &str) -> bool {
     name.len() <= 32 && words_separated_by(name, &['-']) && name != "new" && name != "create"
 }
 
+/// Coder's `NameValid` (tags `organization_name`, `username`, `template_name`, `workspace_name`): the same rule as
+/// [`valid_template_name`].
+pub(crate) fn valid_name(name: &str) -> bool {
+    valid_template_name(name)
+}
+
+/// Coder's `GroupNameValid` (tag `group_name`): `^[a-zA-Z0-9]+(?:-[a-zA-Z0-9]+)*$`, at most 255 bytes, not
+/// `new`/`create`.
+pub(crate) fn valid_group_name(name: &str) -> bool {
+    name.len() <= 255 && words_separated_by(name, &['-']) && name != "new" && name != "create"
+}
+
+/// Coder's `DisplayNameValid` (tags `organization_display_name`, `template_display_name`, `group_display_name`):
+/// empty, or at most 64 bytes matching `^[^\s](.*[^\s])?$` (Go's `\s` is `[\t\n\f\r ]` and `.` is anything but
+/// `\n`).
+pub(crate) fn valid_display_name(name: &str) -> bool {
+    let space = |c: char| matches!(c, '\t' | '\n' | '\x0c' | '\r' | ' ');
+    if name.is_empty() {
+        return true;
+    }
+    name.len() <= 64 && !name.starts_with(space) && !name.ends_with(space) && !name.contains('\n')
+}
+
+/// Coder's `UserRealNameValid` (tag `user_real_name`): at most 128 bytes, without leading or trailing whitespace (Go's
+/// `strings.TrimSpace`: Unicode white space).
+pub(crate) fn valid_user_real_name(name: &str) -> bool {
+    name.len() <= 128 && name.trim() == name
+}
+
 /// Template version names: `^[a-zA-Z0-9]+(?:[_.-]{1}[a-zA-Z0-9]+)*$`, at most 64 chars.
 pub(crate) fn valid_version_name(name: &str) -> bool {
     name.len() <= 64 && words_separated_by(name, &['_', '.', '-'])
@@ -112,6 +141,16 @@ pub(crate) fn valid_lower_slug(name: &str, max: usize) -> bool {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    #[test]
+    fn user_real_names_follow_coders_rule() {
+        assert!(valid_user_real_name(""));
+        assert!(valid_user_real_name("Ada Lovelace"));
+        assert!(!valid_user_real_name(" Ada"));
+        assert!(!valid_user_real_name("Ada\u{a0}"), "Go trims Unicode white space");
+        assert!(valid_user_real_name(&"a".repeat(128)));
+        assert!(!valid_user_real_name(&"a".repeat(129)));
+    }
 
     #[test]
     fn formats_rfc3339() {
@@ -141,6 +180,20 @@ mod tests {
         assert!(valid_lower_slug("my-key-1", 64));
         assert!(!valid_lower_slug("My-key", 64));
         assert!(!valid_lower_slug("a--b", 64));
+        assert!(valid_group_name("Platform-Team-2"));
+        assert!(valid_group_name(&"a".repeat(255)));
+        assert!(!valid_group_name(&"a".repeat(256)));
+        assert!(!valid_group_name("new"));
+        assert!(!valid_group_name("has space"));
+        assert!(!valid_group_name(""));
+        assert!(valid_display_name(""));
+        assert!(valid_display_name("Platform team ✓"));
+        assert!(valid_display_name("x"));
+        assert!(!valid_display_name(" leading"));
+        assert!(!valid_display_name("trailing\t"));
+        assert!(!valid_display_name("two\nlines"));
+        assert!(valid_display_name("vertical\x0btab"));
+        assert!(!valid_display_name(&"a".repeat(65)));
     }
 
     #[test]

@@ -22,6 +22,7 @@ pub mod template_settings;
 pub mod template_versions;
 pub mod templates;
 pub mod transitions;
+pub mod user_writes;
 pub mod users;
 pub mod workspace_list;
 pub mod workspace_log;
@@ -31,6 +32,7 @@ pub mod workspace_settings;
 pub mod workspace_writes;
 pub mod workspaces;
 pub mod world_watch;
+pub mod write_rules;
 
 pub use provider::{
     ApiReads, Backend, ControlPlaneProvider, ControlPlaneReads, Provider, StaticBackend, StaticProvider,

@@ -27,8 +27,16 @@ pub const GROUPS: &str = "codergroups";
 pub const USERS: &str = "coderusers";
 
 pub(super) const READ: &[Verb] = &[Verb::Get, Verb::List];
-/// Read verbs of a kind whose changes in Coder a watch sees.
-pub(super) const WATCHED_READ: &[Verb] = &[Verb::Get, Verb::List, Verb::Watch];
+/// Every verb a fully writable kind serves; `deletecollection` is not served anywhere.
+pub(super) const ALL_VERBS: &[Verb] = &[
+    Verb::Get,
+    Verb::List,
+    Verb::Watch,
+    Verb::Create,
+    Verb::Update,
+    Verb::Patch,
+    Verb::Delete,
+];
 
 /// The served resources, backed by Coder through `provider`; workspace parameters from Secrets are refused.
 pub fn registry(provider: Arc<dyn Provider>) -> Registry {
@@ -114,6 +122,18 @@ pub(super) async fn backend_of(
         .await?
         .into_iter()
         .find(|b| Some(b.namespace.as_str()) == ctx.namespace.as_deref()))
+}
+
+/// The backend of the request's namespace, or a 404 of `name` in `resource` when the namespace has none.
+pub(super) async fn named_backend(
+    provider: &dyn Provider,
+    ctx: &RequestContext,
+    resource: &str,
+    name: &str,
+) -> Result<Backend, ApiError> {
+    backend_of(provider, ctx)
+        .await?
+        .ok_or_else(|| ApiError::not_found(GROUP, resource, name))
 }
 
 /// A request named an object by a non-canonical spelling of its name (an alias or other casing Coder resolved).

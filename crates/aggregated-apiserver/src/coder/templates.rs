@@ -31,25 +31,18 @@ use super::field_errors::FieldError;
 use super::list_memo::ListMemo;
 use super::names::{self, TemplateName};
 use super::provider::{Backend, Provider};
-use super::resources::{TEMPLATES, at, backend_of, column, schema, subject};
+use super::resources::{TEMPLATES, at, column, named_backend, schema, subject};
 use super::template_import::{self, SettingsSource, WaitSettings, process_environment, wait_for_import};
 use super::template_inputs::{self, Active, Wanted};
 use super::template_settings::{self, Desired, Texts};
+use super::write_rules::{check_preconditions, check_resource_version, conflict, parse_body, refuse_dry_run};
 use super::{template_acl, template_plan};
 use crate::generic::{
     ApiError, Column, Deleted, EventType, RequestContext, ResourceDef, Storage, Verb, Written,
 };
 
 /// The verbs `codertemplates` serves.
-pub const TEMPLATE_VERBS: &[Verb] = &[
-    Verb::Get,
-    Verb::List,
-    Verb::Watch,
-    Verb::Create,
-    Verb::Update,
-    Verb::Patch,
-    Verb::Delete,
-];
+pub const TEMPLATE_VERBS: &[Verb] = super::resources::ALL_VERBS;
 
 /// How much earlier than the request's deadline an import wait gives up, so that its own 504 (which says what was
 /// waited for) is answered rather than the handler's generic one.
@@ -244,30 +237,6 @@ pub(super) async fn named_template(
     Ok(found)
 }
 
-/// Coder cannot preview a write, so a dry run would really change Coder: refused before any Coder call.
-fn refuse_dry_run(ctx: &RequestContext) -> Result<(), ApiError> {
-    if ctx.dry_run {
-        return Err(ApiError::bad_request(format!(
-            "server-side dry-run is not supported for {TEMPLATES}; nothing was changed"
-        )));
-    }
-    Ok(())
-}
-
-/// kube-apiserver's 409 wording for this resource.
-fn conflict(name: &str, detail: &str) -> ApiError {
-    ApiError::conflict(format!(
-        "Operation cannot be fulfilled on {TEMPLATES}.{GROUP} {name:?}: {detail}"
-    ))
-    .with_details(name, GROUP, TEMPLATES)
-}
-
-/// A request body as a `CoderTemplate`.
-fn parse_body(object: Value) -> Result<CoderTemplate, ApiError> {
-    serde_json::from_value(object)
-        .map_err(|e| ApiError::bad_request(format!("the body is not a valid CoderTemplate: {e}")))
-}
-
 fn invalid_files(error: &archive::ArchiveError) -> ApiError {
     ApiError::bad_request(format!("invalid template spec.files: {error}"))
 }
@@ -432,9 +401,7 @@ impl UpdatePlan {
 
 impl TemplateStorage {
     async fn backend(&self, ctx: &RequestContext, name: &str) -> Result<Backend, ApiError> {
-        backend_of(self.provider.as_ref(), ctx)
-            .await?
-            .ok_or_else(|| ApiError::not_found(GROUP, TEMPLATES, name))
+        named_backend(self.provider.as_ref(), ctx, TEMPLATES, name).await
     }
 
     /// The template and its converted object with the details of a single get.
@@ -906,6 +873,7 @@ impl TemplateStorage {
             return Ok(template);
         }
         Err(conflict(
+            TEMPLATES,
             name,
             "the template changed in Coder while the new source was importing; the new version was not activated and nothing else was changed: read the template again and retry",
         ))
@@ -920,18 +888,8 @@ fn check_update(
     current_rv: &str,
     desired: &CoderTemplate,
 ) -> Result<(), ApiError> {
-    let given_rv = desired.metadata.resource_version.as_deref().unwrap_or_default();
-    if given_rv.is_empty() {
-        return Err(ApiError::bad_request(
-            "metadata.resourceVersion is required for update",
-        ));
-    }
-    if given_rv != current_rv {
-        return Err(conflict(
-            name,
-            &format!("resource version mismatch: got {given_rv:?}, current is {current_rv:?}"),
-        ));
-    }
+    let given_rv = desired.metadata.resource_version.as_deref();
+    check_resource_version(TEMPLATES, name, given_rv, current_rv)?;
     if desired.spec.organization != current.organization_name {
         return Err(ApiError::bad_request(format!(
             "spec.organization {:?} must match existing organization {:?}",
@@ -944,37 +902,6 @@ fn check_update(
             "spec.versionID is read-only; to change the active version, update spec.files instead (current: {active:?}, requested: {:?})",
             desired.spec.version_id
         )));
-    }
-    Ok(())
-}
-
-/// `preconditions.uid` and `preconditions.resourceVersion` (an explicit empty value counts), worded as
-/// kube-apiserver does.
-fn check_preconditions(name: &str, current: &Value, options: &DeleteOptions) -> Result<(), ApiError> {
-    let Some(preconditions) = &options.preconditions else {
-        return Ok(());
-    };
-    let actual_uid = current["metadata"]["uid"].as_str().unwrap_or_default();
-    if let Some(uid) = &preconditions.uid
-        && uid != actual_uid
-    {
-        return Err(conflict(
-            name,
-            &format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {actual_uid}"),
-        ));
-    }
-    let actual_rv = current["metadata"]["resourceVersion"]
-        .as_str()
-        .unwrap_or_default();
-    if let Some(rv) = &preconditions.resource_version
-        && rv != actual_rv
-    {
-        return Err(conflict(
-            name,
-            &format!(
-                "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {actual_rv}"
-            ),
-        ));
     }
     Ok(())
 }
@@ -1031,8 +958,9 @@ impl Storage for TemplateStorage {
     }
 
     async fn create(&self, ctx: &RequestContext, object: Value) -> Result<Written, ApiError> {
-        refuse_dry_run(ctx)?;
-        self.create_template(ctx, parse_body(object)?).await
+        refuse_dry_run(ctx, TEMPLATES)?;
+        self.create_template(ctx, parse_body(object, "CoderTemplate")?)
+            .await
     }
 
     async fn update(
@@ -1042,9 +970,9 @@ impl Storage for TemplateStorage {
         object: Value,
         allow_create: bool,
     ) -> Result<Written, ApiError> {
-        refuse_dry_run(ctx)?;
+        refuse_dry_run(ctx, TEMPLATES)?;
         let parsed = names::parse_template_name(name)?;
-        let desired = parse_body(object)?;
+        let desired = parse_body(object, "CoderTemplate")?;
         let backend = self.backend(ctx, name).await?;
         let found = named_template(
             &backend.client,
@@ -1068,7 +996,7 @@ impl Storage for TemplateStorage {
         name: &str,
         options: &DeleteOptions,
     ) -> Result<Deleted, ApiError> {
-        refuse_dry_run(ctx)?;
+        refuse_dry_run(ctx, TEMPLATES)?;
         let parsed = names::parse_template_name(name)?;
         let backend = self.backend(ctx, name).await?;
         let template = named_template(
@@ -1081,7 +1009,7 @@ impl Storage for TemplateStorage {
         )
         .await?;
         let object = convert::template(&backend.namespace, &template)?;
-        check_preconditions(name, &object, options)?;
+        check_preconditions(TEMPLATES, name, &object, options)?;
         within(
             ctx.deadline,
             subject(TEMPLATES, name),
@@ -1113,10 +1041,13 @@ mod tests {
     }
 
     fn desired(rv: &str, organization: &str, version: &str) -> CoderTemplate {
-        parse_body(json!({
-            "metadata": {"name": "acme.docker", "resourceVersion": rv},
-            "spec": {"organization": organization, "versionID": version}
-        }))
+        parse_body(
+            json!({
+                "metadata": {"name": "acme.docker", "resourceVersion": rv},
+                "spec": {"organization": organization, "versionID": version}
+            }),
+            "CoderTemplate",
+        )
         .unwrap()
     }
 
@@ -1256,16 +1187,20 @@ mod tests {
             }),
             ..DeleteOptions::default()
         };
-        assert!(check_preconditions("acme.docker", &object, &DeleteOptions::default()).is_ok());
-        assert!(check_preconditions("acme.docker", &object, &options(Some("u1"), Some("7"))).is_ok());
-        let error = check_preconditions("acme.docker", &object, &options(Some(""), None)).unwrap_err();
+        assert!(check_preconditions(TEMPLATES, "acme.docker", &object, &DeleteOptions::default()).is_ok());
+        assert!(
+            check_preconditions(TEMPLATES, "acme.docker", &object, &options(Some("u1"), Some("7"))).is_ok()
+        );
+        let error =
+            check_preconditions(TEMPLATES, "acme.docker", &object, &options(Some(""), None)).unwrap_err();
         assert_eq!(error.code, 409);
         assert!(
             error
                 .message
                 .ends_with("Precondition failed: UID in precondition: , UID in object meta: u1")
         );
-        let error = check_preconditions("acme.docker", &object, &options(None, Some("6"))).unwrap_err();
+        let error =
+            check_preconditions(TEMPLATES, "acme.docker", &object, &options(None, Some("6"))).unwrap_err();
         assert!(
             error
                 .message
@@ -1282,7 +1217,7 @@ mod tests {
             dry_run: true,
             query: BTreeMap::new(),
         };
-        let error = refuse_dry_run(&ctx).unwrap_err();
+        let error = refuse_dry_run(&ctx, TEMPLATES).unwrap_err();
         assert_eq!(
             (error.code, error.message.as_str()),
             (

@@ -1,5 +1,7 @@
-//! `coderusers`: Coder users as read-only `CoderUser` objects named like the user, with their site roles and the
-//! roles they hold in each organization they are a member of. Never a password or a token.
+//! `coderusers`: Coder users as `CoderUser` objects named like the user, with their site roles and the roles they
+//! hold in each organization they are a member of. Never a password or a token. An update of an existing user
+//! (full name, site roles, memberships and their roles, suspension) is sent as the Coder calls of
+//! [`user_writes::plan`]; creating and deleting users is not served yet.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -7,24 +9,31 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use coder_k8s_api::aggregation::{CoderUser, GROUP};
+use coder_k8s_coder_client::types::users::{UpdateRoles, UpdateUserProfileRequest, User};
 use coder_k8s_coder_client::{CoderClient, Error as CoderError};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 use uuid::Uuid;
 
 use super::convert;
-use super::errors::within;
+use super::errors::{map_coder_error, within};
+use super::field_errors::{self, FieldError};
 use super::names;
-use super::provider::Provider;
+use super::provider::{Backend, Provider};
 use super::resources::{
-    USERS, WATCHED_READ, at, backend_of, column, not_canonical, schema, subject, unpaged_list_options,
+    USERS, at, column, named_backend, not_canonical, schema, subject, unpaged_list_options,
 };
-use crate::generic::{ApiError, Column, RequestContext, ResourceDef, Storage};
+use super::user_writes::{self, UserChange};
+use super::write_rules::{check_resource_version, parse_body, refuse_dry_run};
+use crate::generic::{ApiError, Column, EventType, RequestContext, ResourceDef, Storage, Verb, Written};
+
+/// The verbs of `coderusers`: reads and updates of existing users.
+const VERBS: &[Verb] = &[Verb::Get, Verb::List, Verb::Watch, Verb::Update, Verb::Patch];
 
 /// The whole time a user list or get may spend in Coder; past it the answer is a 504, never a partial list.
 const USER_BUDGET: Duration = Duration::from_secs(25);
 
-/// The `coderusers` resource (get and list only).
+/// The `coderusers` resource.
 pub fn resource(provider: Arc<dyn Provider>) -> ResourceDef {
     ResourceDef {
         plural: USERS,
@@ -34,7 +43,7 @@ pub fn resource(provider: Arc<dyn Provider>) -> ResourceDef {
         short_names: &[],
         categories: &[],
         namespaced: true,
-        verbs: WATCHED_READ,
+        verbs: VERBS,
         schema: schema::<CoderUser>(),
         columns: user_columns(),
         subresources: Vec::new(),
@@ -93,14 +102,53 @@ fn by_organization_name(
         .collect()
 }
 
-#[async_trait]
-impl Storage for UserStorage {
-    async fn get(&self, ctx: &RequestContext, name: &str) -> Result<Value, ApiError> {
+/// Every organization a change joins must exist (by its exact name): a 422 naming the entry otherwise, before
+/// anything is written.
+async fn check_organizations_exist(
+    client: &CoderClient,
+    deadline: Instant,
+    name: &str,
+    changes: &[UserChange],
+) -> Result<(), ApiError> {
+    let joined: Vec<&str> = changes
+        .iter()
+        .filter_map(|change| match change {
+            UserChange::Join(organization) => Some(organization.as_str()),
+            _ => None,
+        })
+        .collect();
+    if joined.is_empty() {
+        return Ok(());
+    }
+    let known = organization_names(client, deadline, name).await?;
+    let errors: Vec<FieldError> = joined
+        .into_iter()
+        .filter(|wanted| !known.values().any(|known| known == wanted))
+        .map(|missing| {
+            FieldError::not_found(
+                format!("spec.organizations[{missing}]"),
+                missing,
+                "no organization of this name",
+            )
+        })
+        .collect();
+    field_errors::check("CoderUser", GROUP, name, &errors)
+}
+
+impl UserStorage {
+    async fn backend(&self, ctx: &RequestContext, name: &str) -> Result<Backend, ApiError> {
+        named_backend(self.provider.as_ref(), ctx, USERS, name).await
+    }
+
+    /// The user `name` (exact spelling) and the object that shows it.
+    async fn read(
+        &self,
+        backend: &Backend,
+        deadline: Instant,
+        name: &str,
+    ) -> Result<(User, Value), ApiError> {
         let requested = names::parse_user_name(name)?;
-        let Some(backend) = backend_of(self.provider.as_ref(), ctx).await? else {
-            return Err(ApiError::not_found(GROUP, USERS, name));
-        };
-        let (client, deadline) = (&backend.client, deadline(ctx));
+        let client = &backend.client;
         let user = match tokio::time::timeout_at(deadline, client.user(&requested)).await {
             Ok(Ok(user)) => user,
             // Coder answers an unknown user name with a 400 ("must be an existing uuid or username"); the name
@@ -108,7 +156,7 @@ impl Storage for UserStorage {
             Ok(Err(CoderError::Rejected { status: 400, .. })) => {
                 return Err(ApiError::not_found(GROUP, USERS, name));
             }
-            Ok(Err(error)) => return Err(super::errors::map_coder_error(&error, subject(USERS, name))),
+            Ok(Err(error)) => return Err(map_coder_error(&error, subject(USERS, name))),
             Err(_) => return Err(super::errors::timed_out(subject(USERS, name))),
         };
         if user.username != requested {
@@ -119,7 +167,158 @@ impl Storage for UserStorage {
         let roles = within(deadline, subject(USERS, name), client.user_roles(&id)).await?;
         let organizations = organization_names(client, deadline, name).await?;
         let memberships = by_organization_name(roles.organization_roles, &organizations);
-        convert::user(&backend.namespace, &user, memberships)
+        let object = convert::user(&backend.namespace, &user, memberships)?;
+        Ok((user, object))
+    }
+
+    /// Sends `changes` one by one. One that fails stops the update; the error says which went through before it.
+    async fn apply(
+        &self,
+        backend: &Backend,
+        deadline: Instant,
+        name: &str,
+        user: &User,
+        changes: &[UserChange],
+    ) -> Result<(), ApiError> {
+        for (done, change) in changes.iter().enumerate() {
+            if let Err(mut error) = self.send(backend, deadline, name, user, change).await {
+                if done > 0 {
+                    let applied: Vec<String> = changes[..done].iter().map(UserChange::describe).collect();
+                    error.message = format!(
+                        "{} (already done before it: {}; read the user again before retrying)",
+                        error.message,
+                        applied.join(", ")
+                    );
+                }
+                return Err(error);
+            }
+        }
+        Ok(())
+    }
+
+    /// One change; organization names come from the caller, so they are held to Coder's name rule first.
+    async fn send(
+        &self,
+        backend: &Backend,
+        deadline: Instant,
+        name: &str,
+        user: &User,
+        change: &UserChange,
+    ) -> Result<(), ApiError> {
+        let (client, subject) = (&backend.client, subject(USERS, name));
+        let id = user.id.to_string();
+        match change {
+            UserChange::Join(organization) => {
+                let organization = names::parse_organization_name(organization)?;
+                within(
+                    deadline,
+                    subject,
+                    client.add_organization_member(&organization, &id),
+                )
+                .await
+            }
+            UserChange::OrganizationRoles(organization, roles) => {
+                let organization = names::parse_organization_name(organization)?;
+                let request = UpdateRoles { roles: roles.clone() };
+                within(
+                    deadline,
+                    subject,
+                    client.update_member_roles(&organization, &id, &request),
+                )
+                .await
+            }
+            UserChange::Leave(organization) => {
+                let organization = names::parse_organization_name(organization)?;
+                within(
+                    deadline,
+                    subject,
+                    client.remove_organization_member(&organization, &id),
+                )
+                .await
+            }
+            UserChange::SiteRoles(roles) => {
+                let request = UpdateRoles { roles: roles.clone() };
+                within(deadline, subject, client.update_user_roles(&id, &request))
+                    .await
+                    .map(drop)
+            }
+            UserChange::FullName(full_name) => {
+                let request = UpdateUserProfileRequest {
+                    username: user.username.clone(),
+                    name: full_name.clone(),
+                };
+                within(deadline, subject, client.update_user_profile(&id, &request))
+                    .await
+                    .map(drop)
+            }
+            UserChange::Suspended(suspended) => {
+                within(deadline, subject, client.set_user_suspended(&id, *suspended))
+                    .await
+                    .map(drop)
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl Storage for UserStorage {
+    async fn get(&self, ctx: &RequestContext, name: &str) -> Result<Value, ApiError> {
+        let backend = self.backend(ctx, name).await?;
+        Ok(self.read(&backend, deadline(ctx), name).await?.1)
+    }
+
+    fn check_write(&self, ctx: &RequestContext) -> Result<(), ApiError> {
+        refuse_dry_run(ctx, USERS)
+    }
+
+    async fn update(
+        &self,
+        ctx: &RequestContext,
+        name: &str,
+        object: Value,
+        allow_create: bool,
+    ) -> Result<Written, ApiError> {
+        refuse_dry_run(ctx, USERS)?;
+        let desired: CoderUser = parse_body(object, "CoderUser")?;
+        let backend = self.backend(ctx, name).await?;
+        let deadline = deadline(ctx);
+        let (user, current) = match self.read(&backend, deadline, name).await {
+            Ok(found) => found,
+            Err(error) if error.code == 404 && allow_create => {
+                return Err(ApiError::method_not_allowed(
+                    "creating users through the aggregated API is not served yet: create the user in Coder (or \
+                     let it sign in), then apply its roles and memberships",
+                ));
+            }
+            Err(error) => return Err(error),
+        };
+        let current_rv = current["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap_or_default();
+        check_resource_version(
+            USERS,
+            name,
+            desired.metadata.resource_version.as_deref(),
+            current_rv,
+        )?;
+        let held: CoderUser = parse_body(current.clone(), "CoderUser")?;
+        // `plan` refuses only with field errors, so the fallback to no change is never taken.
+        let changes = user_writes::plan(&held.spec, &desired.spec)
+            .or_else(|errors| field_errors::check("CoderUser", GROUP, name, &errors).map(|()| Vec::new()))?;
+        if changes.is_empty() {
+            return Ok(Written {
+                object: current,
+                created: false,
+                event: None,
+            });
+        }
+        check_organizations_exist(&backend.client, deadline, name, &changes).await?;
+        self.apply(&backend, deadline, name, &user, &changes).await?;
+        Ok(Written {
+            object: self.read(&backend, deadline, name).await?.1,
+            created: false,
+            event: Some(EventType::Modified),
+        })
     }
 
     async fn list(&self, ctx: &RequestContext) -> Result<Vec<Value>, ApiError> {

@@ -30,15 +30,7 @@ use crate::generic::{
 };
 
 /// Every verb of `coderworkspaces`; `deletecollection` is not served.
-const VERBS: &[Verb] = &[
-    Verb::Get,
-    Verb::List,
-    Verb::Watch,
-    Verb::Create,
-    Verb::Update,
-    Verb::Patch,
-    Verb::Delete,
-];
+const VERBS: &[Verb] = super::resources::ALL_VERBS;
 
 /// The `coderworkspaces` resource, without parameter values from Secrets (a reference is refused).
 pub fn resource(provider: Arc<dyn Provider>) -> ResourceDef {

@@ -1,7 +1,10 @@
-//! User calls of [`CoderClient`]: the caller (`me`), a user by ID or name, every user, and a user's roles.
+//! User calls of [`CoderClient`]: the caller (`me`), a user by ID or name, every user, and a user's roles; and the
+//! writes of an existing user: profile, site roles, status, organization memberships and their roles.
+
+use reqwest::Method;
 
 use super::{CoderClient, Result};
-use crate::types::users::{User, UserRoles, UsersPage};
+use crate::types::users::{UpdateRoles, UpdateUserProfileRequest, User, UserRoles, UsersPage};
 
 impl CoderClient {
     /// `GET /api/v2/users/me`.
@@ -23,5 +26,60 @@ impl CoderClient {
     /// `GET /api/v2/users/{user}/roles`: the site roles and the roles in each organization the user is a member of.
     pub async fn user_roles(&self, user: &str) -> Result<UserRoles> {
         self.get_json(&["users", user, "roles"], &[]).await
+    }
+
+    /// `PUT /api/v2/users/{user}/profile`: user name and full name.
+    pub async fn update_user_profile(&self, user: &str, request: &UpdateUserProfileRequest) -> Result<User> {
+        self.send_json(Method::PUT, &["users", user, "profile"], request)
+            .await
+    }
+
+    /// `PUT /api/v2/users/{user}/roles`: the whole list of site roles (`member` is implicit).
+    pub async fn update_user_roles(&self, user: &str, request: &UpdateRoles) -> Result<User> {
+        self.send_json(Method::PUT, &["users", user, "roles"], request)
+            .await
+    }
+
+    /// `PUT /api/v2/users/{user}/status/suspend` (`suspended = true`) or `.../activate`.
+    pub async fn set_user_suspended(&self, user: &str, suspended: bool) -> Result<User> {
+        let action = if suspended { "suspend" } else { "activate" };
+        self.send_json(Method::PUT, &["users", user, "status", action], &())
+            .await
+    }
+
+    /// `POST /api/v2/organizations/{organization}/members/{user}`: the user joins without roles.
+    pub async fn add_organization_member(&self, organization: &str, user: &str) -> Result<()> {
+        self.send_no_content::<()>(
+            Method::POST,
+            &["organizations", organization, "members", user],
+            None,
+        )
+        .await
+    }
+
+    /// `DELETE /api/v2/organizations/{organization}/members/{user}` (Coder also drops the user from the
+    /// organization's groups).
+    pub async fn remove_organization_member(&self, organization: &str, user: &str) -> Result<()> {
+        self.send_no_content::<()>(
+            Method::DELETE,
+            &["organizations", organization, "members", user],
+            None,
+        )
+        .await
+    }
+
+    /// `PUT /api/v2/organizations/{organization}/members/{user}/roles`: the whole list of the member's roles there.
+    pub async fn update_member_roles(
+        &self,
+        organization: &str,
+        user: &str,
+        request: &UpdateRoles,
+    ) -> Result<()> {
+        self.send_no_content(
+            Method::PUT,
+            &["organizations", organization, "members", user, "roles"],
+            Some(request),
+        )
+        .await
     }
 }

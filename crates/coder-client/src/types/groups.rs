@@ -1,4 +1,4 @@
-//! `GET /api/v2/organizations/{organization}/groups`.
+//! Groups: `GET /api/v2/organizations/{organization}/groups` and the group writes.
 
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -31,4 +31,28 @@ pub struct Group {
     pub organization_name: String,
     /// Organization display name.
     pub organization_display_name: String,
+}
+
+/// `POST /api/v2/organizations/{organization}/groups` (Premium: Template RBAC). A new group has no members.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CreateGroupRequest {
+    pub name: String,
+    pub display_name: String,
+    pub avatar_url: String,
+    pub quota_allowance: i64,
+}
+
+/// `PATCH /api/v2/groups/{id}`. Members change by user ID (`add_users`, `remove_users`); a name sent empty or equal
+/// to the current one keeps it, and the other fields are kept when left out (`None`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PatchGroupRequest {
+    pub add_users: Vec<String>,
+    pub remove_users: Vec<String>,
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub display_name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub avatar_url: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub quota_allowance: Option<i64>,
 }

@@ -102,3 +102,18 @@ pub struct MinimalUser {
     /// Avatar URL.
     pub avatar_url: String,
 }
+
+/// `PUT /api/v2/users/{user}/profile`: Coder sets both fields (the user name is required, so the current one is sent
+/// to keep it).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UpdateUserProfileRequest {
+    pub username: String,
+    pub name: String,
+}
+
+/// `PUT /api/v2/users/{user}/roles` and `PUT /api/v2/organizations/{organization}/members/{user}/roles`: the whole
+/// list of roles, which replaces the current one.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UpdateRoles {
+    pub roles: Vec<String>,
+}

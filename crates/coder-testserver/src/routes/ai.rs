@@ -415,11 +415,8 @@ pub(crate) fn render_mcp_with_acl(config: &Value) -> Value {
 /// The groups of `org` by ID: its `Everyone` group (ID = organization ID) and the added ones.
 fn group_names(mem: &crate::state::Mem, org: Uuid) -> BTreeMap<String, String> {
     let mut names = BTreeMap::from([(org.to_string(), "Everyone".to_owned())]);
-    for group in mem.groups.iter().filter(|g| g["organization_id"] == json!(org)) {
-        names.insert(
-            str_field_of(group, "id").to_owned(),
-            str_field_of(group, "name").to_owned(),
-        );
+    for group in mem.groups.iter().filter(|g| g.organization_id == org) {
+        names.insert(group.id.to_string(), group.name.clone());
     }
     names
 }

@@ -3,7 +3,9 @@
 mod ai;
 mod deployment;
 mod files;
+mod groups;
 mod logs;
+mod members;
 mod organizations;
 mod provisioner_keys;
 mod template_acl;
@@ -33,6 +35,8 @@ pub(crate) fn router(app: App) -> Router {
         .merge(deployment::routes())
         .merge(users::routes())
         .merge(organizations::routes())
+        .merge(members::routes())
+        .merge(groups::routes())
         .merge(provisioner_keys::routes())
         .merge(workspace_proxies::routes())
         .merge(files::routes())

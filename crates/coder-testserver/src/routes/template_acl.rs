@@ -13,7 +13,7 @@ use serde_json::json;
 use uuid::Uuid;
 
 use super::JsonBody;
-use super::organizations::group_by_id;
+use super::groups::group_by_id;
 use super::users::render_user;
 use crate::auth::{Auth, require_feature};
 use crate::errors::{ApiError, ApiResult, ok, parse_uuid};

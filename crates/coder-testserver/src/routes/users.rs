@@ -1,9 +1,10 @@
-//! Users and API tokens, read from and written to Coder's PostgreSQL.
+//! Users and API tokens, read from and written to Coder's PostgreSQL: the user reads, the profile, status and site
+//! role writes (Coder's `putUserProfile`, `putUserStatus`, `putUserRoles`), tokens.
 
 use axum::Router;
 use axum::extract::{Path, State};
 use axum::http::{StatusCode, Uri};
-use axum::routing::{delete, get};
+use axum::routing::{delete, get, put};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -11,28 +12,22 @@ use super::{JsonBody, flag, query_params};
 use crate::auth::{self, Auth};
 use crate::db::User;
 use crate::errors::{ApiError, ApiResult, created, no_content, ok};
+use crate::rbac::{self, Caller};
 use crate::state::App;
+use crate::util::{valid_name, valid_user_real_name};
 
 pub(super) fn routes() -> Router<App> {
     Router::new()
         .route("/users", get(list_users))
         .route("/users/first", get(first_user))
         .route("/users/{user}", get(get_user))
-        .route("/users/{user}/roles", get(user_roles))
+        .route("/users/{user}/roles", get(user_roles).put(put_roles))
+        .route("/users/{user}/profile", put(put_profile))
+        .route("/users/{user}/status/suspend", put(suspend))
+        .route("/users/{user}/status/activate", put(activate))
         .route("/users/{user}/keys/tokens", get(list_tokens).post(create_token))
         .route("/users/{user}/keys/tokens/{name}", get(get_token))
         .route("/users/{user}/keys/{id}", delete(delete_token))
-}
-
-fn role_display_name(role: &str) -> String {
-    match role {
-        "owner" => "Owner".to_owned(),
-        "template-admin" => "Template Admin".to_owned(),
-        "user-admin" => "User Admin".to_owned(),
-        "auditor" => "Auditor".to_owned(),
-        "member" => "Member".to_owned(),
-        other => crate::config::humanize_feature(&other.replace('-', "_")),
-    }
 }
 
 /// `User` JSON (`codersdk.User`).
@@ -53,9 +48,7 @@ pub(super) async fn render_user(app: &App, user: &User) -> Result<Value, ApiErro
         "status": user.status,
         "login_type": user.login_type,
         "organization_ids": organization_ids,
-        "roles": user.rbac_roles.iter()
-            .map(|r| json!({ "name": r, "display_name": role_display_name(r) }))
-            .collect::<Vec<_>>(),
+        "roles": user.rbac_roles.iter().map(|r| rbac::slim_site_role(r)).collect::<Vec<_>>(),
     });
     for (key, value) in [("name", &user.name), ("avatar_url", &user.avatar_url)] {
         if !value.is_empty() {
@@ -117,6 +110,163 @@ async fn user_roles(State(app): State<App>, auth: Auth, Path(param): Path<String
 async fn get_user(State(app): State<App>, auth: Auth, Path(param): Path<String>) -> ApiResult {
     let user = auth::user(&app, &auth, &param).await?;
     ok(render_user(&app, &user).await?)
+}
+
+/// The text of a write Coder's RBAC refuses.
+const UNAUTHORIZED: &str = "unauthorized: rbac: forbidden";
+
+/// `UpdateUserProfileRequest`; a `null` reads as empty, as Go's decoder leaves the field alone.
+#[derive(Deserialize)]
+struct UpdateProfile {
+    #[serde(default)]
+    username: Option<String>,
+    #[serde(default)]
+    name: Option<String>,
+}
+
+/// `PUT /users/{user}/profile` (Coder's `putUserProfile`), its checks in Coder's order: the key, the user (a user
+/// the caller may not read is Coder's 400), the body and its validation (`username`: `required,username`; `name`:
+/// `user_real_name`); a changed username (compared exactly) needs `update` on users, which only owners and user
+/// admins have (anyone else, the user itself too, gets Coder's 404); a username another user has (any case, system
+/// users too) is a 409; then the update (`update_personal`: the user itself, owners, user admins; anyone else gets
+/// Coder's 500). Sets the username, the name and `updated_at`; 200 with the user.
+async fn put_profile(
+    State(app): State<App>,
+    auth: Auth,
+    Path(param): Path<String>,
+    body: JsonBody<UpdateProfile>,
+) -> ApiResult {
+    let caller = Caller::of(&app, &auth).await?;
+    let user = auth::readable_user(&app, &auth, &caller, &param).await?;
+    let body = body.parse()?;
+    let username = body.username.unwrap_or_default();
+    let name = body.name.unwrap_or_default();
+    let mut failures = Vec::new();
+    if username.is_empty() {
+        failures.push(("username", "required", username.as_str()));
+    } else if !valid_name(&username) {
+        failures.push(("username", "username", username.as_str()));
+    }
+    if !valid_user_real_name(&name) {
+        failures.push(("name", "user_real_name", name.as_str()));
+    }
+    if !failures.is_empty() {
+        return Err(ApiError::validation_failed(&failures));
+    }
+    if username != user.username && !caller.updates_users() {
+        return Err(ApiError::not_found());
+    }
+    if let Some(existing) = app.db.user_by_username(&username).await?
+        && existing.id != user.id
+    {
+        return Err(ApiError::conflict("A user with this username already exists.")
+            .validation("username", "This username is already in use."));
+    }
+    if !caller.updates_personal(user.id) {
+        return Err(
+            ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "Internal error updating user.")
+                .detail(UNAUTHORIZED),
+        );
+    }
+    let updated = app
+        .db
+        .update_user_profile(user.id, &username, &name)
+        .await?
+        .ok_or_else(ApiError::not_found)?;
+    ok(render_user(&app, &updated).await?)
+}
+
+async fn suspend(State(app): State<App>, auth: Auth, Path(param): Path<String>) -> ApiResult {
+    put_status(&app, &auth, &param, "suspended").await
+}
+
+async fn activate(State(app): State<App>, auth: Auth, Path(param): Path<String>) -> ApiResult {
+    put_status(&app, &auth, &param, "active").await
+}
+
+/// `PUT /users/{user}/status/suspend` and `/status/activate` (Coder's `putUserStatus`): the key, the user (Coder's
+/// 400 for one the caller may not read); a suspend of the caller itself is a 400 `You cannot suspend yourself.`, of
+/// an owner a 400 (the owner role must go first); then the update, which needs `update` on users (owners and user
+/// admins; anyone else gets Coder's 500). Any status may be set again (suspending a suspended user, activating an
+/// active or dormant one); `updated_at` advances, `last_seen_at` stays. 200 with the user.
+async fn put_status(app: &App, auth: &Auth, param: &str, status: &str) -> ApiResult {
+    let caller = Caller::of(app, auth).await?;
+    let user = auth::readable_user(app, auth, &caller, param).await?;
+    if status == "suspended" {
+        if user.id == auth.user.id {
+            return Err(ApiError::bad_request("You cannot suspend yourself."));
+        }
+        if user.is_owner() {
+            return Err(ApiError::bad_request(
+                "You cannot suspend a user with the \"owner\" role. You must remove the role first.",
+            ));
+        }
+    }
+    if !caller.updates_users() {
+        return Err(ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("Internal error updating user's status to {status:?}."),
+        )
+        .detail(UNAUTHORIZED));
+    }
+    let updated = app
+        .db
+        .update_user_status(user.id, status)
+        .await?
+        .ok_or_else(ApiError::not_found)?;
+    ok(render_user(app, &updated).await?)
+}
+
+/// `UpdateRoles`; a `null` or left-out `roles` is no roles.
+#[derive(Deserialize)]
+pub(super) struct UpdateRoles {
+    #[serde(default)]
+    pub(super) roles: Option<Vec<String>>,
+}
+
+/// `PUT /users/{user}/roles` (Coder's `putUserRoles` and dbauthz's `UpdateUserRoles`), its checks in Coder's order:
+/// the key, the user (Coder's 400 for one the caller may not read); the caller's own roles 400 `You cannot change
+/// your own roles.`; the body; the change against the stored roles, with the implicit `member` always in the new set
+/// (so it always counts as added unless stored): a role that is not a site role Coder knows 400 `"<role>" is not a
+/// supported role` (the first, added before removed); a caller who may not assign site roles (only owners and user
+/// admins may) 403 `Forbidden.`; a role the caller may not assign (user admins only `member`) 400 `not authorized to
+/// assign role "<role>"`. The roles sent replace the stored ones, duplicates dropped (an explicit `member` is stored
+/// and shown); `updated_at` stays. 200 with the user.
+async fn put_roles(
+    State(app): State<App>,
+    auth: Auth,
+    Path(param): Path<String>,
+    body: JsonBody<UpdateRoles>,
+) -> ApiResult {
+    let caller = Caller::of(&app, &auth).await?;
+    let user = auth::readable_user(&app, &auth, &caller, &param).await?;
+    if user.id == auth.user.id {
+        return Err(ApiError::bad_request("You cannot change your own roles."));
+    }
+    let roles = body.parse()?.roles.unwrap_or_default();
+    let mut wanted = roles.clone();
+    wanted.push(rbac::MEMBER.to_owned());
+    let (added, removed) = rbac::change_role_set(&user.rbac_roles, &wanted);
+    let granted: Vec<&String> = added.iter().chain(&removed).collect();
+    if let Some(unknown) = granted.iter().find(|r| !rbac::is_site_role(r)) {
+        return Err(ApiError::bad_request(format!(
+            "{unknown:?} is not a supported role"
+        )));
+    }
+    if !caller.assigns_site_roles() {
+        return Err(ApiError::forbidden());
+    }
+    if let Some(refused) = granted.iter().find(|r| !caller.may_assign_site_role(r)) {
+        return Err(ApiError::bad_request(format!(
+            "not authorized to assign role {refused:?}"
+        )));
+    }
+    let updated = app
+        .db
+        .update_user_roles(user.id, &roles)
+        .await?
+        .ok_or_else(ApiError::not_found)?;
+    ok(render_user(&app, &updated).await?)
 }
 
 const MAX_ADMIN_LIFETIME_NS: i64 = 168 * 3600 * 1_000_000_000;
