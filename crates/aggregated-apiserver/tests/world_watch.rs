@@ -1,6 +1,6 @@
-//! Watches that see changes made in Coder directly: the poll-and-diff feed of `coderworkspaces` and
-//! `codertemplates` against the Coder API test server (in process through the server's router, and through a real
-//! kube-apiserver with kube-rs) and against a real Coder.
+//! Watches that see changes made in Coder directly: the poll-and-diff feed of `coderworkspaces`, `codertemplates`,
+//! `coderorganizations`, `codergroups` and `coderusers` against the Coder API test server (in process through the
+//! server's router, and through a real kube-apiserver with kube-rs) and against a real Coder.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -691,4 +691,62 @@ async fn watches_of_organizations_groups_and_users_see_changes_made_in_coder() {
         ("DELETED".to_owned(), "watched.ops".to_owned()),
         "{deleted}"
     );
+}
+
+#[tokio::test]
+async fn watches_of_users_and_groups_see_a_user_made_and_suspended_in_a_real_coder() {
+    coder_k8s_coder_client::install_ring_provider();
+    let coder = RealCoder::shared().await.unwrap();
+    let url = url::Url::parse(coder.url()).unwrap();
+    let client = CoderClient::new(url.clone(), SessionToken::new(coder.owner_token())).unwrap();
+    let organization = client.default_organization().await.unwrap();
+    let backend = StaticBackend {
+        url,
+        token: coder.owner_token().to_owned(),
+        namespace: NAMESPACE.to_owned(),
+    };
+    let provider = Arc::new(StaticProvider::new(&backend, &settings()).unwrap());
+    let mut registry = registry(provider.clone());
+    // A user poll is three requests (users, organizations, members): at the default budget (7 a minute for users)
+    // the polls would be 26 s apart. 600 a minute gives users and groups 42 each: a poll every 3 to 5 s.
+    let settings = WorldWatchSettings {
+        interval: Duration::from_secs(1),
+        max_interval: Duration::from_secs(1),
+        calls_per_minute: 600,
+        ..WorldWatchSettings::default()
+    };
+    world_watch::attach(&mut registry, provider, settings);
+    let router = router(registry);
+    let path = |plural: &str| format!("/apis/aggregation.coder.com/v1alpha1/namespaces/{NAMESPACE}/{plural}");
+    let (users_path, groups_path) = (path("coderusers"), path("codergroups"));
+    let mut users = Watch::open(&router, &users_path, &list_version(&router, &users_path).await).await;
+    let mut groups = Watch::open(&router, &groups_path, &list_version(&router, &groups_path).await).await;
+
+    // A user made in Coder (signing in nowhere), a member of the default organization.
+    let username = format!("watched-{}", std::process::id() % 100_000);
+    let body = serde_json::json!({
+        "email": format!("{username}@example.com"), "username": username, "login_type": "none",
+        "organization_ids": [organization.id],
+    });
+    let created = coder.send_json("POST", "/api/v2/users", &body).await.unwrap();
+    assert_eq!(created.status, 201, "{}", created.text());
+    let added = users.next_of(&username).await;
+    assert_eq!(summary(&added), ("ADDED".to_owned(), username.clone()), "{added}");
+    assert_eq!(added["object"]["spec"]["suspended"], false);
+    let everyone = format!("{}.Everyone", organization.name);
+    let joined = groups.next_of(&everyone).await;
+    assert_eq!(summary(&joined), ("MODIFIED".to_owned(), everyone), "{joined}");
+    let members = joined["object"]["spec"]["members"].as_array().unwrap();
+    assert!(members.contains(&serde_json::json!(username)), "{joined}");
+
+    // Suspended in Coder.
+    let id = created.json().unwrap()["id"].as_str().unwrap().to_owned();
+    client.set_user_suspended(&id, true).await.unwrap();
+    let modified = users.next_of(&username).await;
+    assert_eq!(
+        summary(&modified),
+        ("MODIFIED".to_owned(), username),
+        "{modified}"
+    );
+    assert_eq!(modified["object"]["spec"]["suspended"], true, "{modified}");
 }

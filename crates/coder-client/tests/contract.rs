@@ -406,8 +406,21 @@ async fn contract_users(t: &Target) {
             "a system user is listed: {listed:?}"
         );
     }
+    // Coder reads a user's organization roles without system users' memberships: the test server's owner (the
+    // operator, a system user) has none there; a member of flesh and blood has its organization's.
     let roles = client.user_roles(&t.owner).await.unwrap();
     assert!(roles.roles.contains(&"owner".to_owned()), "{roles:?}");
+    let owner_orgs: Vec<Uuid> = roles.organization_roles.keys().copied().collect();
+    if matches!(t.backend, Backend::Real(_)) {
+        assert_eq!(owner_orgs, vec![t.organization_id], "{roles:?}");
+    } else {
+        assert!(
+            owner_orgs.is_empty(),
+            "a system user's organization roles: {roles:?}"
+        );
+    }
+    let member = t.client_as(&t.member_token().await).me().await.unwrap();
+    let roles = client.user_roles(&member.username).await.unwrap();
     assert_eq!(
         roles.organization_roles.keys().copied().collect::<Vec<_>>(),
         vec![t.organization_id],
@@ -1667,12 +1680,20 @@ async fn contract_template_test_calls(t: &Target) {
         .unwrap_err();
     assert!(err.is_not_found(), "{err:?}");
     let me = client.me().await.unwrap();
+    let member = t.client_as(&t.member_token().await).me().await.unwrap();
     let members = client
         .organization_members(&t.organization_id.to_string())
         .await
         .unwrap();
-    let mine = members.iter().find(|m| m.user_id == me.id).unwrap();
-    assert_eq!(mine.organization_id, t.organization_id);
+    let listed = members.iter().find(|m| m.user_id == member.id).unwrap();
+    assert_eq!(listed.organization_id, t.organization_id);
+    // Coder leaves system users out of the list: the test server's owner is one (the operator), real Coder's is not.
+    let mine = members.iter().find(|m| m.user_id == me.id);
+    if matches!(t.backend, Backend::Real(_)) {
+        assert_eq!(mine.unwrap().organization_id, t.organization_id);
+    } else {
+        assert!(mine.is_none(), "a system user is listed: {members:?}");
+    }
     let stop = client
         .create_workspace_build(ws.id, &CreateWorkspaceBuildRequest::transition(Transition::Stop))
         .await

@@ -294,7 +294,9 @@ impl Db {
         rows.iter().map(|r| Ok((r.try_get(0)?, r.try_get(1)?))).collect()
     }
 
-    /// Members of an organization (active, not deleted).
+    /// The users with a membership of `org` (not deleted; system users included, as Coder's
+    /// `protect_deleting_organizations` trigger counts them), by user name. What Coder lists as members leaves the
+    /// system users out: see [`Db::listed_members`] and the groups' member lists.
     pub(crate) async fn organization_members(&self, org: Uuid) -> Result<Vec<User>, tokio_postgres::Error> {
         let client = self.client().await?;
         let sql = format!(
@@ -303,6 +305,32 @@ impl Db {
         );
         client
             .query(&sql, &[&org])
+            .await?
+            .iter()
+            .map(User::from_row)
+            .collect()
+    }
+
+    /// Coder's `OrganizationMembers` query for one organization: the users with a membership of `org` (not
+    /// deleted), by user name; a `user_id` other than the nil UUID and a `github_user_id` other than 0 narrow it to
+    /// that user, and system users (`is_system`) are left out unless `include_system`.
+    pub(crate) async fn listed_members(
+        &self,
+        org: Uuid,
+        user_id: Uuid,
+        github_user_id: i64,
+        include_system: bool,
+    ) -> Result<Vec<User>, tokio_postgres::Error> {
+        let client = self.client().await?;
+        let sql = format!(
+            "SELECT {USER_COLUMNS} FROM users WHERE deleted = false AND id IN \
+             (SELECT user_id FROM organization_members WHERE organization_id = $1) \
+             AND ($2::uuid = '00000000-0000-0000-0000-000000000000'::uuid OR id = $2::uuid) \
+             AND ($3::bigint = 0 OR github_com_user_id = $3::bigint) \
+             AND ($4::bool OR is_system = false) ORDER BY username"
+        );
+        client
+            .query(&sql, &[&org, &user_id, &github_user_id, &include_system])
             .await?
             .iter()
             .map(User::from_row)

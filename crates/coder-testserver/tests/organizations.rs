@@ -156,7 +156,14 @@ async fn a_new_organization_has_its_creator_as_a_member_without_roles_and_an_eve
     assert_eq!(org["is_default"], false);
     assert_eq!(org["created_at"], org["updated_at"]);
 
+    // The creator here is the operator, a system user: Coder lists it only when the search asks for system users.
     let (status, members) = answer(env.get(&format!("/api/v2/organizations/{id}/members"))).await;
+    assert_eq!(status, 200, "{members}");
+    assert_eq!(members, json!([]), "system users are not listed");
+    let (status, members) = answer(env.get(&format!(
+        "/api/v2/organizations/{id}/members?q=include_system:true"
+    )))
+    .await;
     assert_eq!(status, 200, "{members}");
     assert_eq!(members.as_array().unwrap().len(), 1);
     assert_eq!(members[0]["username"], "coder-k8s-operator");
@@ -172,7 +179,8 @@ async fn a_new_organization_has_its_creator_as_a_member_without_roles_and_an_eve
     assert_eq!(groups[0]["id"], id);
     assert_eq!(groups[0]["name"], "Everyone");
     assert_eq!(groups[0]["organization_name"], "acme");
-    assert_eq!(groups[0]["total_member_count"], 1);
+    assert_eq!(groups[0]["members"], json!([]));
+    assert_eq!(groups[0]["total_member_count"], 0);
 }
 
 #[tokio::test]
@@ -483,4 +491,114 @@ async fn an_organization_with_resources_is_not_deleted_and_an_empty_one_is() {
         .unwrap();
     let (status, body) = answer(env.delete("/api/v2/organizations/shared")).await;
     assert_eq!(status, 200, "{body}");
+}
+
+/// The usernames in a member list or a group's `members`.
+fn usernames(members: &Value) -> Vec<String> {
+    members
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["username"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn member_lists_leave_out_system_users_as_coder_does() {
+    let env = licensed("org_system_members").await;
+    env.server.mint_token("alice", &[]).await.unwrap();
+    let alice = user_id(&env, "alice").await;
+    let operator = user_id(&env, "me").await;
+    // Coder's built-in `prebuilds` system user, a member of the organization as Coder's prebuilds reconciler makes it.
+    let prebuilds = uuid::Uuid::from_u128(0xc42f_df75_3097_471c_8c33_fb52_454d_81c0);
+    let client = env.db().await;
+    client
+        .execute(
+            "INSERT INTO users (id, email, username, name, hashed_password, created_at, updated_at, rbac_roles, \
+             login_type, status, is_system) VALUES ($1, 'prebuilds@system', 'prebuilds', 'Prebuilds Owner', \
+             'none', now(), now(), '{}', 'none'::login_type, 'active'::user_status, true)",
+            &[&prebuilds],
+        )
+        .await
+        .unwrap();
+    client
+        .execute(
+            "INSERT INTO organization_members (organization_id, user_id, created_at, updated_at, roles) \
+             SELECT id, $1, now(), now(), '{}' FROM organizations WHERE is_default",
+            &[&prebuilds],
+        )
+        .await
+        .unwrap();
+    let members = |q: &str| {
+        let path = if q.is_empty() {
+            "/api/v2/organizations/default/members".to_owned()
+        } else {
+            format!("/api/v2/organizations/default/members?q={}", urlencode(q))
+        };
+        answer(env.get(&path))
+    };
+
+    // `listMembers`: `OrganizationMembers` without system users, unless the search includes them.
+    let (status, body) = members("").await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(usernames(&body), ["alice"]);
+    let (status, body) = members("include_system:true").await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(usernames(&body), ["alice", "coder-k8s-operator", "prebuilds"]);
+    let (_, body) = members("include_system:false").await;
+    assert_eq!(usernames(&body), ["alice"]);
+    let (_, body) = members(&format!("user_id:{alice}")).await;
+    assert_eq!(usernames(&body), ["alice"]);
+    let (_, body) = members(&format!("user_id:{operator}")).await;
+    assert_eq!(body, json!([]));
+    let (_, body) = members(&format!("user_id:{operator} include_system:true")).await;
+    assert_eq!(usernames(&body), ["coder-k8s-operator"]);
+    let (status, body) = members("alice").await;
+    assert_error(status, &body, 400, "Invalid organization member search query.");
+    assert_eq!(
+        body["validations"],
+        json!([{"field": "q", "detail": "invalid search term: alice"}])
+    );
+    let (status, body) = members("include_system:maybe").await;
+    assert_error(status, &body, 400, "Invalid organization member search query.");
+    assert_eq!(
+        body["validations"],
+        json!([{"field": "include_system",
+                "detail": "Query param \"include_system\" must be a valid boolean: strconv.ParseBool: parsing \"maybe\": invalid syntax"}])
+    );
+
+    // The Everyone group's `members` and `total_member_count` (`GetGroupMembersByGroupID`,
+    // `GetGroupMembersCountByGroupID`, both without system users), listed and by ID.
+    let (status, groups) = answer(env.get("/api/v2/organizations/default/groups")).await;
+    assert_eq!(status, 200, "{groups}");
+    let everyone = &groups[0];
+    assert_eq!(everyone["name"], "Everyone");
+    assert_eq!(usernames(&everyone["members"]), ["alice"]);
+    assert_eq!(everyone["total_member_count"], 1);
+    let (status, by_id) =
+        answer(env.get(&format!("/api/v2/groups/{}", everyone["id"].as_str().unwrap()))).await;
+    assert_eq!(status, 200, "{by_id}");
+    assert_eq!(&by_id, everyone);
+
+    // `userRoles` reads the memberships without system users too: the operator has no organization roles there.
+    let (status, roles) = answer(env.get("/api/v2/users/me/roles")).await;
+    assert_eq!(status, 200, "{roles}");
+    assert_eq!(roles, json!({"roles": ["owner"], "organization_roles": {}}));
+    let (_, roles) = answer(env.get("/api/v2/users/alice/roles")).await;
+    assert_eq!(
+        roles["organization_roles"].as_object().unwrap().len(),
+        1,
+        "{roles}"
+    );
+    // `GET /users` leaves them out as well; `users/me` still shows the operator's memberships.
+    let (status, users) = answer(env.get("/api/v2/users")).await;
+    assert_eq!(status, 200, "{users}");
+    assert_eq!(usernames(&users["users"]), ["alice"]);
+    assert_eq!(users["count"], 1);
+    let (_, me) = answer(env.get("/api/v2/users/me")).await;
+    assert_eq!(me["organization_ids"].as_array().unwrap().len(), 1, "{me}");
+}
+
+fn urlencode(text: &str) -> String {
+    url::form_urlencoded::byte_serialize(text.as_bytes()).collect()
 }

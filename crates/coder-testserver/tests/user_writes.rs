@@ -745,13 +745,28 @@ async fn member_remove_refusals_are_coders() {
     ))
     .await;
     assert_error(status, &body, 404, not_found);
-    assert_eq!(
-        get(&env, &format!("/api/v2/organizations/{org}/members"))
-            .await
+    // Everyone stays: bob and olga, and the operator, listed only when the search asks for system users.
+    let listed = |members: Value| -> Vec<String> {
+        members
             .as_array()
             .unwrap()
-            .len(),
-        3
+            .iter()
+            .map(|m| m["username"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(
+        listed(get(&env, &format!("/api/v2/organizations/{org}/members")).await),
+        ["bob", "olga"]
+    );
+    assert_eq!(
+        listed(
+            get(
+                &env,
+                &format!("/api/v2/organizations/{org}/members?q=include_system:true")
+            )
+            .await
+        ),
+        ["bob", "coder-k8s-operator", "olga"]
     );
 }
 

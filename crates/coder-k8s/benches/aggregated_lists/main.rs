@@ -12,7 +12,7 @@
 //! busiest token. `-- --bench --lists-only` measures the lists alone.
 //!
 //! Without `--bench` (what `cargo test --all-targets` runs) it does the same with 12 workspaces, 3 templates, a few
-//! samples, 10 watches and 2 namespaces, and asserts that every answer has the seeded objects, that the watches stay
+//! samples, 10 watches and 2 namespaces (5 watches each, one per kind), and asserts that every answer has the seeded objects, that the watches stay
 //! open and that their poll calls Coder, below a fifth of Coder's default limit of 512 requests a minute per token.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -114,7 +114,7 @@ impl Mode {
                 kubectl_samples: 1,
                 watcher_steps: &[10],
                 namespaces: 2,
-                watches_per_namespace: 4,
+                watches_per_namespace: 5,
                 // The feed's first polls come 5 and 15 s after its baseline: one of each in the window at least.
                 window: Window {
                     settle: Duration::from_secs(6),

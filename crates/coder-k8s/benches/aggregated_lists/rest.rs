@@ -13,8 +13,15 @@ use crate::measure::Memory;
 use crate::operator::Operator;
 use crate::watches::Watch;
 
-/// The resources a watcher watches, in turn.
-const RESOURCES: [&str; 2] = ["coderworkspaces", "codertemplates"];
+/// The resources a watcher watches, in turn: every watchable kind, as kube-controller-manager's garbage collector
+/// and quota controllers watch them all.
+const RESOURCES: [&str; 5] = [
+    "coderworkspaces",
+    "codertemplates",
+    "coderorganizations",
+    "codergroups",
+    "coderusers",
+];
 /// Watches opened at once (each lists first, as a reflector does).
 const OPENING_AT_ONCE: usize = 16;
 
@@ -59,8 +66,7 @@ pub struct Watchers {
 }
 
 impl Watchers {
-    /// Opens watches of `namespaces` (alternating workspaces and templates, spread over the namespaces) until
-    /// `total` are open.
+    /// Opens watches of `namespaces` (the resources in turn, spread over the namespaces) until `total` are open.
     pub async fn grow_to(&mut self, kube: &kube::Client, namespaces: &[String], total: usize) -> Result<()> {
         let start = self.open.len();
         let paths: Vec<String> = (start..total)

@@ -1,7 +1,7 @@
 //! Groups (Premium: Template RBAC), as Coder's `enterprise/coderd/groups.go` serves them: each organization's
-//! implicit `Everyone` group (ID = organization ID, every member) and the groups created through the API or
-//! `TestServer::add_group`, kept in memory with their members; list, get (by name or ID), create, patch (members by
-//! user ID) and delete, with Coder's checks, their order and texts.
+//! implicit `Everyone` group (ID = organization ID, every member but the system users) and the groups created through
+//! the API or `TestServer::add_group`, kept in memory with their members; list, get (by name or ID), create, patch
+//! (members by user ID) and delete, with Coder's checks, their order and texts. No group lists a system user.
 
 use axum::Router;
 use axum::extract::{Path, State};
@@ -64,7 +64,9 @@ fn group_member(user: &User) -> Value {
     body
 }
 
-/// `codersdk.Group` of `group` with `members` (already the users Coder lists).
+/// `codersdk.Group` of `group` with `members` (already the users Coder lists: Coder's `GetGroupMembersByGroupID` and
+/// `GetGroupMembersCountByGroupID` with `IncludeSystem: false`, so `total_member_count` counts no system user
+/// either).
 fn render(group: &Group, org: &Organization, members: &[&User]) -> Value {
     json!({
         "id": group.id,
@@ -79,6 +81,13 @@ fn render(group: &Group, org: &Organization, members: &[&User]) -> Value {
         "organization_name": org.name,
         "organization_display_name": org.display_name,
     })
+}
+
+/// The users Coder lists as members of the `Everyone` group: the organization's members that are not system users
+/// (Coder's `group_members_expanded` view holds every `organization_members` row as a member of the group with the
+/// organization's ID, and its group member queries leave out `user_is_system`).
+fn everyone_members(org_members: &[User]) -> Vec<&User> {
+    org_members.iter().filter(|u| !u.is_system).collect()
 }
 
 /// The users Coder lists as members of an added group: its stored members that are users (not deleted) and not
@@ -112,17 +121,17 @@ fn everyone_of(mem: &crate::state::Mem, org: uuid::Uuid) -> Group {
         .unwrap_or_else(|| Group::everyone(org))
 }
 
-/// Renders one group of `org` (the `Everyone` group holds every member of `org`).
+/// Renders one group of `org` (the `Everyone` group holds every member of `org` but the system users).
 async fn render_one(app: &App, org: &Organization, group: &Group) -> Result<Value, ApiError> {
     let members = app.db.organization_members(org.id).await?;
     if group.is_everyone() {
-        return Ok(render(group, org, &members.iter().collect::<Vec<_>>()));
+        return Ok(render(group, org, &everyone_members(&members)));
     }
     Ok(render(group, org, &listed_members(group, &members)))
 }
 
-/// The groups of `org` as Coder renders them: the `Everyone` group (id = org id) holding all members, then the other
-/// groups in creation order with their members.
+/// The groups of `org` as Coder renders them: the `Everyone` group (id = org id) holding all members but the system
+/// users, then the other groups in creation order with their members.
 pub(super) async fn organization_groups(app: &App, org: &Organization) -> Result<Vec<Value>, ApiError> {
     prune_members(app, org.id).await?;
     let members = app.db.organization_members(org.id).await?;
@@ -131,10 +140,11 @@ pub(super) async fn organization_groups(app: &App, org: &Organization) -> Result
         let added: Vec<Group> = mem.added_groups(org.id).cloned().collect();
         (everyone_of(&mem, org.id), added)
     };
-    let all: Vec<&User> = members.iter().collect();
-    Ok(std::iter::once(render(&everyone, org, &all))
-        .chain(added.iter().map(|g| render(g, org, &listed_members(g, &members))))
-        .collect())
+    Ok(
+        std::iter::once(render(&everyone, org, &everyone_members(&members)))
+            .chain(added.iter().map(|g| render(g, org, &listed_members(g, &members))))
+            .collect(),
+    )
 }
 
 /// Group `id` of any organization, as [`organization_groups`] renders it; `None` when there is none.

@@ -1,6 +1,8 @@
 //! Organizations (in Coder's PostgreSQL): list, get, and the Premium (Multiple Organizations) create, update and
 //! delete with Coder's checks and texts; the organization member list.
 
+use std::collections::BTreeMap;
+
 use axum::Router;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -314,13 +316,38 @@ async fn remove(State(app): State<App>, auth: Auth, Path(param): Path<String>) -
     ok(json!({ "message": "Organization has been deleted." }))
 }
 
-/// `GET /organizations/{organization}/members` (`[]OrganizationMemberWithUserData`): each member's
-/// `OrganizationMember` (the membership's times and organization roles) with its username, name and avatar URL (left
-/// out when empty), email and site roles.
-async fn members(State(app): State<App>, auth: Auth, Path(param): Path<String>) -> ApiResult {
+/// `GET /organizations/{organization}/members` (Coder's `listMembers`, `[]OrganizationMemberWithUserData`): the
+/// organization (404), then the `q` search ([`member_filter`]); the members Coder's `OrganizationMembers` query
+/// lists ([`crate::db::Db::listed_members`]: without system users, such as the operator and Coder's `prebuilds`
+/// user, unless `q` has `include_system:true`), by user name, each with its `OrganizationMember` (the membership's
+/// times and organization roles), username, name and avatar URL (left out when empty), email and site roles.
+async fn members(
+    State(app): State<App>,
+    auth: Auth,
+    Path(param): Path<String>,
+    uri: axum::http::Uri,
+) -> ApiResult {
     let org = auth::organization(&app, &auth, &param).await?;
+    let q = url::form_urlencoded::parse(uri.query().unwrap_or_default().as_bytes())
+        .find(|(key, _)| key == "q")
+        .map(|(_, value)| value.into_owned())
+        .unwrap_or_default();
+    let filter = member_filter(&q).map_err(|validations| {
+        validations.into_iter().fold(
+            ApiError::bad_request("Invalid organization member search query."),
+            |error, (field, detail)| error.validation(&field, detail),
+        )
+    })?;
     let rows = app.db.member_rows(org.id).await?;
-    let users = app.db.organization_members(org.id).await?;
+    let users = app
+        .db
+        .listed_members(
+            org.id,
+            filter.user_id,
+            filter.github_user_id,
+            filter.include_system,
+        )
+        .await?;
     let mut out = Vec::new();
     for user in &users {
         let Some(member) = rows.iter().find(|m| m.user_id == user.id) else {
@@ -342,4 +369,250 @@ async fn members(State(app): State<App>, auth: Auth, Path(param): Path<String>) 
         out.push(entry);
     }
     ok(Value::Array(out))
+}
+
+/// The filter of Coder's `OrganizationMembersParams` that `searchquery.Members` reads from `q`: the nil UUID and 0
+/// filter nothing.
+#[derive(Debug, Default, PartialEq)]
+struct MemberFilter {
+    user_id: uuid::Uuid,
+    github_user_id: i64,
+    include_system: bool,
+}
+
+/// A `(field, detail)` validation of Coder's 400 answers.
+type Validation = (String, String);
+
+/// Coder's `searchquery.Members`: an empty (or all white space) `q` filters nothing; else `q`'s terms
+/// ([`search_terms`]; a bare word other than `user_id`, `github_user_id` or `include_system` is the validation `q`
+/// `invalid search term: <words>`), read by Coder's query parameter parser in its order: `user_id` (a UUID),
+/// `include_system` (Go's `strconv.ParseBool`), `github_user_id` (a 64-bit integer), each given at most once (an
+/// empty value keeps the default), then one validation per other key (`"<key>" is not a valid query param`).
+fn member_filter(q: &str) -> Result<MemberFilter, Vec<Validation>> {
+    let q = q.trim();
+    if q.is_empty() {
+        return Ok(MemberFilter::default());
+    }
+    let values = search_terms(q, |term, values| match term {
+        "user_id" | "github_user_id" | "include_system" => {
+            values.insert(term.to_owned(), vec![String::new()]);
+            Ok(())
+        }
+        _ => Err(format!("invalid search term: {term}")),
+    })?;
+    let mut errors = Vec::new();
+    let user_id = query_param(&values, "user_id", &mut errors, |v| {
+        uuid::Uuid::parse_str(v).map_err(|_| "Query param \"user_id\" must be a valid uuid".to_owned())
+    });
+    let include_system = query_param(&values, "include_system", &mut errors, |v| {
+        parse_bool(v).ok_or_else(|| {
+            format!(
+                "Query param \"include_system\" must be a valid boolean: strconv.ParseBool: parsing {v:?}: invalid \
+                 syntax"
+            )
+        })
+    });
+    let github_user_id = query_param(&values, "github_user_id", &mut errors, |v| {
+        v.parse::<i64>().map_err(|err| {
+            let reason = match err.kind() {
+                std::num::IntErrorKind::PosOverflow | std::num::IntErrorKind::NegOverflow => {
+                    "value out of range"
+                }
+                _ => "invalid syntax",
+            };
+            format!(
+                "Query param \"github_user_id\" must be a valid 64-bit integer: strconv.ParseInt: parsing {v:?}: \
+                 {reason}"
+            )
+        })
+    });
+    for key in values.keys() {
+        if !["user_id", "include_system", "github_user_id"].contains(&key.as_str()) {
+            errors.push((key.clone(), format!("{key:?} is not a valid query param")));
+        }
+    }
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    Ok(MemberFilter {
+        user_id: user_id.unwrap_or_default(),
+        github_user_id: github_user_id.unwrap_or_default(),
+        include_system: include_system.unwrap_or_default(),
+    })
+}
+
+/// One parameter as Coder's `QueryParamParser` reads it: absent, or an empty first value, is `None`; more than one
+/// value is the validation `Query param "<key>" provided more than once, found <n> times. Only provide 1 instance
+/// of this query param.`; else `parse` (its error the validation's detail).
+fn query_param<T>(
+    values: &BTreeMap<String, Vec<String>>,
+    key: &str,
+    errors: &mut Vec<Validation>,
+    parse: impl FnOnce(&str) -> Result<T, String>,
+) -> Option<T> {
+    let set = values
+        .get(key)
+        .filter(|set| set.first().is_some_and(|v| !v.is_empty()))?;
+    if set.len() > 1 {
+        errors.push((
+            key.to_owned(),
+            format!(
+                "Query param {key:?} provided more than once, found {} times. Only provide 1 instance of this query \
+                 param.",
+                set.len()
+            ),
+        ));
+        return None;
+    }
+    parse(&set[0])
+        .map_err(|detail| errors.push((key.to_owned(), detail)))
+        .ok()
+}
+
+/// Go's `strconv.ParseBool`.
+fn parse_bool(value: &str) -> Option<bool> {
+    match value {
+        "1" | "t" | "T" | "TRUE" | "true" | "True" => Some(true),
+        "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),
+        _ => None,
+    }
+}
+
+/// Coder's `searchTerms`: `query` split at spaces outside double quotes; the `key:value` elements (keys in lower
+/// case, values without their surrounding quotes) added to the values, the other words joined with spaces into one
+/// last element for `default_key`. An element that starts or ends with `:` (`Query element "<e>" cannot start or end
+/// with ':'`) or holds more than one (`Query element "<e>" can only contain 1 ':'`), or that `default_key` refuses, is
+/// the one validation (field `q`).
+fn search_terms(
+    query: &str,
+    default_key: impl Fn(&str, &mut BTreeMap<String, Vec<String>>) -> Result<(), String>,
+) -> Result<BTreeMap<String, Vec<String>>, Vec<Validation>> {
+    let refuse = |detail: String| vec![("q".to_owned(), detail)];
+    let tokens = split_outside_quotes(query, ' ', true);
+    let (mut elements, words): (Vec<String>, Vec<String>) =
+        tokens.into_iter().partition(|token| token.contains(':'));
+    if !words.is_empty() {
+        elements.push(words.join(" "));
+    }
+    let mut values = BTreeMap::new();
+    for element in elements {
+        if element.starts_with(':') || element.ends_with(':') {
+            return Err(refuse(format!(
+                "Query element {element:?} cannot start or end with ':'"
+            )));
+        }
+        match split_outside_quotes(&element, ':', false).as_slice() {
+            [_] => default_key(&element, &mut values).map_err(refuse)?,
+            [key, value] => values
+                .entry(key.to_lowercase())
+                .or_insert_with(Vec::new)
+                .push(value.clone()),
+            _ => {
+                return Err(refuse(format!(
+                    "Query element {element:?} can only contain 1 ':'"
+                )));
+            }
+        }
+    }
+    Ok(values)
+}
+
+/// Coder's `splitQueryParameterByDelimiter`: Go's `strings.FieldsFunc` at `delimiter` outside double quotes (each
+/// `"` toggles; empty parts dropped), each part without its leading and trailing quotes unless `keep_quotes`.
+fn split_outside_quotes(text: &str, delimiter: char, keep_quotes: bool) -> Vec<String> {
+    let mut quoted = false;
+    text.split(|c: char| {
+        if c == '"' {
+            quoted = !quoted;
+        }
+        !quoted && c == delimiter
+    })
+    .filter(|part| !part.is_empty())
+    .map(|part| {
+        if keep_quotes {
+            part.to_owned()
+        } else {
+            part.trim_matches('"').to_owned()
+        }
+    })
+    .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(q: &str) -> Vec<Validation> {
+        member_filter(q).unwrap_err()
+    }
+
+    #[test]
+    fn an_empty_member_search_filters_nothing() {
+        assert_eq!(member_filter(""), Ok(MemberFilter::default()));
+        assert_eq!(member_filter("  "), Ok(MemberFilter::default()));
+        assert_eq!(member_filter("user_id"), Ok(MemberFilter::default()));
+        assert_eq!(
+            member_filter("include_system:"),
+            Err(vec![(
+                "q".to_owned(),
+                "Query element \"include_system:\" cannot start or end with ':'".to_owned()
+            )])
+        );
+    }
+
+    #[test]
+    fn member_search_terms_read_as_coders() {
+        let id = uuid::Uuid::from_u128(7);
+        assert_eq!(
+            member_filter(&format!("include_system:true user_id:{id} github_user_id:\"42\"")),
+            Ok(MemberFilter {
+                user_id: id,
+                github_user_id: 42,
+                include_system: true
+            })
+        );
+        assert!(member_filter("INCLUDE_SYSTEM:T").unwrap().include_system);
+        assert!(!member_filter("include_system:false").unwrap().include_system);
+        assert_eq!(
+            refused("alice bob"),
+            [("q".to_owned(), "invalid search term: alice bob".to_owned())]
+        );
+        assert_eq!(
+            refused("a:b:c"),
+            [(
+                "q".to_owned(),
+                "Query element \"a:b:c\" can only contain 1 ':'".to_owned()
+            )]
+        );
+        assert_eq!(
+            refused(
+                "user_id:x include_system:yes github_user_id:99999999999999999999 role:owner"
+            ),
+            [
+                ("user_id".to_owned(), "Query param \"user_id\" must be a valid uuid".to_owned()),
+                (
+                    "include_system".to_owned(),
+                    "Query param \"include_system\" must be a valid boolean: strconv.ParseBool: parsing \"yes\": \
+                     invalid syntax"
+                        .to_owned()
+                ),
+                (
+                    "github_user_id".to_owned(),
+                    "Query param \"github_user_id\" must be a valid 64-bit integer: strconv.ParseInt: parsing \
+                     \"99999999999999999999\": value out of range"
+                        .to_owned()
+                ),
+                ("role".to_owned(), "\"role\" is not a valid query param".to_owned()),
+            ]
+        );
+        assert_eq!(
+            refused("include_system:true include_system:false"),
+            [(
+                "include_system".to_owned(),
+                "Query param \"include_system\" provided more than once, found 2 times. Only provide 1 instance \
+                 of this query param."
+                    .to_owned()
+            )]
+        );
+    }
 }

@@ -94,13 +94,17 @@ async fn list_users(State(app): State<App>, auth: Auth) -> ApiResult {
     ok(json!({ "users": rendered, "count": users.len() }))
 }
 
-/// `GET /users/{user}/roles` (`UserRoles`): site role names, and role names per organization the user is in.
+/// `GET /users/{user}/roles` (`UserRoles`): site role names, and role names per organization the user is in. Coder's
+/// `userRoles` reads the memberships with `OrganizationMembers` and `IncludeSystem: false`, so a system user (the
+/// operator) has no organization roles there: `{}`.
 async fn user_roles(State(app): State<App>, auth: Auth, Path(param): Path<String>) -> ApiResult {
     let user = auth::user(&app, &auth, &param).await?;
-    let organization_roles: serde_json::Map<String, Value> = app
-        .db
-        .memberships(user.id)
-        .await?
+    let memberships = if user.is_system {
+        Vec::new()
+    } else {
+        app.db.memberships(user.id).await?
+    };
+    let organization_roles: serde_json::Map<String, Value> = memberships
         .into_iter()
         .map(|(id, roles)| (id.to_string(), json!(roles)))
         .collect();
