@@ -1,10 +1,14 @@
 //! User calls of [`CoderClient`]: the caller (`me`), a user by ID or name, every user, and a user's roles; and the
-//! writes of an existing user: profile, site roles, status, organization memberships and their roles.
+//! writes of a user: create, delete, profile, site roles, status, organization memberships and their roles; and a
+//! password login (to check a password works).
 
 use reqwest::Method;
 
 use super::{CoderClient, Result};
-use crate::types::users::{UpdateRoles, UpdateUserProfileRequest, User, UserRoles, UsersPage};
+use crate::types::users::{
+    CreateUserRequest, LoginWithPasswordRequest, LoginWithPasswordResponse, UpdateRoles, UpdateUserProfileRequest,
+    User, UserRoles, UsersPage,
+};
 
 impl CoderClient {
     /// `GET /api/v2/users/me`.
@@ -26,6 +30,32 @@ impl CoderClient {
     /// `GET /api/v2/users/{user}/roles`: the site roles and the roles in each organization the user is a member of.
     pub async fn user_roles(&self, user: &str) -> Result<UserRoles> {
         self.get_json(&["users", user, "roles"], &[]).await
+    }
+
+    /// `POST /api/v2/users` (201). Coder's refusals (a taken user name or email: 409; an invalid password: 400)
+    /// never repeat the password: it is removed from the error text.
+    pub async fn create_user(&self, request: &CreateUserRequest) -> Result<User> {
+        let password = request.password.expose();
+        let redact: &[&str] = if password.is_empty() { &[] } else { &[password] };
+        self.send_json_redacting(Method::POST, &["users"], request, redact)
+            .await
+    }
+
+    /// `DELETE /api/v2/users/{user}`. Coder refuses a user who still owns workspaces (417) and the caller itself
+    /// (403).
+    pub async fn delete_user(&self, user: &str) -> Result<()> {
+        self.send_no_content::<()>(Method::DELETE, &["users", user], None)
+            .await
+    }
+
+    /// `POST /api/v2/users/login`: a session token for a password login.
+    pub async fn login_with_password(
+        &self,
+        request: &LoginWithPasswordRequest,
+    ) -> Result<LoginWithPasswordResponse> {
+        let password = request.password.expose();
+        self.send_json_redacting(Method::POST, &["users", "login"], request, &[password])
+            .await
     }
 
     /// `PUT /api/v2/users/{user}/profile`: user name and full name.

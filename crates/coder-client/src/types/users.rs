@@ -117,3 +117,35 @@ pub struct UpdateUserProfileRequest {
 pub struct UpdateRoles {
     pub roles: Vec<String>,
 }
+
+/// `POST /api/v2/users` (Coder's `CreateUserRequestWithOrgs`). The password is sent only for login type
+/// `password`, and never shown by `Debug`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CreateUserRequest {
+    pub email: String,
+    pub username: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub name: String,
+    #[serde(default, skip_serializing_if = "crate::Secret::is_empty")]
+    pub password: crate::Secret,
+    /// `password`, `oidc`, `github` or `none`; Coder takes `password` when empty.
+    pub login_type: String,
+    /// `active`, `dormant` or `suspended`; Coder makes a new user `dormant` when left out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_status: Option<String>,
+    /// At least one (Coder refuses an empty list).
+    pub organization_ids: Vec<Uuid>,
+}
+
+/// `POST /api/v2/users/login` (password login).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LoginWithPasswordRequest {
+    pub email: String,
+    pub password: crate::Secret,
+}
+
+/// The answer of a password login.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LoginWithPasswordResponse {
+    pub session_token: crate::Secret,
+}
