@@ -85,7 +85,7 @@ async fn served() -> &'static Served {
             let (addr, _) = spawn_server_with(cp, move |kube| {
                 let secrets: Arc<dyn ParameterSecrets> =
                     Arc::new(KubeParameterSecrets::new(kube, SERVER_NAMESPACE));
-                registry_with(provider, Some(secrets))
+                registry_with(provider, Some(secrets), None)
             });
             register(&kube, addr.port()).await;
             wait_until(

@@ -214,13 +214,14 @@ pub(crate) async fn organization(app: &App, auth: &Auth, param: &str) -> Result<
 }
 
 /// Resolves `{user}`: `me`, a UUID or a username. An unknown user is Coder's 400 (not a 404), the same for a
-/// missing user and for garbage.
+/// missing user and for garbage. As Coder's `ExtractUserContext` (`GetUserByID`), a UUID finds a deleted user too;
+/// a username does not.
 pub(crate) async fn user(app: &App, auth: &Auth, param: &str) -> Result<User, ApiError> {
     if param == "me" {
         return Ok(auth.user.clone());
     }
     let found = match Uuid::parse_str(param) {
-        Ok(id) => app.db.user_by_id(id).await?,
+        Ok(id) => app.db.user_by_id_any(id).await?,
         Err(_) => app.db.user_by_username(param).await?,
     };
     found.ok_or_else(|| unknown_user(param))

@@ -115,6 +115,10 @@ pub struct Config {
     pub build_outcome: BuildOutcome,
     /// How long a simulated job runs; its logs stream during that time.
     pub build_duration: Duration,
+    /// Whether the server acts as a Coder with OIDC sign-in configured: `POST /users` then creates users of login
+    /// type `oidc`. Off (the default), it answers their creation as a Coder without OIDC does: 400 `You must
+    /// configure OIDC before creating OIDC users.`. No OIDC sign-in is simulated either way.
+    pub oidc_configured: bool,
 }
 
 impl Config {
@@ -127,6 +131,7 @@ impl Config {
             accepted_licenses: Vec::new(),
             build_outcome: BuildOutcome::Succeed,
             build_duration: Duration::from_millis(200),
+            oidc_configured: false,
         }
     }
 }

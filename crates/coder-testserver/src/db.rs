@@ -22,7 +22,7 @@ const USER_COLUMNS: &str = concat!(
     ts!("created_at"),
     ", ",
     ts!("updated_at"),
-    ", to_char(last_seen_at, 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
+    ", to_char(last_seen_at, 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'), deleted"
 );
 
 const ORG_COLUMNS: &str = concat!(
@@ -47,6 +47,8 @@ pub(crate) struct User {
     pub created_at: String,
     pub updated_at: String,
     pub last_seen_at: String,
+    /// Deleted (Coder keeps the row; only a lookup by ID still finds it).
+    pub deleted: bool,
 }
 
 impl User {
@@ -64,6 +66,7 @@ impl User {
             created_at: row.try_get(9)?,
             updated_at: row.try_get(10)?,
             last_seen_at: row.try_get(11)?,
+            deleted: row.try_get(12)?,
         })
     }
 
@@ -100,6 +103,19 @@ impl Member {
             roles: row.try_get(4)?,
         })
     }
+}
+
+/// A user to insert (Coder's `InsertUserParams` as `postUser` fills them).
+pub(crate) struct NewUser<'a> {
+    pub email: &'a str,
+    pub username: &'a str,
+    pub name: &'a str,
+    /// Coder's `pbkdf2-sha256` hash, or empty for a user without a password.
+    pub hashed_password: &'a [u8],
+    pub login_type: &'a str,
+    /// `active`, `dormant`, `suspended`; empty for `dormant`; anything else is PostgreSQL's error.
+    pub status: &'a str,
+    pub organization_ids: &'a [Uuid],
 }
 
 /// A row of `organizations`.
@@ -208,6 +224,114 @@ impl Db {
             .as_ref()
             .map(User::from_row)
             .transpose()
+    }
+
+    /// Coder's `GetUserByID`: the user with this ID, deleted or not (what `{user}` resolves an ID to).
+    pub(crate) async fn user_by_id_any(&self, id: Uuid) -> Result<Option<User>, tokio_postgres::Error> {
+        let client = self.client().await?;
+        let sql = format!("SELECT {USER_COLUMNS} FROM users WHERE id = $1");
+        client
+            .query_opt(&sql, &[&id])
+            .await?
+            .as_ref()
+            .map(User::from_row)
+            .transpose()
+    }
+
+    /// Coder's `GetUserByEmailOrUsername`: a user (not deleted, system users too) whose username or email equals one
+    /// of these in any case; with its `hashed_password`.
+    pub(crate) async fn user_by_email_or_username(
+        &self,
+        username: &str,
+        email: &str,
+    ) -> Result<Option<(User, Vec<u8>)>, tokio_postgres::Error> {
+        let client = self.client().await?;
+        let sql = format!(
+            "SELECT {USER_COLUMNS}, hashed_password FROM users \
+             WHERE (lower(username) = lower($1) OR lower(email) = lower($2)) AND deleted = false LIMIT 1"
+        );
+        client
+            .query_opt(&sql, &[&username, &email])
+            .await?
+            .map(|row| Ok((User::from_row(&row)?, row.try_get(13)?)))
+            .transpose()
+    }
+
+    /// Coder's `InsertUser` (no site roles; an empty status is `dormant`) and an `InsertOrganizationMember` without
+    /// roles per organization, in one statement: all or nothing, as Coder's transaction.
+    pub(crate) async fn insert_user(&self, user: &NewUser<'_>) -> Result<User, tokio_postgres::Error> {
+        let client = self.client().await?;
+        let sql = format!(
+            "WITH u AS (INSERT INTO users (id, email, username, name, hashed_password, created_at, updated_at, \
+             rbac_roles, login_type, status) VALUES ($1, $2, $3, $4, $5, now(), now(), '{{}}'::text[], \
+             ($6::text)::login_type, COALESCE(NULLIF($7::text, '')::user_status, 'dormant'::user_status)) \
+             RETURNING *), \
+             m AS (INSERT INTO organization_members (organization_id, user_id, created_at, updated_at, roles) \
+             SELECT o.id, u.id, now(), now(), '{{}}'::text[] FROM u, unnest($8::uuid[]) WITH ORDINALITY AS o(id, n) \
+             ORDER BY o.n) \
+             SELECT {USER_COLUMNS} FROM u"
+        );
+        let id = Uuid::new_v4();
+        let row = client
+            .query_one(
+                &sql,
+                &[
+                    &id,
+                    &user.email,
+                    &user.username,
+                    &user.name,
+                    &user.hashed_password,
+                    &user.login_type,
+                    &user.status,
+                    &user.organization_ids,
+                ],
+            )
+            .await?;
+        User::from_row(&row)
+    }
+
+    /// Coder's `UpdateUserDeletedByID` (`deleted = true`, nothing else on the row; memberships stay), with what Coder's
+    /// `trigger_update_users` does on its schema: the user's API keys go.
+    pub(crate) async fn delete_user(&self, id: Uuid) -> Result<(), tokio_postgres::Error> {
+        let client = self.client().await?;
+        client
+            .execute(
+                "WITH k AS (DELETE FROM api_keys WHERE user_id = $1) UPDATE users SET deleted = true WHERE id = $1",
+                &[&id],
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// The dormant user who signs in becomes active and seen (Coder's `UpdateUserStatus` with `UserIsSeen`).
+    pub(crate) async fn activate_signed_in_user(&self, id: Uuid) -> Result<Option<User>, tokio_postgres::Error> {
+        let client = self.client().await?;
+        let sql = format!(
+            "UPDATE users SET status = 'active'::user_status, updated_at = now(), \
+             last_seen_at = (now() AT TIME ZONE 'UTC') WHERE id = $1 RETURNING {USER_COLUMNS}"
+        );
+        client
+            .query_opt(&sql, &[&id])
+            .await?
+            .as_ref()
+            .map(User::from_row)
+            .transpose()
+    }
+
+    /// The organization with this ID, deleted or not (Coder's `GetOrganizationByID`), or the default one for the nil
+    /// ID (`GetDefaultOrganization`).
+    pub(crate) async fn organization_by_id_any(&self, id: Uuid) -> Result<Option<Uuid>, tokio_postgres::Error> {
+        let client = self.client().await?;
+        let row = if id.is_nil() {
+            client
+                .query_opt("SELECT id FROM organizations WHERE is_default = true LIMIT 1", &[])
+                .await?
+        } else {
+            client
+                .query_opt("SELECT id FROM organizations WHERE id = $1", &[&id])
+                .await?
+        };
+        row.map(|r| r.try_get(0)).transpose()
     }
 
     /// Every user a list shows (not deleted, not a system user), by user name.
@@ -628,6 +752,27 @@ impl Db {
             )
             .await?;
         Ok((id, secret))
+    }
+
+    /// The session key of a password login, as Coder's `createAPIKey` inserts it: login type `password`, no name,
+    /// the default session lifetime (24 h), never used (`last_used` is Go's zero time), scope `coder:all`, allow list
+    /// `*:*`; returns `<id>-<secret>`.
+    pub(crate) async fn insert_login_key(&self, user_id: Uuid) -> anyhow::Result<String> {
+        let client = self.client().await?;
+        let id = crate::util::random_alphanumeric(10)?;
+        let secret = crate::util::random_alphanumeric(22)?;
+        let hashed = crate::util::sha256(secret.as_bytes());
+        client
+            .execute(
+                "INSERT INTO api_keys (id, hashed_secret, user_id, last_used, expires_at, created_at, updated_at, \
+                 login_type, lifetime_seconds, ip_address, token_name, scopes, allow_list) \
+                 VALUES ($1, $2, $3, '0001-01-01 00:00:00+00', now() + interval '24 hours', now(), now(), \
+                 'password'::login_type, 86400, '0.0.0.0'::inet, '', ARRAY['coder:all']::api_key_scope[], \
+                 ARRAY['*:*']::text[])",
+                &[&id, &hashed.as_slice(), &user_id],
+            )
+            .await?;
+        Ok(format!("{id}-{secret}"))
     }
 }
 

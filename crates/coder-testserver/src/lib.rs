@@ -36,6 +36,7 @@ mod db;
 mod errors;
 mod faults;
 mod parameters;
+mod password;
 mod provisioner;
 mod rbac;
 mod recording;

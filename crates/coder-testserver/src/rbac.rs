@@ -123,6 +123,23 @@ impl Caller {
             || self.has_any_org(&[ORG_ADMIN, ORG_USER_ADMIN])
     }
 
+    /// `read` on user `user`: itself, or any user for those of [`Caller::reads_users`].
+    pub(crate) fn reads_user(&self, user: Uuid) -> bool {
+        user == self.id || self.reads_users()
+    }
+
+    /// `read` on organization `org`: its members, and owners, user admins, auditors and template admins (their roles
+    /// read every organization).
+    pub(crate) fn reads_organization(&self, org: Uuid) -> bool {
+        self.has_site(&[OWNER, USER_ADMIN, "auditor", "template-admin"]) || self.orgs.iter().any(|(id, _)| *id == org)
+    }
+
+    /// What `InsertUser` needs (`assign` of the implied `member` site role, then `create` on users), also `delete`
+    /// on users: owners and user admins.
+    pub(crate) fn creates_users(&self) -> bool {
+        self.has_site(&[OWNER, USER_ADMIN])
+    }
+
     /// `update` on users (their username, status): owners and user admins; nobody else, not even on itself.
     pub(crate) fn updates_users(&self) -> bool {
         self.has_site(&[OWNER, USER_ADMIN])

@@ -35,6 +35,8 @@ pub(crate) struct Inner {
     pub build_version: String,
     pub accepted_licenses: Vec<String>,
     pub build_duration: Duration,
+    /// `Config::oidc_configured`.
+    pub oidc_configured: bool,
     pub build_outcome: Mutex<BuildOutcome>,
     pub entitlements: Mutex<BTreeMap<String, Entitlement>>,
     /// Features left out of `/entitlements` (as an older or newer Coder would not list them).
@@ -59,6 +61,7 @@ impl App {
             build_version: config.build_version.clone(),
             accepted_licenses: config.accepted_licenses.clone(),
             build_duration: config.build_duration,
+            oidc_configured: config.oidc_configured,
             build_outcome: Mutex::new(config.build_outcome),
             entitlements: Mutex::new(config.entitlements.clone()),
             hidden_features: Mutex::new(Default::default()),

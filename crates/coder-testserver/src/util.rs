@@ -123,6 +123,70 @@ pub(crate) fn valid_user_real_name(name: &str) -> bool {
     name.len() <= 128 && name.trim() == name
 }
 
+/// The characters outside ASCII that the `email` rule's expression allows (`\x{00A0}-\x{D7FF}`,
+/// `\x{F900}-\x{FDCF}`, `\x{FDF0}-\x{FFEF}`).
+fn email_ucs(c: char) -> bool {
+    matches!(c, '\u{a0}'..='\u{d7ff}' | '\u{f900}'..='\u{fdcf}' | '\u{fdf0}'..='\u{ffef}')
+}
+
+/// The `validate:"email"` tag of go-playground/validator v10.30.0 as Coder's request types use it: Go's
+/// `mail.ParseAddress` must accept the value and the validator's expression must match all of it. Together: a local
+/// part of dot-separated atoms (letters, digits, ``!#$%&'*+-/=?^_`{|}~`` and [`email_ucs`]; no leading, trailing or
+/// double dot) or a non-empty quoted string (printable ASCII, tabs, backslash pairs, [`email_ucs`]); `@`; a domain of
+/// letters, digits, `-`, `~`, `.` and [`email_ucs`] with at least one dot (none leading, trailing or doubled) that
+/// starts with a letter, digit or [`email_ucs`], ends with a letter or [`email_ucs`], and has a dot between a letter,
+/// digit or [`email_ucs`] and a letter or [`email_ucs`] (the last label may not start with a digit).
+pub(crate) fn valid_email(value: &str) -> bool {
+    let Some((local, domain)) = value.rsplit_once('@') else {
+        return false;
+    };
+    valid_email_local(local) && valid_email_domain(domain)
+}
+
+fn valid_email_local(local: &str) -> bool {
+    if let Some(quoted) = local.strip_prefix('"') {
+        let Some(content) = quoted.strip_suffix('"') else {
+            return false;
+        };
+        let mut chars = content.chars();
+        let mut any = false;
+        while let Some(c) = chars.next() {
+            any = true;
+            let ok = match c {
+                '\\' => chars
+                    .next()
+                    .is_some_and(|next| next == '\t' || matches!(next, ' '..='~') || email_ucs(next)),
+                '"' => false,
+                '\t' | ' '..='~' => true,
+                c => email_ucs(c),
+            };
+            if !ok {
+                return false;
+            }
+        }
+        return any;
+    }
+    let atext = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-/=?^_`{|}~".contains(c) || email_ucs(c);
+    local.split('.').all(|atom| !atom.is_empty() && atom.chars().all(atext))
+}
+
+fn valid_email_domain(domain: &str) -> bool {
+    let chars: Vec<char> = domain.chars().collect();
+    let allowed = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '~' || c == '.' || email_ucs(c);
+    let alnum = |c: char| c.is_ascii_alphanumeric() || email_ucs(c);
+    let alpha = |c: char| c.is_ascii_alphabetic() || email_ucs(c);
+    let (Some(&first), Some(&last)) = (chars.first(), chars.last()) else {
+        return false;
+    };
+    chars.iter().all(|&c| allowed(c))
+        && domain.split('.').all(|label| !label.is_empty())
+        && alnum(first)
+        && alpha(last)
+        && chars
+            .windows(3)
+            .any(|w| w[1] == '.' && alnum(w[0]) && alpha(w[2]))
+}
+
 /// Template version names: `^[a-zA-Z0-9]+(?:[_.-]{1}[a-zA-Z0-9]+)*$`, at most 64 chars.
 pub(crate) fn valid_version_name(name: &str) -> bool {
     name.len() <= 64 && words_separated_by(name, &['_', '.', '-'])
@@ -150,6 +214,27 @@ mod tests {
         assert!(!valid_user_real_name("Ada\u{a0}"), "Go trims Unicode white space");
         assert!(valid_user_real_name(&"a".repeat(128)));
         assert!(!valid_user_real_name(&"a".repeat(129)));
+    }
+
+    #[test]
+    fn emails_follow_the_validators_rule() {
+        for ok in [
+            "a@b.c",
+            "pw1@b.c",
+            "first.last+tag@example.co.uk",
+            "x@1.example",
+            "x@a-b.c~d.ef",
+            "\"quoted local\"@example.com",
+            "ü@exämple.de",
+        ] {
+            assert!(valid_email(ok), "{ok}");
+        }
+        for bad in [
+            "", "bad", "a@b", "a@b.c.", "a@.b.c", "a@b..c", ".a@b.c", "a.@b.c", "a..b@c.d", "a@b.1", "a@-b.c",
+            "a@b.c-", "a b@c.d", "a@b c.d", "\"\"@b.c", "\"a\"b\"@c.d", "Name <a@b.c>", "a@[1.2.3.4]",
+        ] {
+            assert!(!valid_email(bad), "{bad}");
+        }
     }
 
     #[test]

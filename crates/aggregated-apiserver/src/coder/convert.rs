@@ -280,6 +280,7 @@ pub fn user(
     namespace: &str,
     u: &User,
     organizations: BTreeMap<String, Vec<String>>,
+    deletion_policy: &str,
 ) -> Result<Value, ApiError> {
     let name = names::single_name("user", &u.username)?;
     let mut roles: Vec<String> = u.roles.iter().map(|r| r.name.clone()).collect();
@@ -302,6 +303,8 @@ pub fn user(
             roles,
             organizations,
             suspended: u.status == "suspended",
+            password: None,
+            deletion_policy: deletion_policy.to_owned(),
         },
         status: CoderUserStatus {
             id: u.id.to_string(),

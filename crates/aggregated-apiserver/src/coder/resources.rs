@@ -12,6 +12,7 @@ use serde_json::Value;
 
 use super::errors::Subject;
 use super::provider::{Backend, Provider};
+use super::user_records::UserStore;
 use super::workspace_secrets::ParameterSecrets;
 use super::{
     groups, organizations, promote, template_versions, templates, transitions, users, workspace_log,
@@ -38,15 +39,18 @@ pub(super) const ALL_VERBS: &[Verb] = &[
     Verb::Delete,
 ];
 
-/// The served resources, backed by Coder through `provider`; workspace parameters from Secrets are refused.
+/// The served resources, backed by Coder through `provider`; nothing is read from or kept in Kubernetes, so
+/// workspace parameters from Secrets, user passwords from or into Secrets and user deletion policies are refused.
 pub fn registry(provider: Arc<dyn Provider>) -> Registry {
-    registry_with(provider, None)
+    registry_with(provider, None, None)
 }
 
-/// The served resources; `parameter_secrets` serves workspace parameter values from Secrets.
+/// The served resources; `parameter_secrets` serves workspace parameter values from Secrets, `user_store` user
+/// passwords from and into Secrets and the user records (deletion policy, users a delete suspended).
 pub fn registry_with(
     provider: Arc<dyn Provider>,
     parameter_secrets: Option<Arc<dyn ParameterSecrets>>,
+    user_store: Option<Arc<dyn UserStore>>,
 ) -> Registry {
     Registry {
         group: GROUP,
@@ -67,7 +71,7 @@ pub fn registry_with(
             template_versions::resource(provider.clone()),
             organizations::resource(provider.clone()),
             groups::resource(provider.clone()),
-            users::resource(provider),
+            users::resource_with(provider, user_store),
         ],
     }
 }

@@ -26,6 +26,7 @@ use coder_k8s_coder_client::types::template_versions::{
 };
 
 use super::field_errors::FieldError;
+use super::k8s_names::{is_dns_subdomain, is_secret_data_key};
 use super::provider::Provider;
 use crate::generic::caller::{self, ExtraAction};
 use crate::generic::{ApiError, RequestContext};
@@ -202,26 +203,6 @@ fn valid_version_name(name: &str) -> bool {
             .all(|run| !run.is_empty() && run.chars().all(|c| c.is_ascii_alphanumeric()))
 }
 
-/// A Kubernetes object name (a DNS subdomain): lower-case alphanumeric labels with inner `-`, joined by `.`.
-fn valid_secret_name(name: &str) -> bool {
-    name.len() <= 253
-        && name.split('.').all(|label| {
-            !label.is_empty()
-                && !label.starts_with('-')
-                && !label.ends_with('-')
-                && label
-                    .chars()
-                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-        })
-}
-
-fn valid_secret_key(key: &str) -> bool {
-    !key.is_empty()
-        && key.len() <= 253
-        && key
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-}
 
 /// The rules of the version inputs of a spec (paths under `spec.`).
 pub fn validate(spec: &CoderTemplateSpec) -> Vec<FieldError> {
@@ -275,14 +256,14 @@ pub fn validate(spec: &CoderTemplateSpec) -> Vec<FieldError> {
             ));
         }
         let reference = &source.secret_key_ref;
-        if !valid_secret_name(&reference.name) {
+        if !is_dns_subdomain(&reference.name) {
             errors.push(FieldError::invalid(
                 format!("{at}.valueFrom.secretKeyRef.name"),
                 &reference.name,
                 "must be the name of a Secret in the object's namespace",
             ));
         }
-        if !valid_secret_key(&reference.key) {
+        if !is_secret_data_key(&reference.key) {
             errors.push(FieldError::invalid(
                 format!("{at}.valueFrom.secretKeyRef.key"),
                 &reference.key,

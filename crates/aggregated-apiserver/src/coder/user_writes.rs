@@ -1,6 +1,7 @@
 //! What an update of a `CoderUser` changes in Coder (pure): the spec read from Coder and the spec asked for become
 //! the list of Coder calls that turn one into the other, in an order that works (a user joins an organization
-//! before roles are set there), or the field errors of what cannot change through this API.
+//! before roles are set there), or the field errors of what cannot change through this API. The deletion policy,
+//! which Coder has no field for, is the one change kept in the server's own user record.
 
 use std::collections::BTreeSet;
 
@@ -23,6 +24,40 @@ pub enum UserChange {
     FullName(String),
     /// `PUT /users/{user}/status/suspend` (`true`) or `/activate`.
     Suspended(bool),
+    /// The server's user record: what deleting the object will do.
+    DeletionPolicy(DeletionPolicy),
+}
+
+/// What deleting a `CoderUser` does in Coder.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum DeletionPolicy {
+    /// The user is suspended and keeps its workspaces and history; the object is gone from the API.
+    #[default]
+    Suspend,
+    /// The user is deleted in Coder (refused while it owns workspaces).
+    Delete,
+}
+
+impl DeletionPolicy {
+    /// `spec.deletionPolicy`: empty is the default.
+    pub fn parse(value: &str) -> Result<Self, FieldError> {
+        match value {
+            "" | "Suspend" => Ok(Self::Suspend),
+            "Delete" => Ok(Self::Delete),
+            other => Err(FieldError::unsupported(
+                "spec.deletionPolicy",
+                other,
+                &["Suspend", "Delete"],
+            )),
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Suspend => "Suspend",
+            Self::Delete => "Delete",
+        }
+    }
 }
 
 impl UserChange {
@@ -38,6 +73,7 @@ impl UserChange {
             Self::FullName(name) => format!("set the full name to {name:?}"),
             Self::Suspended(true) => "suspended the user".to_owned(),
             Self::Suspended(false) => "activated the user".to_owned(),
+            Self::DeletionPolicy(policy) => format!("recorded the deletion policy {:?}", policy.as_str()),
         }
     }
 }
@@ -75,9 +111,11 @@ fn read_only(current: &CoderUserSpec, desired: &CoderUserSpec) -> Vec<FieldError
 }
 
 /// The calls that turn `current` into `desired`, in order: memberships joined (with their roles), roles changed,
-/// memberships left, site roles, full name, then suspension. Roles compare as sets.
+/// memberships left, site roles, full name, suspension, then the deletion policy. Roles compare as sets. The
+/// password is not compared: it is read only when a user is created.
 pub fn plan(current: &CoderUserSpec, desired: &CoderUserSpec) -> Result<Vec<UserChange>, Vec<FieldError>> {
-    let errors = read_only(current, desired);
+    let mut errors = read_only(current, desired);
+    let policy = DeletionPolicy::parse(&desired.deletion_policy).map_err(|e| errors.push(e));
     if !errors.is_empty() {
         return Err(errors);
     }
@@ -110,6 +148,11 @@ pub fn plan(current: &CoderUserSpec, desired: &CoderUserSpec) -> Result<Vec<User
     if current.suspended != desired.suspended {
         changes.push(UserChange::Suspended(desired.suspended));
     }
+    if let Ok(policy) = policy
+        && DeletionPolicy::parse(&current.deletion_policy) != Ok(policy)
+    {
+        changes.push(UserChange::DeletionPolicy(policy));
+    }
     Ok(changes)
 }
 
@@ -134,6 +177,8 @@ mod tests {
                 ("globex".to_owned(), Vec::new()),
             ]),
             suspended: false,
+            password: None,
+            deletion_policy: "Suspend".to_owned(),
         }
     }
 
@@ -192,6 +237,25 @@ mod tests {
         let errors = plan(&alice(), &desired).unwrap_err();
         let paths: Vec<&str> = errors.iter().map(|e| e.path.as_str()).collect();
         assert_eq!(paths, ["spec.email", "spec.loginType"]);
+    }
+
+    #[test]
+    fn the_deletion_policy_is_a_record_change_and_empty_means_suspend() {
+        let mut desired = alice();
+        desired.deletion_policy = String::new();
+        assert_eq!(plan(&alice(), &desired), Ok(Vec::new()));
+        desired.deletion_policy = "Delete".to_owned();
+        desired.suspended = true;
+        assert_eq!(
+            plan(&alice(), &desired),
+            Ok(vec![
+                UserChange::Suspended(true),
+                UserChange::DeletionPolicy(DeletionPolicy::Delete)
+            ])
+        );
+        desired.deletion_policy = "Archive".to_owned();
+        let errors = plan(&alice(), &desired).unwrap_err();
+        assert_eq!(errors[0].path, "spec.deletionPolicy");
     }
 
     #[test]

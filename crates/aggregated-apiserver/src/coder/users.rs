@@ -1,7 +1,8 @@
 //! `coderusers`: Coder users as `CoderUser` objects named like the user, with their site roles and the roles they
 //! hold in each organization they are a member of. Never a password or a token. An update of an existing user
 //! (full name, site roles, memberships and their roles, suspension) is sent as the Coder calls of
-//! [`user_writes::plan`]; creating and deleting users is not served yet.
+//! [`user_writes::plan`]; creates and deletes are in [`super::user_lifecycle`]. The server's user records
+//! ([`super::user_records`]) add the deletion policy and hide users a delete suspended.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -21,20 +22,25 @@ use super::field_errors::{self, FieldError};
 use super::names;
 use super::provider::{Backend, Provider};
 use super::resources::{
-    USERS, at, column, named_backend, not_canonical, schema, subject, unpaged_list_options,
+    ALL_VERBS, USERS, at, column, named_backend, not_canonical, schema, subject, unpaged_list_options,
 };
+use super::user_records::{UserRecord, UserStore};
 use super::user_writes::{self, UserChange};
 use super::write_rules::{check_resource_version, parse_body, refuse_dry_run};
-use crate::generic::{ApiError, Column, EventType, RequestContext, ResourceDef, Storage, Verb, Written};
-
-/// The verbs of `coderusers`: reads and updates of existing users.
-const VERBS: &[Verb] = &[Verb::Get, Verb::List, Verb::Watch, Verb::Update, Verb::Patch];
+use crate::generic::{ApiError, Column, Deleted, EventType, RequestContext, ResourceDef, Storage, Written};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::DeleteOptions;
 
 /// The whole time a user list or get may spend in Coder; past it the answer is a 504, never a partial list.
 const USER_BUDGET: Duration = Duration::from_secs(25);
 
-/// The `coderusers` resource.
+/// The `coderusers` resource without a user store: no passwords from or into Secrets, no deletion policy, and no
+/// delete that suspends.
 pub fn resource(provider: Arc<dyn Provider>) -> ResourceDef {
+    resource_with(provider, None)
+}
+
+/// The `coderusers` resource; `store` keeps the user records and reads and writes password Secrets.
+pub fn resource_with(provider: Arc<dyn Provider>, store: Option<Arc<dyn UserStore>>) -> ResourceDef {
     ResourceDef {
         plural: USERS,
         singular: "coderuser",
@@ -43,11 +49,11 @@ pub fn resource(provider: Arc<dyn Provider>) -> ResourceDef {
         short_names: &[],
         categories: &[],
         namespaced: true,
-        verbs: VERBS,
+        verbs: ALL_VERBS,
         schema: schema::<CoderUser>(),
         columns: user_columns(),
         subresources: Vec::new(),
-        storage: Arc::new(UserStorage { provider }),
+        storage: Arc::new(UserStorage { provider, store }),
         watch_feed: None,
     }
 }
@@ -73,16 +79,37 @@ fn user_columns() -> Vec<Column> {
     ]
 }
 
-struct UserStorage {
-    provider: Arc<dyn Provider>,
+pub(super) struct UserStorage {
+    pub(super) provider: Arc<dyn Provider>,
+    pub(super) store: Option<Arc<dyn UserStore>>,
 }
 
-fn deadline(ctx: &RequestContext) -> Instant {
+/// A user as Coder holds it, with the server's record of it.
+pub(super) struct Found {
+    pub(super) user: User,
+    pub(super) record: Option<UserRecord>,
+    /// Its memberships by organization name, with the roles held there.
+    pub(super) memberships: BTreeMap<String, Vec<String>>,
+}
+
+impl Found {
+    /// Deleted through the API by suspending it: not shown.
+    pub(super) fn hidden(&self) -> bool {
+        self.record.as_ref().is_some_and(|r| r.hides(&self.user))
+    }
+
+    pub(super) fn object(&self, namespace: &str) -> Result<Value, ApiError> {
+        let policy = self.record.as_ref().map(|r| r.deletion_policy).unwrap_or_default();
+        convert::user(namespace, &self.user, self.memberships.clone(), policy.as_str())
+    }
+}
+
+pub(super) fn deadline(ctx: &RequestContext) -> Instant {
     ctx.deadline.min(Instant::now() + USER_BUDGET)
 }
 
 /// Organization names by ID, from one organization list.
-async fn organization_names(
+pub(super) async fn organization_names(
     client: &CoderClient,
     deadline: Instant,
     name: &str,
@@ -104,7 +131,7 @@ fn by_organization_name(
 
 /// Every organization a change joins must exist (by its exact name): a 422 naming the entry otherwise, before
 /// anything is written.
-async fn check_organizations_exist(
+pub(super) async fn check_organizations_exist(
     client: &CoderClient,
     deadline: Instant,
     name: &str,
@@ -136,26 +163,32 @@ async fn check_organizations_exist(
 }
 
 impl UserStorage {
-    async fn backend(&self, ctx: &RequestContext, name: &str) -> Result<Backend, ApiError> {
+    pub(super) async fn backend(&self, ctx: &RequestContext, name: &str) -> Result<Backend, ApiError> {
         named_backend(self.provider.as_ref(), ctx, USERS, name).await
     }
 
-    /// The user `name` (exact spelling) and the object that shows it.
-    async fn read(
+    /// The records of the users served in `namespace` (none without a store).
+    pub(super) async fn records(&self, namespace: &str) -> Result<BTreeMap<String, UserRecord>, ApiError> {
+        match &self.store {
+            Some(store) => store.records(namespace).await,
+            None => Ok(BTreeMap::new()),
+        }
+    }
+
+    /// The user `name` (exact spelling) with its record, hidden or not; `None` when Coder has no such user.
+    pub(super) async fn lookup(
         &self,
         backend: &Backend,
         deadline: Instant,
         name: &str,
-    ) -> Result<(User, Value), ApiError> {
+    ) -> Result<Option<Found>, ApiError> {
         let requested = names::parse_user_name(name)?;
         let client = &backend.client;
         let user = match tokio::time::timeout_at(deadline, client.user(&requested)).await {
             Ok(Ok(user)) => user,
             // Coder answers an unknown user name with a 400 ("must be an existing uuid or username"); the name
             // passed Coder's name rule, so the user does not exist.
-            Ok(Err(CoderError::Rejected { status: 400, .. })) => {
-                return Err(ApiError::not_found(GROUP, USERS, name));
-            }
+            Ok(Err(CoderError::Rejected { status: 400, .. })) => return Ok(None),
             Ok(Err(error)) => return Err(map_coder_error(&error, subject(USERS, name))),
             Err(_) => return Err(super::errors::timed_out(subject(USERS, name))),
         };
@@ -167,12 +200,36 @@ impl UserStorage {
         let roles = within(deadline, subject(USERS, name), client.user_roles(&id)).await?;
         let organizations = organization_names(client, deadline, name).await?;
         let memberships = by_organization_name(roles.organization_roles, &organizations);
-        let object = convert::user(&backend.namespace, &user, memberships)?;
-        Ok((user, object))
+        let record = self
+            .records(&backend.namespace)
+            .await?
+            .remove(name)
+            .filter(|r| r.applies_to(&user));
+        Ok(Some(Found {
+            user,
+            record,
+            memberships,
+        }))
+    }
+
+    /// The user `name` and the object that shows it; a 404 for a user Coder does not have or a delete suspended.
+    pub(super) async fn read(
+        &self,
+        backend: &Backend,
+        deadline: Instant,
+        name: &str,
+    ) -> Result<(Found, Value), ApiError> {
+        match self.lookup(backend, deadline, name).await? {
+            Some(found) if !found.hidden() => {
+                let object = found.object(&backend.namespace)?;
+                Ok((found, object))
+            }
+            _ => Err(ApiError::not_found(GROUP, USERS, name)),
+        }
     }
 
     /// Sends `changes` one by one. One that fails stops the update; the error says which went through before it.
-    async fn apply(
+    pub(super) async fn apply(
         &self,
         backend: &Backend,
         deadline: Instant,
@@ -256,7 +313,28 @@ impl UserStorage {
                     .await
                     .map(drop)
             }
+            UserChange::DeletionPolicy(policy) => {
+                let record = UserRecord {
+                    user_id: user.id,
+                    deletion_policy: *policy,
+                    suspended_by_delete: None,
+                };
+                self.store_for(name, "spec.deletionPolicy")?
+                    .write_record(&backend.namespace, name, &record)
+                    .await
+            }
         }
+    }
+
+    /// The user store, or the 422 on `field` of user `name`, which needs one.
+    pub(super) fn store_for(&self, name: &str, field: &str) -> Result<&Arc<dyn UserStore>, ApiError> {
+        self.store.as_ref().ok_or_else(|| {
+            let error = FieldError::forbidden(
+                field,
+                "this needs the server's own namespace for its user records and Secrets (set POD_NAMESPACE)",
+            );
+            super::user_lifecycle::invalid(name, &[error])
+        })
     }
 }
 
@@ -282,13 +360,10 @@ impl Storage for UserStorage {
         let desired: CoderUser = parse_body(object, "CoderUser")?;
         let backend = self.backend(ctx, name).await?;
         let deadline = deadline(ctx);
-        let (user, current) = match self.read(&backend, deadline, name).await {
+        let (found, current) = match self.read(&backend, deadline, name).await {
             Ok(found) => found,
             Err(error) if error.code == 404 && allow_create => {
-                return Err(ApiError::method_not_allowed(
-                    "creating users through the aggregated API is not served yet: create the user in Coder (or \
-                     let it sign in), then apply its roles and memberships",
-                ));
+                return self.create_user(ctx, &backend, name, desired).await;
             }
             Err(error) => return Err(error),
         };
@@ -313,12 +388,31 @@ impl Storage for UserStorage {
             });
         }
         check_organizations_exist(&backend.client, deadline, name, &changes).await?;
-        self.apply(&backend, deadline, name, &user, &changes).await?;
+        self.apply(&backend, deadline, name, &found.user, &changes).await?;
         Ok(Written {
             object: self.read(&backend, deadline, name).await?.1,
             created: false,
             event: Some(EventType::Modified),
         })
+    }
+
+    async fn create(&self, ctx: &RequestContext, object: Value) -> Result<Written, ApiError> {
+        refuse_dry_run(ctx, USERS)?;
+        let desired: CoderUser = parse_body(object, "CoderUser")?;
+        let name = desired.metadata.name.clone().unwrap_or_default();
+        let backend = self.backend(ctx, &name).await?;
+        self.create_user(ctx, &backend, &name, desired).await
+    }
+
+    async fn delete(
+        &self,
+        ctx: &RequestContext,
+        name: &str,
+        options: &DeleteOptions,
+    ) -> Result<Deleted, ApiError> {
+        refuse_dry_run(ctx, USERS)?;
+        let backend = self.backend(ctx, name).await?;
+        self.delete_user(ctx, &backend, name, options).await
     }
 
     async fn list(&self, ctx: &RequestContext) -> Result<Vec<Value>, ApiError> {
@@ -339,10 +433,19 @@ impl Storage for UserStorage {
                     memberships.entry(member.user_id).or_default().insert(*id, roles);
                 }
             }
-            for user in &users {
+            let mut records = self.records(&backend.namespace).await?;
+            for user in users {
+                let record = records.remove(&user.username).filter(|r| r.applies_to(&user));
                 let roles = memberships.remove(&user.id).unwrap_or_default();
                 let memberships = by_organization_name(roles, &organizations);
-                objects.push(convert::user(&backend.namespace, user, memberships)?);
+                let found = Found {
+                    user,
+                    record,
+                    memberships,
+                };
+                if !found.hidden() {
+                    objects.push(found.object(&backend.namespace)?);
+                }
             }
         }
         Ok(objects)

@@ -16,6 +16,7 @@ use coder_k8s_coder_client::types::builds::Transition;
 use coder_k8s_coder_client::types::parameters::TemplateVersionParameter;
 use coder_k8s_coder_client::types::workspaces::{RichParameterValue, Workspace};
 
+use super::k8s_names::{is_dns_subdomain, is_secret_data_key};
 use super::field_errors::{self, FieldError};
 use crate::generic::ApiError;
 
@@ -267,29 +268,6 @@ fn check_secret_key_ref(reference: &CoderWorkspaceSecretKeyRef, at: &str, errors
             "a Secret key consists of alphanumeric characters, '-', '_' or '.', at most 253, and is not '.' or starts with '..'",
         ));
     }
-}
-
-/// Lowercase alphanumeric labels with inner `-`, joined by `.`, at most 253 characters.
-fn is_dns_subdomain(name: &str) -> bool {
-    name.len() <= 253
-        && name.split('.').all(|label| {
-            !label.is_empty()
-                && !label.starts_with('-')
-                && !label.ends_with('-')
-                && label
-                    .bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        })
-}
-
-/// A key of a Secret's data: alphanumerics, `-`, `_` and `.`, at most 253, neither `.` nor starting with `..`.
-fn is_secret_data_key(key: &str) -> bool {
-    key.len() <= 253
-        && key != "."
-        && !key.starts_with("..")
-        && key
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
 }
 
 /// The Secret references of a spec's parameters, by parameter name.

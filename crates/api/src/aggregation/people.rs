@@ -170,6 +170,49 @@ pub struct CoderUserSpec {
     /// Whether the user is suspended (cannot sign in). Always written.
     #[serde(default)]
     pub suspended: bool,
+    /// Where the first password of a new `password` user comes from. Read only when the user is created, never
+    /// shown by a read, and never the password itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub password: Option<CoderUserPassword>,
+    /// What deleting the object does in Coder: `Suspend` (the default: the user can no longer sign in, and keeps
+    /// its workspaces and history) or `Delete` (Coder refuses while the user owns workspaces). Always shown.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub deletion_policy: String,
+}
+
+/// The first password of a new user: exactly one of `secretKeyRef` and `generate`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CoderUserPassword {
+    /// A key of an existing Secret in the namespace that holds the password; the caller must be allowed to `get`
+    /// that Secret.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_key_ref: Option<CoderUserSecretKeyRef>,
+    /// A new Secret the server creates with a generated password; the caller must be allowed to `create` Secrets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generate: Option<CoderUserGeneratedPassword>,
+}
+
+/// A key of a Secret in the same namespace.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CoderUserSecretKeyRef {
+    /// The Secret's name.
+    #[serde(default)]
+    pub name: String,
+    /// The key in the Secret's data; its value must be UTF-8 text.
+    #[serde(default)]
+    pub key: String,
+}
+
+/// Where a generated password is written.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CoderUserGeneratedPassword {
+    /// The Secret to create (type `kubernetes.io/basic-auth`: `username` is the user's email, which Coder's sign-in
+    /// asks for, and `password` the generated password). It must not exist yet.
+    #[serde(default)]
+    pub secret_name: String,
 }
 
 /// The observed state of a user.

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use anyhow::Context as _;
+use coder_k8s_aggregated_apiserver::coder::user_records::{KubeUserStore, UserStore};
 use coder_k8s_aggregated_apiserver::coder::workspace_secrets::{KubeParameterSecrets, ParameterSecrets};
 use coder_k8s_aggregated_apiserver::coder::world_watch::{self, WorldWatchSettings};
 use coder_k8s_aggregated_apiserver::coder::{Provider, registry_with};
@@ -44,12 +45,14 @@ pub async fn run(
             ..ServerSettings::default()
         },
     };
-    // Workspace parameters from Secrets need the server's own namespace for their reference records.
-    let parameter_secrets = own_namespace.map(|namespace| {
+    // Workspace parameters from Secrets and user records need the server's own namespace for their records.
+    let parameter_secrets = own_namespace.clone().map(|namespace| {
         Arc::new(KubeParameterSecrets::new(client.clone(), namespace)) as Arc<dyn ParameterSecrets>
     });
+    let user_store = own_namespace
+        .map(|namespace| Arc::new(KubeUserStore::new(client.clone(), namespace)) as Arc<dyn UserStore>);
     // Watches also see changes made in Coder directly, polled at the default interval.
-    let mut registry = registry_with(provider.clone(), parameter_secrets);
+    let mut registry = registry_with(provider.clone(), parameter_secrets, user_store);
     world_watch::attach(&mut registry, provider, WorldWatchSettings::default());
     let prepared = prepare(client, registry, listener, options).await?;
     ready();

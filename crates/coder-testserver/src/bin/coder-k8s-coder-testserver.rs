@@ -1,4 +1,4 @@
-//! `coder-k8s-coder-testserver --database-url URL [--listen 127.0.0.1:PORT] [--entitle feature ...]`:
+//! `coder-k8s-coder-testserver --database-url URL [--listen 127.0.0.1:PORT] [--entitle feature ...] [--oidc-configured]`:
 //! prints its URL and serves until SIGTERM or Ctrl-C.
 
 use std::net::SocketAddr;
@@ -21,6 +21,9 @@ struct Args {
     /// Licenses (JWTs) POST /licenses accepts.
     #[arg(long = "accept-license")]
     accept_license: Vec<String>,
+    /// Act as a Coder with OIDC configured: POST /users creates users of login type oidc (otherwise Coder's 400).
+    #[arg(long, env = "CODER_TESTSERVER_OIDC_CONFIGURED")]
+    oidc_configured: bool,
 }
 
 #[tokio::main]
@@ -35,6 +38,7 @@ async fn main() -> anyhow::Result<()> {
         config.entitlements.insert(feature, Entitlement::Entitled);
     }
     config.accepted_licenses = args.accept_license;
+    config.oidc_configured = args.oidc_configured;
     let server = TestServer::start_at(config, args.listen).await?;
     println!("{}", server.url());
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
