@@ -11,7 +11,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cluster::{SERVER_NAMESPACE, assert_success, kubectl, kubectl_json, register, spawn_server, wait_until};
+use cluster::{
+    SERVER_NAMESPACE, assert_success, kubectl, kubectl_json, register, spawn_server, spawn_server_with, wait_until,
+};
+use coder_k8s_aggregated_apiserver::coder::user_records::{KubeUserStore, UserStore};
 use coder_k8s_aggregated_apiserver::coder::template_import::{
     BACKOFF_AFTER_ENV, INITIAL_POLL_ENV, MAX_POLL_ENV, SettingsSource, WAIT_TIMEOUT_ENV,
 };
@@ -50,8 +53,14 @@ fn fast_waits() -> SettingsSource {
 
 /// Every resource and subresource the server has, over the test server.
 fn registry(server: &TestServer, token: &str) -> Registry {
+    registry_with_store(server.url(), token, None)
+}
+
+/// [`registry`] over the Coder at `url` with the user store of the server's namespace, which user creates and
+/// deletes need.
+fn registry_with_store(url: url::Url, token: &str, store: Option<Arc<dyn UserStore>>) -> Registry {
     let backend = StaticBackend {
-        url: server.url(),
+        url,
         token: token.to_owned(),
         namespace: NAMESPACE.to_owned(),
     };
@@ -77,7 +86,7 @@ fn registry(server: &TestServer, token: &str) -> Registry {
             template_versions::resource(provider.clone()),
             organizations::resource(provider.clone()),
             groups::resource(provider.clone()),
-            users::resource(provider),
+            users::resource_with(provider, store),
         ],
     }
 }
@@ -136,6 +145,9 @@ const GRANTS: &[Grant] = &[
     Grant { user: "usr-watch", resource: "coderusers", verbs: &["watch"] },
     Grant { user: "usr-update", resource: "coderusers", verbs: &["update"] },
     Grant { user: "usr-patch", resource: "coderusers", verbs: &["patch"] },
+    Grant { user: "usr-create", resource: "coderusers", verbs: &["create"] },
+    Grant { user: "usr-apply", resource: "coderusers", verbs: &["patch", "create"] },
+    Grant { user: "usr-delete", resource: "coderusers", verbs: &["delete"] },
 ];
 
 async fn bind(cp: &ControlPlane, grant: &Grant) {
@@ -576,6 +588,8 @@ fn people_writes(cp: &ControlPlane, org: &str) -> Vec<Operation> {
     delete_org.args = delete("coderorganization", "doomed");
     let mut delete_group = op("delete a group", &["grp-delete"], &[]);
     delete_group.args = delete("codergroup", &format!("{org}.doomed"));
+    let mut delete_user = op("delete a user", &["usr-delete"], &[]);
+    delete_user.args = delete("coderuser", "doomed");
     vec![
         op("create an organization", &["org-create"], create)
             .with_stdin(organization_manifest("made", "made")),
@@ -600,9 +614,23 @@ fn people_writes(cp: &ControlPlane, org: &str) -> Vec<Operation> {
         op("apply a new group", &["grp-apply"], APPLY).with_stdin(group_manifest(org, "applied", 2)),
         delete_group,
         op("update a user", &["usr-update"], replace).with_stdin(current(cp, "coderuser", MEMBER)),
-        op("apply a change to a user", &["usr-patch"], APPLY)
+        op("apply a change to a user", &["usr-patch", "usr-apply"], APPLY)
             .with_stdin(user_manifest(MEMBER, "Alice Applied")),
+        op("create a user", &["usr-create"], create).with_stdin(new_user_manifest(org, "made")),
+        op("apply a new user", &["usr-apply"], APPLY).with_stdin(new_user_manifest(org, "applied")),
+        delete_user,
     ]
+}
+
+/// A user who signs in with GitHub (no password, so no Secret is involved) in the default organization.
+fn new_user_manifest(org: &str, name: &str) -> String {
+    json!({
+        "apiVersion": "aggregation.coder.com/v1alpha1",
+        "kind": "CoderUser",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": {"email": format!("{name}@example.com"), "loginType": "github", "organizations": {org: []}},
+    })
+    .to_string()
 }
 
 fn user_manifest(name: &str, full_name: &str) -> String {
@@ -736,6 +764,7 @@ async fn seed_people(server: &TestServer, client: &CoderClient, org: &str) {
         server.set_entitlement(feature, Entitlement::Entitled);
     }
     server.mint_token(MEMBER, &[]).await.unwrap();
+    server.mint_token("doomed", &[]).await.unwrap();
     for name in ["seeded", "doomed"] {
         let request = CreateOrganizationRequest {
             name: name.to_owned(),
@@ -773,7 +802,11 @@ async fn each_verb_on_each_resource_allows_exactly_its_own_request_and_denied_on
             "create namespace",
         );
     }
-    let (addr, _) = spawn_server(cp, registry(&server, &token));
+    let (url, server_token) = (server.url(), token.clone());
+    let (addr, _) = spawn_server_with(cp, move |kube| {
+        let store: Arc<dyn UserStore> = Arc::new(KubeUserStore::new(kube, SERVER_NAMESPACE));
+        registry_with_store(url, &server_token, Some(store))
+    });
     register(&cp.client().unwrap(), addr.port()).await;
     wait_until(
         "the aggregated API is served",
@@ -868,6 +901,15 @@ async fn each_verb_on_each_resource_allows_exactly_its_own_request_and_denied_on
     let members: Vec<&str> = seeded.members.iter().map(|m| m.username.as_str()).collect();
     assert_eq!(members, [MEMBER]);
     assert_eq!(client.user(MEMBER).await.unwrap().name, "Alice Applied");
+    for name in ["made", "applied"] {
+        let user = client.user(name).await.unwrap_or_else(|e| panic!("user {name}: {e}"));
+        assert_eq!(user.login_type, "github");
+    }
+    assert_eq!(
+        client.user("doomed").await.unwrap().status,
+        "suspended",
+        "the allowed delete suspended the user"
+    );
     assert!(
         client.organization("doomed").await.is_err(),
         "the allowed delete removed the organization"

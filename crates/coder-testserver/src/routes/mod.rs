@@ -11,6 +11,7 @@ mod provisioner_keys;
 mod template_acl;
 mod template_settings;
 mod templates;
+mod user_lifecycle;
 mod users;
 mod workspace_proxies;
 mod workspaces;

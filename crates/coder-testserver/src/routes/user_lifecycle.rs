@@ -239,8 +239,17 @@ fn creation_failed(err: &tokio_postgres::Error, organization_ids: &[Uuid]) -> Ap
 /// owners and user admins may; a user admin may delete an owner) 403 `Forbidden.`. The row is marked deleted and its
 /// API keys go (memberships stay, as in Coder); its username and email are free again. 200 with Coder's message.
 pub(super) async fn delete_user(State(app): State<App>, auth: Auth, Path(param): Path<String>) -> ApiResult {
-    let caller = Caller::of(&app, &auth).await?;
-    let user = auth::readable_user(&app, &auth, &caller, &param).await?;
+    delete(&app, &auth, &param).await
+}
+
+/// `DELETE /users/first`: Coder's router has no such route and tries `/users/{user}` with the user `first`.
+pub(super) async fn delete_first(State(app): State<App>, auth: Auth) -> ApiResult {
+    delete(&app, &auth, "first").await
+}
+
+async fn delete(app: &App, auth: &Auth, param: &str) -> ApiResult {
+    let caller = Caller::of(app, auth).await?;
+    let user = auth::readable_user(app, auth, &caller, param).await?;
     if user.id == auth.user.id {
         return Err(ApiError::new(
             StatusCode::FORBIDDEN,
@@ -279,6 +288,17 @@ fn login_failed() -> ApiError {
     ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "Internal error.")
 }
 
+/// `POST /users/{user}`: the login for `login`. Coder's router serves `POST /users/login` and, for any other method
+/// there, tries `/users/{user}` with the user `login` (as `GET /users/login` then looks that user up), so the test
+/// server routes `/users/login` as a `{user}`; a `POST` to any other user has no route (405).
+pub(super) async fn post_user(State(app): State<App>, Path(param): Path<String>, body: JsonBody<Value>) -> ApiResult {
+    if param == "login" {
+        login(&app, &body).await
+    } else {
+        Err(ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "Method not allowed."))
+    }
+}
+
 /// `POST /users/login` (Coder's `postLogin` and `loginRequest`), without a key, its checks in Coder's order: the
 /// body and its validation (`email` `required,email`, `password` `required`); the user with this email in any case
 /// (not deleted); the password against its hash (a missing user or an empty hash compares as `hunter2`, as Coder's
@@ -286,8 +306,8 @@ fn login_failed() -> ApiError {
 /// `Internal error.`): a mismatch 401 `Incorrect email or password.`; a login type other than `password` (`""` for a
 /// missing user) 403; a dormant user becomes active and seen; a user who is not active then 401 `Your account is
 /// <status>. …`. 201 with `session_token`, a 24-hour key of login type `password`, also set as the session cookie.
-pub(super) async fn login(State(app): State<App>, body: JsonBody<Value>) -> ApiResult {
-    let body: Login = decode(&body, &["email", "password"])?;
+async fn login(app: &App, body: &JsonBody<Value>) -> ApiResult {
+    let body: Login = decode(body, &["email", "password"])?;
     let email = body.email.unwrap_or_default();
     let password = body.password.unwrap_or_default();
     let mut failures = Vec::new();

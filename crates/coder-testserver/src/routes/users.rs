@@ -1,5 +1,6 @@
 //! Users and API tokens, read from and written to Coder's PostgreSQL: the user reads, the profile, status and site
-//! role writes (Coder's `putUserProfile`, `putUserStatus`, `putUserRoles`), tokens.
+//! role writes (Coder's `putUserProfile`, `putUserStatus`, `putUserRoles`), tokens; the routes of creating, deleting
+//! and signing in users (`user_lifecycle`).
 
 use axum::Router;
 use axum::extract::{Path, State};
@@ -8,7 +9,7 @@ use axum::routing::{delete, get, put};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{JsonBody, flag, query_params};
+use super::{JsonBody, flag, query_params, user_lifecycle};
 use crate::auth::{self, Auth};
 use crate::db::User;
 use crate::errors::{ApiError, ApiResult, created, no_content, ok};
@@ -18,9 +19,14 @@ use crate::util::{valid_name, valid_user_real_name};
 
 pub(super) fn routes() -> Router<App> {
     Router::new()
-        .route("/users", get(list_users))
-        .route("/users/first", get(first_user))
-        .route("/users/{user}", get(get_user))
+        .route("/users", get(list_users).post(user_lifecycle::create_user))
+        .route("/users/first", get(first_user).delete(user_lifecycle::delete_first))
+        .route(
+            "/users/{user}",
+            get(get_user)
+                .delete(user_lifecycle::delete_user)
+                .post(user_lifecycle::post_user),
+        )
         .route("/users/{user}/roles", get(user_roles).put(put_roles))
         .route("/users/{user}/profile", put(put_profile))
         .route("/users/{user}/status/suspend", put(suspend))
@@ -29,6 +35,9 @@ pub(super) fn routes() -> Router<App> {
         .route("/users/{user}/keys/tokens/{name}", get(get_token))
         .route("/users/{user}/keys/{id}", delete(delete_token))
 }
+
+/// Go's rendering of the zero `time.Time`: the `last_seen_at` of a user who never signed in.
+const ZERO_TIME: &str = "0001-01-01T00:00:00Z";
 
 /// `User` JSON (`codersdk.User`).
 pub(super) async fn render_user(app: &App, user: &User) -> Result<Value, ApiError> {
@@ -55,9 +64,11 @@ pub(super) async fn render_user(app: &App, user: &User) -> Result<Value, ApiErro
             body[key] = json!(value);
         }
     }
-    if !user.last_seen_at.starts_with("0001-") {
-        body["last_seen_at"] = json!(user.last_seen_at);
-    }
+    body["last_seen_at"] = if user.last_seen_at.starts_with("0001-01-01T00:00:00.000000") {
+        json!(ZERO_TIME)
+    } else {
+        json!(user.last_seen_at)
+    };
     Ok(body)
 }
 
@@ -96,10 +107,10 @@ async fn list_users(State(app): State<App>, auth: Auth) -> ApiResult {
 
 /// `GET /users/{user}/roles` (`UserRoles`): site role names, and role names per organization the user is in. Coder's
 /// `userRoles` reads the memberships with `OrganizationMembers` and `IncludeSystem: false`, so a system user (the
-/// operator) has no organization roles there: `{}`.
+/// operator) has no organization roles there: `{}`; nor has a deleted user (that query leaves deleted users out).
 async fn user_roles(State(app): State<App>, auth: Auth, Path(param): Path<String>) -> ApiResult {
     let user = auth::user(&app, &auth, &param).await?;
-    let memberships = if user.is_system {
+    let memberships = if user.is_system || user.deleted {
         Vec::new()
     } else {
         app.db.memberships(user.id).await?
