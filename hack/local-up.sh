@@ -106,10 +106,11 @@ apply_aggregated_samples() {
 if $real_coder; then
   source hack/local-real-coder.sh
 else
-  # The entitlements of the licensed samples: provisioner keys, workspace proxies and the AI Gateway (aibridge).
-  step "start the Coder API test server in place of Coder ($coder_url; entitled: external provisioners, workspace proxies, AI Gateway)"
+  # The entitlements of the licensed samples and examples: provisioner keys, workspace proxies, the AI Gateway
+  # (aibridge), more organizations and groups (examples/coder-people).
+  step "start the Coder API test server in place of Coder ($coder_url; entitled: external provisioners, workspace proxies, AI Gateway, organizations, groups)"
   nohup "$bin"/coder-k8s-coder-testserver --database-url "$CODER_DATABASE_URL" --listen "127.0.0.1:$coder_port" \
-    --entitle external_provisioner_daemons workspace_proxy aibridge >"$state/logs/coder.log" 2>&1 &
+    --entitle external_provisioner_daemons workspace_proxy aibridge multiple_organizations template_rbac >"$state/logs/coder.log" 2>&1 &
   echo $! >"$state/coder.pid"
   for _ in $(seq 1 30); do
     curl -fsS "$coder_url/api/v2/buildinfo" >/dev/null 2>&1 && break

@@ -12,12 +12,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cluster::{
-    SERVER_NAMESPACE, assert_success, kubectl, kubectl_json, register, spawn_server, spawn_server_with, wait_until,
+    SERVER_NAMESPACE, assert_success, kubectl, kubectl_json, register, spawn_server, spawn_server_with,
+    wait_until,
 };
-use coder_k8s_aggregated_apiserver::coder::user_records::{KubeUserStore, UserStore};
 use coder_k8s_aggregated_apiserver::coder::template_import::{
     BACKOFF_AFTER_ENV, INITIAL_POLL_ENV, MAX_POLL_ENV, SettingsSource, WAIT_TIMEOUT_ENV,
 };
+use coder_k8s_aggregated_apiserver::coder::user_records::{KubeUserStore, UserStore};
 use coder_k8s_aggregated_apiserver::coder::{
     StaticBackend, StaticProvider, groups, organizations, promote, template_versions, templates, transitions,
     users, workspace_log, workspaces,
@@ -853,7 +854,7 @@ async fn each_verb_on_each_resource_allows_exactly_its_own_request_and_denied_on
         check(cp, &server, &client, &operation).await;
         checked += 1;
     }
-    assert_eq!(checked, 43, "every operation ran");
+    assert_eq!(checked, 46, "every operation ran");
 
     // The allowed writes did reach Coder.
     let ws = client.workspace_by_owner_and_name(OWNER, "ws").await.unwrap();
@@ -902,7 +903,10 @@ async fn each_verb_on_each_resource_allows_exactly_its_own_request_and_denied_on
     assert_eq!(members, [MEMBER]);
     assert_eq!(client.user(MEMBER).await.unwrap().name, "Alice Applied");
     for name in ["made", "applied"] {
-        let user = client.user(name).await.unwrap_or_else(|e| panic!("user {name}: {e}"));
+        let user = client
+            .user(name)
+            .await
+            .unwrap_or_else(|e| panic!("user {name}: {e}"));
         assert_eq!(user.login_type, "github");
     }
     assert_eq!(

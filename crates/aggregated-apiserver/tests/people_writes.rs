@@ -2,7 +2,8 @@
 //! server (create, update, read back, members by user name, delete, Coder's refusals), unlicensed (Coder's own
 //! message), and a real open-source Coder v2.30.0, which serves none of these writes (a 405 that says why, and a
 //! write that changes nothing is not sent at all). Updates of `coderusers` (full name, roles, memberships,
-//! suspension): the same checks against the test server and the real Coder.
+//! suspension): the same checks against the test server and the real Coder; creates and deletes without a user
+//! store (tests/user_lifecycle.rs has them with one).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -478,11 +479,24 @@ async fn users_are_updated_on_the_test_server() {
     let members = coder.client.organization_members("initech").await.unwrap();
     assert!(!members.iter().any(|m| m.username == "carol"), "{members:?}");
 
-    // Creating users is not served yet: an apply of a missing user says so.
+    // Without a user store (no namespace of its own), what needs a Secret or a record is refused before Coder is
+    // asked: a generated password (422), and a delete that would suspend (405, which names the other policy).
     let storage = &registry.resource(USERS).unwrap().storage;
-    let missing = json!({"metadata": {"name": "dave", "namespace": NAMESPACE}, "spec": {}});
+    coder.server.clear_requests();
+    let missing = json!({"metadata": {"name": "dave", "namespace": NAMESPACE}, "spec": {
+        "email": "dave@example.com", "organizations": {&org: []},
+        "password": {"generate": {"secretName": "dave-login"}},
+    }});
     let error = storage.update(&ctx(), "dave", missing, true).await.unwrap_err();
+    assert_eq!(error.code, 422, "{error}");
+    assert!(
+        error.message.contains("spec.password.generate: Forbidden"),
+        "{error}"
+    );
+    let error = delete(&registry, USERS, "carol").await.unwrap_err();
     assert_eq!(error.code, 405, "{error}");
+    assert!(error.message.contains("deletionPolicy: Delete"), "{error}");
+    assert_eq!(writes(&coder.server), Vec::<String>::new());
 }
 
 #[tokio::test]

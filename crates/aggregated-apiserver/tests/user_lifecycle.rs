@@ -81,9 +81,13 @@ async fn served() -> &'static Served {
                 "the aggregated API answers through kube-apiserver",
                 Duration::from_secs(60),
                 || async {
-                    kubectl(cp, &["get", "--raw", "/apis/aggregation.coder.com/v1alpha1"], None)
-                        .status
-                        .success()
+                    kubectl(
+                        cp,
+                        &["get", "--raw", "/apis/aggregation.coder.com/v1alpha1"],
+                        None,
+                    )
+                    .status
+                    .success()
                 },
             )
             .await;
@@ -109,7 +113,13 @@ struct Flow {
 impl Flow {
     async fn start(tag: &str, url: url::Url, token: String, server: Option<TestServer>) -> Flow {
         let served = served().await;
-        let namespace = served.cp.namespace(&format!("users-{tag}")).await.unwrap().name().to_owned();
+        let namespace = served
+            .cp
+            .namespace(&format!("users-{tag}"))
+            .await
+            .unwrap()
+            .name()
+            .to_owned();
         let settings = ClientSettings {
             timeout: Duration::from_secs(20),
             service_address_override: Some(IpAddr::V4(Ipv4Addr::LOCALHOST)),
@@ -200,7 +210,8 @@ impl Flow {
     }
 
     fn listed(&self) -> Vec<String> {
-        let list: Value = serde_json::from_str(&self.run(&["get", "coderusers", "-o", "json"], None)).unwrap();
+        let list: Value =
+            serde_json::from_str(&self.run(&["get", "coderusers", "-o", "json"], None)).unwrap();
         list["items"]
             .as_array()
             .unwrap()
@@ -241,7 +252,10 @@ impl Flow {
             "stringData": {key: value},
         }))
         .unwrap();
-        self.secrets().create(&PostParams::default(), &secret).await.unwrap();
+        self.secrets()
+            .create(&PostParams::default(), &secret)
+            .await
+            .unwrap();
     }
 
     async fn record(&self, leaf: &str) -> Option<ConfigMap> {
@@ -268,7 +282,12 @@ impl Flow {
         };
         let session = self.client.login_with_password(&request).await.unwrap();
         let token = SessionToken::new(session.session_token.expose().to_owned());
-        CoderClient::new(self.url.clone(), token).unwrap().me().await.unwrap().username
+        CoderClient::new(self.url.clone(), token)
+            .unwrap()
+            .me()
+            .await
+            .unwrap()
+            .username
     }
 
     /// A Role and binding that let `user` do `verbs` on `resources` of `group` in the namespace.
@@ -304,13 +323,22 @@ async fn generated_password(flow: &Flow) {
         "name": "Alice Liddell", "loginType": "password", "roles": ["template-admin"],
         "password": {"generate": {"secretName": "alice-login"}},
     });
-    let out = flow.run(&["apply", "-f", "-", "-o", "json"], Some(&flow.manifest("alice", spec)));
-    let password = flow.secret_value("alice-login", "password").await.expect("the generated password");
+    let out = flow.run(
+        &["apply", "-f", "-", "-o", "json"],
+        Some(&flow.manifest("alice", spec)),
+    );
+    let password = flow
+        .secret_value("alice-login", "password")
+        .await
+        .expect("the generated password");
     assert!(!out.contains(&password), "{out}");
     assert_eq!(password.len(), 24);
     let secret = flow.secrets().get("alice-login").await.unwrap();
     assert_eq!(secret.type_.as_deref(), Some("kubernetes.io/basic-auth"));
-    assert_eq!(flow.secret_value("alice-login", "username").await, Some(flow.email("alice")));
+    assert_eq!(
+        flow.secret_value("alice-login", "username").await,
+        Some(flow.email("alice"))
+    );
     assert_eq!(flow.sign_in("alice", &password).await, flow.user("alice"));
 
     let object = flow.object("alice");
@@ -322,10 +350,16 @@ async fn generated_password(flow: &Flow) {
     assert_eq!(object["spec"]["name"], "Alice Liddell");
     // Applied again, nothing is sent: the password is read only by a create.
     flow.clear();
-    flow.run(&["apply", "-f", "-"], Some(&flow.manifest("alice", json!({
-        "name": "Alice Liddell", "loginType": "password", "roles": ["template-admin"],
-        "password": {"generate": {"secretName": "alice-login"}},
-    }))));
+    flow.run(
+        &["apply", "-f", "-"],
+        Some(&flow.manifest(
+            "alice",
+            json!({
+                "name": "Alice Liddell", "loginType": "password", "roles": ["template-admin"],
+                "password": {"generate": {"secretName": "alice-login"}},
+            }),
+        )),
+    );
     assert_eq!(flow.writes(), Vec::<String>::new());
 }
 
@@ -334,21 +368,33 @@ async fn generated_password(flow: &Flow) {
 async fn password_from_secret_and_other_login_types(flow: &Flow) {
     flow.put_secret("carol-initial", "pw", INITIAL_PASSWORD).await;
     let spec = json!({"password": {"secretKeyRef": {"name": "carol-initial", "key": "pw"}}});
-    let out = flow.run(&["create", "-f", "-", "-o", "json"], Some(&flow.manifest("carol", spec)));
+    let out = flow.run(
+        &["create", "-f", "-", "-o", "json"],
+        Some(&flow.manifest("carol", spec)),
+    );
     assert!(!out.contains(INITIAL_PASSWORD), "{out}");
     assert_eq!(flow.sign_in("carol", INITIAL_PASSWORD).await, flow.user("carol"));
 
     let spec = json!({"loginType": "github", "suspended": true, "deletionPolicy": "Delete"});
     flow.run(&["apply", "-f", "-"], Some(&flow.manifest("bob", spec)));
     let bob = flow.client.user(&flow.user("bob")).await.unwrap();
-    assert_eq!((bob.login_type.as_str(), bob.status.as_str()), ("github", "suspended"));
+    assert_eq!(
+        (bob.login_type.as_str(), bob.status.as_str()),
+        ("github", "suspended")
+    );
     let object = flow.object("bob");
     assert_eq!(object["spec"]["deletionPolicy"], "Delete");
     assert_eq!(object["spec"]["suspended"], true);
     let record = flow.record("bob").await.expect("bob's record");
-    assert_eq!(record.metadata.labels.unwrap_or_default()[USER_RECORD_LABEL], "true");
+    assert_eq!(
+        record.metadata.labels.unwrap_or_default()[USER_RECORD_LABEL],
+        "true"
+    );
     let data = record.data.unwrap_or_default();
-    assert_eq!((data["deletionPolicy"].as_str(), data["userID"].clone()), ("Delete", bob.id.to_string()));
+    assert_eq!(
+        (data["deletionPolicy"].as_str(), data["userID"].clone()),
+        ("Delete", bob.id.to_string())
+    );
 }
 
 /// `Suspend` (the default): the user is suspended, gone from the API, and back when created again, with its
@@ -369,7 +415,10 @@ async fn deletion_policies(flow: &Flow) {
     flow.run(&["apply", "-f", "-"], Some(&flow.manifest("alice", spec)));
     assert_ne!(flow.status_in_coder("alice").await.as_deref(), Some("suspended"));
     assert!(flow.listed().contains(&alice));
-    assert_eq!(flow.secret_value("alice-login", "password").await, Some(password.clone()));
+    assert_eq!(
+        flow.secret_value("alice-login", "password").await,
+        Some(password.clone())
+    );
     assert_eq!(flow.sign_in("alice", &password).await, alice);
 
     flow.run(&["delete", "coderuser", &bob], None);
@@ -381,24 +430,57 @@ async fn deletion_policies(flow: &Flow) {
 /// after which no generated Secret is left.
 async fn refusals(flow: &Flow) {
     let coder_user_verbs = ["get", "list", "create", "update", "patch", "delete"];
-    flow.allow("gail", "aggregation.coder.com", &["coderusers"], &coder_user_verbs).await;
+    flow.allow(
+        "gail",
+        "aggregation.coder.com",
+        &["coderusers"],
+        &coder_user_verbs,
+    )
+    .await;
     let generate = |secret: &str| json!({"password": {"generate": {"secretName": secret}}});
 
     flow.clear();
-    let denied = flow.fails(&["--as=gail", "create", "-f", "-"], Some(&flow.manifest("dave", generate("dave-login"))));
-    assert!(denied.contains("User \"gail\" cannot create resource \"secrets\""), "{denied}");
+    let denied = flow.fails(
+        &["--as=gail", "create", "-f", "-"],
+        Some(&flow.manifest("dave", generate("dave-login"))),
+    );
+    assert!(
+        denied.contains("User \"gail\" cannot create resource \"secrets\""),
+        "{denied}"
+    );
     let from_secret = json!({"password": {"secretKeyRef": {"name": "carol-initial", "key": "pw"}}});
-    let denied = flow.fails(&["--as=gail", "create", "-f", "-"], Some(&flow.manifest("dave", from_secret)));
-    assert!(denied.contains("User \"gail\" cannot get resource \"secrets\""), "{denied}");
-    let taken = flow.fails(&["create", "-f", "-"], Some(&flow.manifest("dave", generate("carol-initial"))));
-    assert!(taken.contains("secrets \"carol-initial\" already exists"), "{taken}");
-    assert_eq!(flow.secret_value("carol-initial", "pw").await.as_deref(), Some(INITIAL_PASSWORD));
+    let denied = flow.fails(
+        &["--as=gail", "create", "-f", "-"],
+        Some(&flow.manifest("dave", from_secret)),
+    );
+    assert!(
+        denied.contains("User \"gail\" cannot get resource \"secrets\""),
+        "{denied}"
+    );
+    let taken = flow.fails(
+        &["create", "-f", "-"],
+        Some(&flow.manifest("dave", generate("carol-initial"))),
+    );
+    assert!(
+        taken.contains("secrets \"carol-initial\" already exists"),
+        "{taken}"
+    );
+    assert_eq!(
+        flow.secret_value("carol-initial", "pw").await.as_deref(),
+        Some(INITIAL_PASSWORD)
+    );
     let invalid = flow.fails(
         &["create", "-f", "-"],
-        Some(&flow.manifest("dave", json!({"loginType": "github", "organizations": {}, "password": generate("x")["password"]}))),
+        Some(&flow.manifest(
+            "dave",
+            json!({"loginType": "github", "organizations": {}, "password": generate("x")["password"]}),
+        )),
     );
     assert!(invalid.contains("spec.password: Forbidden"), "{invalid}");
-    assert!(invalid.contains("spec.organizations: Required value"), "{invalid}");
+    assert!(
+        invalid.contains("spec.organizations: Required value"),
+        "{invalid}"
+    );
     assert_eq!(flow.writes(), Vec::<String>::new());
     assert_eq!(flow.status_in_coder("dave").await, None);
     assert!(flow.secrets().get_opt("dave-login").await.unwrap().is_none());
@@ -409,11 +491,18 @@ async fn refusals(flow: &Flow) {
     let refused = flow.fails(&["create", "-f", "-"], Some(&flow.manifest("erin", weak)));
     assert!(refused.contains("Password is invalid"), "{refused}");
     assert!(!refused.contains("\"abc\""), "{refused}");
-    let mut taken_email: Value = serde_json::from_str(&flow.manifest("frank", generate("frank-login"))).unwrap();
+    let mut taken_email: Value =
+        serde_json::from_str(&flow.manifest("frank", generate("frank-login"))).unwrap();
     taken_email["spec"]["email"] = json!(flow.email("alice"));
     let refused = flow.fails(&["create", "-f", "-"], Some(&taken_email.to_string()));
-    assert!(refused.contains("another Coder user has this user name or email"), "{refused}");
-    assert!(flow.secrets().get_opt("frank-login").await.unwrap().is_none(), "the generated Secret stayed");
+    assert!(
+        refused.contains("another Coder user has this user name or email"),
+        "{refused}"
+    );
+    assert!(
+        flow.secrets().get_opt("frank-login").await.unwrap().is_none(),
+        "the generated Secret stayed"
+    );
     assert_eq!(flow.status_in_coder("frank").await, None);
 }
 
@@ -424,18 +513,25 @@ async fn lifecycle(flow: &Flow) {
     refusals(flow).await;
 }
 
-#[tokio::test]
+// kubectl runs as a blocking child process: the test server needs worker threads of its own meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn users_are_created_with_a_first_password_and_deleted_by_policy_on_the_test_server() {
     let flow = Flow::test_server("ts", |c| c).await;
     lifecycle(&flow).await;
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn users_are_created_with_a_first_password_and_deleted_by_policy_on_a_real_coder() {
     let flow = Flow::real_coder("real").await;
     lifecycle(&flow).await;
     // OIDC is not configured on this Coder: its own refusal, and no user.
-    let oidc = flow.fails(&["create", "-f", "-"], Some(&flow.manifest("olga", json!({"loginType": "oidc"}))));
-    assert!(oidc.contains("You must configure OIDC before creating OIDC users."), "{oidc}");
+    let oidc = flow.fails(
+        &["create", "-f", "-"],
+        Some(&flow.manifest("olga", json!({"loginType": "oidc"}))),
+    );
+    assert!(
+        oidc.contains("You must configure OIDC before creating OIDC users."),
+        "{oidc}"
+    );
     assert_eq!(flow.status_in_coder("olga").await, None);
 }

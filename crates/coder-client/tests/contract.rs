@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use coder_k8s_coder_client::types::jobs::{daemon_takes_job, effective_tags};
-use coder_k8s_coder_client::types::users::{UpdateRoles, UpdateUserProfileRequest};
+use coder_k8s_coder_client::types::users::{
+    CreateUserRequest, LoginWithPasswordRequest, UpdateRoles, UpdateUserProfileRequest,
+};
 use coder_k8s_coder_client::types::{
     ArchiveKind, BuildReason, CreateTemplateRequest, CreateTemplateVersionRequest,
     CreateWorkspaceBuildRequest, CreateWorkspaceRequest, JobStatus, ProvisionerJob, ProvisionerJobLog,
@@ -2528,6 +2530,149 @@ async fn contract_user_writes(t: &Target) {
     assert_refused(&err, 400, "cannot remove self from an organization");
 }
 
+/// A user's life as the aggregated API drives it: created with a password in the target's organization (dormant,
+/// login type `password`), signed in with that password (the session key works and the user is then active), created
+/// without a password and suspended, deleted (a lookup by name is then Coder's 400, one by ID still finds it) and
+/// created again under the same name; and Coder's refusals: a taken user name, no organization, a password with login
+/// type `none`, `oidc` without OIDC configured, a weak password, a plain member creating a user, deleting oneself.
+async fn contract_user_lifecycle(t: &Target) {
+    let client = t.client();
+    let request = |username: &str, login_type: &str, password: &str| CreateUserRequest {
+        email: format!("{username}@coder-k8s.test"),
+        username: username.to_owned(),
+        name: String::new(),
+        password: Secret::new(password),
+        login_type: login_type.to_owned(),
+        user_status: None,
+        organization_ids: vec![t.organization_id],
+    };
+    let password = format!("Pw-{}", Uuid::new_v4().simple());
+    let username = unique("life");
+    let created = client
+        .create_user(&request(&username, "password", &password))
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            created.username.as_str(),
+            created.status.as_str(),
+            created.login_type.as_str()
+        ),
+        (username.as_str(), "dormant", "password")
+    );
+    assert_eq!(created.organization_ids, vec![t.organization_id]);
+    assert!(created.roles.is_empty(), "{:?}", created.roles);
+    assert_eq!(
+        created.last_seen_at, "0001-01-01T00:00:00Z",
+        "never seen: Go's zero time"
+    );
+    let read = client.user(&username).await.unwrap();
+    assert_eq!(
+        (read.id, read.status.as_str(), read.login_type.as_str()),
+        (created.id, "dormant", "password")
+    );
+    let session = client
+        .login_with_password(&LoginWithPasswordRequest {
+            email: created.email.to_uppercase(),
+            password: Secret::new(password.as_str()),
+        })
+        .await
+        .unwrap();
+    let me = t.client_as(session.session_token.expose()).me().await.unwrap();
+    assert_eq!(
+        (me.id, me.status.as_str()),
+        (created.id, "active"),
+        "signing in activates"
+    );
+    let err = client
+        .login_with_password(&LoginWithPasswordRequest {
+            email: created.email.clone(),
+            password: Secret::new("Wrong-password-1!"),
+        })
+        .await
+        .unwrap_err();
+    assert_refused(&err, 401, "Incorrect email or password.");
+
+    let err = client
+        .create_user(&request(&username.to_uppercase(), "none", ""))
+        .await
+        .unwrap_err();
+    assert_refused(&err, 409, "User already exists.");
+    let other = unique("refused");
+    let mut no_organization = request(&other, "none", "");
+    no_organization.organization_ids.clear();
+    let err = client.create_user(&no_organization).await.unwrap_err();
+    assert_refused(
+        &err,
+        400,
+        "No organization specified to place the user as a member of. It is required to specify at least one \
+         organization id to place the user in.: required at least 1 value for the array 'organization_ids'",
+    );
+    let err = client
+        .create_user(&request(&other, "none", &password))
+        .await
+        .unwrap_err();
+    assert_refused(
+        &err,
+        400,
+        "Password cannot be set for non-password (\"none\") authentication.",
+    );
+    let err = client
+        .create_user(&request(&other, "oidc", ""))
+        .await
+        .unwrap_err();
+    assert_refused(&err, 400, "You must configure OIDC before creating OIDC users.");
+    let err = client
+        .create_user(&request(&other, "password", "password"))
+        .await
+        .unwrap_err();
+    assert_refused(&err, 400, "Password is invalid");
+    let member = t.client_as(&t.member_token().await);
+    let err = member
+        .create_user(&request(&other, "none", ""))
+        .await
+        .unwrap_err();
+    assert_refused(&err, 403, "You are not authorized to create users.");
+    let err = client.user(&other).await.unwrap_err();
+    assert_refused(&err, 400, "\"user\" must be an existing uuid or username.");
+
+    let suspended_name = unique("parked");
+    let mut suspended = request(&suspended_name, "none", "");
+    suspended.user_status = Some("suspended".to_owned());
+    let parked = client.create_user(&suspended).await.unwrap();
+    assert_eq!(
+        (parked.status.as_str(), parked.login_type.as_str()),
+        ("suspended", "none")
+    );
+    assert_eq!(client.user(&suspended_name).await.unwrap().status, "suspended");
+
+    client.delete_user(&parked.id.to_string()).await.unwrap();
+    let err = client.user(&suspended_name).await.unwrap_err();
+    assert_refused(
+        &err,
+        400,
+        &format!("\"user\" must be an existing uuid or username.: queried user={suspended_name:?}"),
+    );
+    // Coder's lookup by ID (`GetUserByID`) still finds the deleted row.
+    assert_eq!(client.user(&parked.id.to_string()).await.unwrap().id, parked.id);
+    assert!(client.users().await.unwrap().iter().all(|u| u.id != parked.id));
+    let again = client
+        .create_user(&request(&suspended_name, "none", ""))
+        .await
+        .unwrap();
+    assert_ne!(again.id, parked.id);
+    assert_eq!(
+        (again.status.as_str(), again.login_type.as_str()),
+        ("dormant", "none")
+    );
+
+    let err = client.delete_user("me").await.unwrap_err();
+    assert_refused(&err, 403, "You cannot delete yourself!");
+    for id in [created.id, again.id] {
+        client.delete_user(&id.to_string()).await.unwrap();
+    }
+}
+
 /// Two tests per contract: `<contract>::test_server` and `<contract>::real_coder`.
 macro_rules! contracts {
     ($($name:ident => $contract:ident),* $(,)?) => {$(
@@ -2654,6 +2799,7 @@ contracts! {
     template_acl => contract_template_acl,
     user_lookups => contract_user_lookups,
     user_writes => contract_user_writes,
+    user_lifecycle => contract_user_lifecycle,
     provisioner_jobs => contract_provisioner_jobs,
 }
 

@@ -304,7 +304,10 @@ impl Db {
     }
 
     /// The dormant user who signs in becomes active and seen (Coder's `UpdateUserStatus` with `UserIsSeen`).
-    pub(crate) async fn activate_signed_in_user(&self, id: Uuid) -> Result<Option<User>, tokio_postgres::Error> {
+    pub(crate) async fn activate_signed_in_user(
+        &self,
+        id: Uuid,
+    ) -> Result<Option<User>, tokio_postgres::Error> {
         let client = self.client().await?;
         let sql = format!(
             "UPDATE users SET status = 'active'::user_status, updated_at = now(), \
@@ -320,11 +323,17 @@ impl Db {
 
     /// The organization with this ID, deleted or not (Coder's `GetOrganizationByID`), or the default one for the nil
     /// ID (`GetDefaultOrganization`).
-    pub(crate) async fn organization_by_id_any(&self, id: Uuid) -> Result<Option<Uuid>, tokio_postgres::Error> {
+    pub(crate) async fn organization_by_id_any(
+        &self,
+        id: Uuid,
+    ) -> Result<Option<Uuid>, tokio_postgres::Error> {
         let client = self.client().await?;
         let row = if id.is_nil() {
             client
-                .query_opt("SELECT id FROM organizations WHERE is_default = true LIMIT 1", &[])
+                .query_opt(
+                    "SELECT id FROM organizations WHERE is_default = true LIMIT 1",
+                    &[],
+                )
                 .await?
         } else {
             client

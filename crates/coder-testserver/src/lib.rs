@@ -15,7 +15,7 @@
 //!   group writes follow Coder's RBAC (organizations: owners, and for update and delete the organization's admin;
 //!   groups: owners, `user-admin`, `organization-admin`, `organization-user-admin`) and refuse anyone else with
 //!   the answer Coder's failed authorization gives on that route; so do the user writes (profile, status, site
-//!   roles) and organization member writes, with Coder's built-in roles and who may assign which (`rbac.rs`; no
+//!   roles; creating and deleting users) and organization member writes, with Coder's built-in roles and who may assign which (`rbac.rs`; no
 //!   custom roles);
 //! * `has_license` is true when a license was uploaded or any feature is entitled/grace; uploaded
 //!   licenses do not change entitlements (use `Config::entitlements` / [`TestServer::set_entitlement`]);

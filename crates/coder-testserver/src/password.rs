@@ -66,9 +66,7 @@ pub(crate) fn compare(hashed: &[u8], password: &str) -> Result<bool, String> {
     let iterations: i64 = iterations
         .parse()
         .map_err(|e| format!("parse iter from hash: {e}"))?;
-    let salt = RAW_STD
-        .decode(salt)
-        .map_err(|e| format!("decode salt: {e}"))?;
+    let salt = RAW_STD.decode(salt).map_err(|e| format!("decode salt: {e}"))?;
     // Go's PBKDF2 runs one round for any count below 2; the hash text keeps the count as written.
     let rounds = u32::try_from(iterations.max(1)).unwrap_or(u32::MAX);
     let key = pbkdf2_sha256(password.as_bytes(), &salt, rounds);
@@ -329,7 +327,10 @@ mod tests {
     #[test]
     fn a_hash_compares_equal_to_its_password_only() {
         let hashed = hash_with("Correct-Horse-9!", b"0123456789abcdef", 3);
-        assert!(hashed.starts_with("$pbkdf2-sha256$3$MDEyMzQ1Njc4OWFiY2RlZg$"), "{hashed}");
+        assert!(
+            hashed.starts_with("$pbkdf2-sha256$3$MDEyMzQ1Njc4OWFiY2RlZg$"),
+            "{hashed}"
+        );
         assert_eq!(compare(hashed.as_bytes(), "Correct-Horse-9!"), Ok(true));
         assert_eq!(compare(hashed.as_bytes(), "correct-Horse-9!"), Ok(false));
         assert_eq!(compare(b"", "hunter2"), Ok(true), "Coder's simulated hash");
@@ -355,9 +356,11 @@ mod tests {
         );
         assert_eq!(
             validate(""),
-            Err("insecure password, try including more special characters, using lowercase letters, using \
+            Err(
+                "insecure password, try including more special characters, using lowercase letters, using \
                  uppercase letters, using numbers or using a longer password"
-                .to_owned())
+                    .to_owned()
+            )
         );
         assert_eq!(validate("Correct-Horse-Battery-9!"), Ok(()));
         assert_eq!(validate("Sup3r-Secret!Pass_word"), Ok(()));

@@ -131,7 +131,8 @@ impl Caller {
     /// `read` on organization `org`: its members, and owners, user admins, auditors and template admins (their roles
     /// read every organization).
     pub(crate) fn reads_organization(&self, org: Uuid) -> bool {
-        self.has_site(&[OWNER, USER_ADMIN, "auditor", "template-admin"]) || self.orgs.iter().any(|(id, _)| *id == org)
+        self.has_site(&[OWNER, USER_ADMIN, "auditor", "template-admin"])
+            || self.orgs.iter().any(|(id, _)| *id == org)
     }
 
     /// What `InsertUser` needs (`assign` of the implied `member` site role, then `create` on users), also `delete`

@@ -167,7 +167,9 @@ fn valid_email_local(local: &str) -> bool {
         return any;
     }
     let atext = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-/=?^_`{|}~".contains(c) || email_ucs(c);
-    local.split('.').all(|atom| !atom.is_empty() && atom.chars().all(atext))
+    local
+        .split('.')
+        .all(|atom| !atom.is_empty() && atom.chars().all(atext))
 }
 
 fn valid_email_domain(domain: &str) -> bool {
@@ -230,8 +232,24 @@ mod tests {
             assert!(valid_email(ok), "{ok}");
         }
         for bad in [
-            "", "bad", "a@b", "a@b.c.", "a@.b.c", "a@b..c", ".a@b.c", "a.@b.c", "a..b@c.d", "a@b.1", "a@-b.c",
-            "a@b.c-", "a b@c.d", "a@b c.d", "\"\"@b.c", "\"a\"b\"@c.d", "Name <a@b.c>", "a@[1.2.3.4]",
+            "",
+            "bad",
+            "a@b",
+            "a@b.c.",
+            "a@.b.c",
+            "a@b..c",
+            ".a@b.c",
+            "a.@b.c",
+            "a..b@c.d",
+            "a@b.1",
+            "a@-b.c",
+            "a@b.c-",
+            "a b@c.d",
+            "a@b c.d",
+            "\"\"@b.c",
+            "\"a\"b\"@c.d",
+            "Name <a@b.c>",
+            "a@[1.2.3.4]",
         ] {
             assert!(!valid_email(bad), "{bad}");
         }

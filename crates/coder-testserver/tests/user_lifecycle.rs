@@ -24,7 +24,13 @@ async fn answer(request: reqwest::RequestBuilder) -> (u16, Value) {
 }
 
 /// A request with `token` (none: without a key).
-fn call(env: &Env, token: Option<&str>, method: Method, path: &str, body: Option<Value>) -> reqwest::RequestBuilder {
+fn call(
+    env: &Env,
+    token: Option<&str>,
+    method: Method,
+    path: &str,
+    body: Option<Value>,
+) -> reqwest::RequestBuilder {
     let mut request = env.http.request(method, env.url(path));
     if let Some(token) = token {
         request = request.header("Coder-Session-Token", token);
@@ -47,7 +53,14 @@ async fn login(env: &Env, email: &str, password: &str) -> (u16, Value) {
 }
 
 async fn delete(env: &Env, token: &str, user: &str) -> (u16, Value) {
-    answer(call(env, Some(token), Method::DELETE, &format!("/api/v2/users/{user}"), None)).await
+    answer(call(
+        env,
+        Some(token),
+        Method::DELETE,
+        &format!("/api/v2/users/{user}"),
+        None,
+    ))
+    .await
 }
 
 fn assert_error(status: u16, body: &Value, want_status: u16, message: &str) {
@@ -96,14 +109,21 @@ async fn a_user_is_created_read_signed_in_deleted_and_created_again() {
     assert_eq!(created["login_type"], "password", "Coder's default login type");
     assert_eq!(created["organization_ids"], json!([org]));
     assert_eq!(created["roles"], json!([]));
-    assert_eq!(created["last_seen_at"], "0001-01-01T00:00:00Z", "Go's zero time: never seen");
+    assert_eq!(
+        created["last_seen_at"], "0001-01-01T00:00:00Z",
+        "Go's zero time: never seen"
+    );
     let id = created["id"].as_str().unwrap().to_owned();
     let (status, read) = answer(env.get("/api/v2/users/ada")).await;
     assert_eq!(status, 200);
     assert_eq!(read, created, "GET renders it as the create did");
     let (status, roles) = answer(env.get("/api/v2/users/ada/roles")).await;
     assert_eq!(status, 200);
-    assert_eq!(roles["organization_roles"], json!({ org.as_str(): [] }), "a membership without roles");
+    assert_eq!(
+        roles["organization_roles"],
+        json!({ org.as_str(): [] }),
+        "a membership without roles"
+    );
 
     // Stored as Coder's pbkdf2-sha256 hash; the email is found in any case.
     let db = env.db().await;
@@ -112,7 +132,11 @@ async fn a_user_is_created_read_signed_in_deleted_and_created_again() {
         .await
         .unwrap()
         .get(0);
-    assert!(hashed.starts_with(b"$pbkdf2-sha256$"), "{}", String::from_utf8_lossy(&hashed));
+    assert!(
+        hashed.starts_with(b"$pbkdf2-sha256$"),
+        "{}",
+        String::from_utf8_lossy(&hashed)
+    );
     let response = call(
         &env,
         None,
@@ -129,28 +153,55 @@ async fn a_user_is_created_read_signed_in_deleted_and_created_again() {
         .as_str()
         .unwrap()
         .to_owned();
-    assert_eq!(cookie, format!("coder_session_token={token}; Path=/; HttpOnly; SameSite=Lax"));
+    assert_eq!(
+        cookie,
+        format!("coder_session_token={token}; Path=/; HttpOnly; SameSite=Lax")
+    );
     let (status, me) = answer(call(&env, Some(&token), Method::GET, "/api/v2/users/me", None)).await;
     assert_eq!(status, 200, "{me}");
     assert_eq!(me["id"], id.as_str());
     assert_eq!(me["status"], "active", "signing in activates a dormant user");
     assert_ne!(me["last_seen_at"], "0001-01-01T00:00:00Z");
-    let (status, tokens) = answer(call(&env, Some(&token), Method::GET, "/api/v2/users/me/keys/tokens", None)).await;
+    let (status, tokens) = answer(call(
+        &env,
+        Some(&token),
+        Method::GET,
+        "/api/v2/users/me/keys/tokens",
+        None,
+    ))
+    .await;
     assert_eq!((status, tokens), (200, json!([])), "a session key is no token");
 
     let (status, body) = delete(&env, &env.token, "ada").await;
-    assert_eq!((status, body), (200, json!({"message": "User has been deleted!"})));
+    assert_eq!(
+        (status, body),
+        (200, json!({"message": "User has been deleted!"}))
+    );
     let (status, body) = answer(env.get("/api/v2/users/ada")).await;
     assert_error(status, &body, 400, UNKNOWN_USER);
     assert_eq!(body["detail"], "queried user=\"ada\"");
     let (status, listed) = answer(env.get("/api/v2/users")).await;
     assert_eq!(status, 200);
-    assert!(listed["users"].as_array().unwrap().iter().all(|u| u["username"] != "ada"), "{listed}");
+    assert!(
+        listed["users"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|u| u["username"] != "ada"),
+        "{listed}"
+    );
     let (status, members) = answer(env.get(&format!("/api/v2/organizations/{org}/members"))).await;
     assert_eq!(status, 200);
-    assert!(members.as_array().unwrap().iter().all(|m| m["username"] != "ada"), "{members}");
+    assert!(
+        members.as_array().unwrap().iter().all(|m| m["username"] != "ada"),
+        "{members}"
+    );
     let (status, body) = answer(call(&env, Some(&token), Method::GET, "/api/v2/users/me", None)).await;
-    assert_eq!((status, body["detail"].as_str()), (401, Some("API key is invalid.")), "its keys go");
+    assert_eq!(
+        (status, body["detail"].as_str()),
+        (401, Some("API key is invalid.")),
+        "its keys go"
+    );
     let (status, body) = login(&env, "ada@example.com", STRONG).await;
     assert_error(status, &body, 401, "Incorrect email or password.");
     // As Coder's GetUserByID, a lookup by ID still finds the deleted user (its memberships stay; its organization
@@ -174,7 +225,11 @@ async fn a_user_is_created_read_signed_in_deleted_and_created_again() {
         (row.get(0), row.get(1))
     };
     assert!(deleted);
-    assert_eq!(updated_at, me["updated_at"].as_str().unwrap(), "Coder's delete leaves updated_at");
+    assert_eq!(
+        updated_at,
+        me["updated_at"].as_str().unwrap(),
+        "Coder's delete leaves updated_at"
+    );
 
     // The name and the email are free again.
     let (status, again) = create(&env, &env.token, user("ada", "", STRONG)).await;
@@ -197,7 +252,12 @@ async fn create_refusals_are_coders_in_coders_order() {
             {"field": "username", "detail": "Validation failed for tag \"required\" with value: \"\""},
         ])
     );
-    let (status, body) = create(&env, &owner, json!({"email": "a@b", "username": "-x", "name": " a"})).await;
+    let (status, body) = create(
+        &env,
+        &owner,
+        json!({"email": "a@b", "username": "-x", "name": " a"}),
+    )
+    .await;
     assert_error(status, &body, 400, "Validation failed.");
     assert_eq!(
         body["validations"],
@@ -216,7 +276,12 @@ async fn create_refusals_are_coders_in_coders_order() {
     let mut body = user("carl", "none", "x");
     body["organization_ids"] = json!([]);
     let (status, body) = create(&env, &owner, body).await;
-    assert_error(status, &body, 400, "Password cannot be set for non-password (\"none\") authentication.");
+    assert_error(
+        status,
+        &body,
+        400,
+        "Password cannot be set for non-password (\"none\") authentication.",
+    );
     let mut body = user("carl", "none", "");
     body["organization_ids"] = json!([]);
     let (status, body) = create(&env, &owner, body).await;
@@ -258,14 +323,25 @@ async fn create_refusals_are_coders_in_coders_order() {
     let (status, body) = create(&env, &owner, user("carl", "password", "short")).await;
     assert_eq!(
         (status, body),
-        (400, json!({"message": "Password is invalid", "validations": [{"field": "password", "detail": WEAK}]}))
+        (
+            400,
+            json!({"message": "Password is invalid", "validations": [{"field": "password", "detail": WEAK}]})
+        )
     );
     let (status, body) = create(&env, &owner, user("carl", "", "")).await;
     assert_error(status, &body, 400, "Password is invalid");
     let (status, body) = create(&env, &owner, user("carl", "", &STRONG.repeat(3))).await;
-    assert_eq!(body["validations"][0]["detail"], "password must be no more than 64 characters", "{status}");
+    assert_eq!(
+        body["validations"][0]["detail"], "password must be no more than 64 characters",
+        "{status}"
+    );
     let (status, body) = create(&env, &owner, user("carl", "oidc", "")).await;
-    assert_error(status, &body, 400, "You must configure OIDC before creating OIDC users.");
+    assert_error(
+        status,
+        &body,
+        400,
+        "You must configure OIDC before creating OIDC users.",
+    );
     for login_type in ["token", "Password", "bogus"] {
         let (status, body) = create(&env, &owner, user("carl", login_type, "")).await;
         assert_error(
@@ -313,7 +389,11 @@ async fn login_types_statuses_and_the_deprecated_organization_field() {
     let org = default_org(&env).await;
     for login_type in ["none", "github"] {
         let (status, body) = create(&env, &owner, user(login_type, login_type, "")).await;
-        assert_eq!((status, body["login_type"].as_str()), (201, Some(login_type)), "{body}");
+        assert_eq!(
+            (status, body["login_type"].as_str()),
+            (201, Some(login_type)),
+            "{body}"
+        );
     }
     let mut body = user("gone", "none", "");
     body["user_status"] = json!("suspended");
@@ -330,13 +410,26 @@ async fn login_types_statuses_and_the_deprecated_organization_field() {
         json!({"EMAIL": "legacy@example.com", "Username": "legacy", "login_type": "none", "organization_id": org}),
     )
     .await;
-    assert_eq!((status, &body["organization_ids"]), (201, &json!([org])), "{body}");
+    assert_eq!(
+        (status, &body["organization_ids"]),
+        (201, &json!([org])),
+        "{body}"
+    );
 
     let env = Env::start("ul_oidc", |config| config.oidc_configured = true).await;
     let (status, body) = create(&env, &env.token, user("sso", "oidc", "")).await;
-    assert_eq!((status, body["login_type"].as_str()), (201, Some("oidc")), "{body}");
+    assert_eq!(
+        (status, body["login_type"].as_str()),
+        (201, Some("oidc")),
+        "{body}"
+    );
     let (status, body) = create(&env, &env.token, user("sso2", "oidc", STRONG)).await;
-    assert_error(status, &body, 400, "Password cannot be set for non-password (\"oidc\") authentication.");
+    assert_error(
+        status,
+        &body,
+        400,
+        "Password cannot be set for non-password (\"oidc\") authentication.",
+    );
 }
 
 #[tokio::test]
@@ -354,15 +447,26 @@ async fn only_owners_and_user_admins_create_users() {
     let (status, body) = create(&env, &member, user("uma", "none", "")).await;
     assert_eq!(
         (status, body),
-        (500, json!({"message": "Internal error fetching user.", "detail": "unauthorized: rbac: forbidden"}))
+        (
+            500,
+            json!({"message": "Internal error fetching user.", "detail": "unauthorized: rbac: forbidden"})
+        )
     );
     let (status, body) = create(&env, &member, user("newbie", "none", "")).await;
-    assert_eq!((status, body), (403, json!({"message": "You are not authorized to create users."})));
+    assert_eq!(
+        (status, body),
+        (403, json!({"message": "You are not authorized to create users."}))
+    );
     let other = env.server.add_organization("elsewhere").await.unwrap();
     let mut body = user("newbie", "none", "");
     body["organization_ids"] = json!([other]);
     let (status, body) = create(&env, &member, body).await;
-    assert_error(status, &body, 404, &format!("Organization does not exist with the provided id \"{other}\"."));
+    assert_error(
+        status,
+        &body,
+        404,
+        &format!("Organization does not exist with the provided id \"{other}\"."),
+    );
     let (status, body) = create(&env, &member, user("newbie", "password", "weak")).await;
     assert_error(status, &body, 400, "Password is invalid");
     // An auditor reads every user: a clash is the 409; the create itself is refused.
@@ -385,7 +489,10 @@ async fn delete_refusals_are_coders_in_coders_order() {
     env.server.mint_token("bob", &[]).await.unwrap();
 
     let (status, body) = delete(&env, &env.token, "me").await;
-    assert_eq!((status, body), (403, json!({"message": "You cannot delete yourself!"})));
+    assert_eq!(
+        (status, body),
+        (403, json!({"message": "You cannot delete yourself!"}))
+    );
     let (status, body) = delete(&env, &member, "mia").await;
     assert_error(status, &body, 403, "You cannot delete yourself!");
     let (status, body) = delete(&env, &member, "bob").await;
@@ -410,7 +517,8 @@ async fn delete_refusals_are_coders_in_coders_order() {
     ))
     .await;
     assert_eq!(status, 201, "{workspace}");
-    env.wait_build(workspace["latest_build"]["id"].as_str().unwrap()).await;
+    env.wait_build(workspace["latest_build"]["id"].as_str().unwrap())
+        .await;
     let refused = "You cannot delete a user that has workspaces. Delete their workspaces and try again!";
     let (status, body) = delete(&env, &auditor, "bob").await;
     assert_error(status, &body, 417, refused);
@@ -428,7 +536,10 @@ async fn delete_refusals_are_coders_in_coders_order() {
     assert_eq!(status, 200, "{body}");
     let (status, body) = delete(&env, &user_admin, "me").await;
     assert_error(status, &body, 403, "You cannot delete yourself!");
-    let owner = answer(env.get("/api/v2/users/me")).await.1["username"].as_str().unwrap().to_owned();
+    let owner = answer(env.get("/api/v2/users/me")).await.1["username"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     let (status, _) = delete(&env, &user_admin, &owner).await;
     assert_eq!(status, 200);
 }
@@ -436,16 +547,22 @@ async fn delete_refusals_are_coders_in_coders_order() {
 #[tokio::test]
 async fn login_refusals_are_coders() {
     let env = Env::start("ul_login", |_| {}).await;
-    for (name, login_type, password, status) in [
-        ("pat", "password", STRONG, "suspended"),
-        ("nora", "none", "", ""),
-    ] {
+    for (name, login_type, password, status) in
+        [("pat", "password", STRONG, "suspended"), ("nora", "none", "", "")]
+    {
         let mut body = user(name, login_type, password);
         body["user_status"] = json!(status);
         let (code, body) = create(&env, &env.token, body).await;
         assert_eq!(code, 201, "{body}");
     }
-    let (status, body) = answer(call(&env, None, Method::POST, "/api/v2/users/login", Some(json!({})))).await;
+    let (status, body) = answer(call(
+        &env,
+        None,
+        Method::POST,
+        "/api/v2/users/login",
+        Some(json!({})),
+    ))
+    .await;
     assert_error(status, &body, 400, "Validation failed.");
     assert_eq!(
         body["validations"],
@@ -455,13 +572,22 @@ async fn login_refusals_are_coders() {
         ])
     );
     let (status, body) = login(&env, "pat", "x").await;
-    assert_eq!(body["validations"][0]["detail"], "Validation failed for tag \"email\" with value: \"pat\"", "{status}");
+    assert_eq!(
+        body["validations"][0]["detail"], "Validation failed for tag \"email\" with value: \"pat\"",
+        "{status}"
+    );
     let (status, body) = login(&env, "pat@example.com", "wrong").await;
-    assert_eq!((status, body), (401, json!({"message": "Incorrect email or password."})));
+    assert_eq!(
+        (status, body),
+        (401, json!({"message": "Incorrect email or password."}))
+    );
     let (status, body) = login(&env, "pat@example.com", STRONG).await;
     assert_eq!(
         (status, body),
-        (401, json!({"message": "Your account is suspended. Contact an admin to reactivate your account."}))
+        (
+            401,
+            json!({"message": "Your account is suspended. Contact an admin to reactivate your account."})
+        )
     );
     // A user without a password, and one that does not exist, compare as Coder's simulated hash of "hunter2".
     let (status, body) = login(&env, "nora@example.com", "other").await;

@@ -35,7 +35,17 @@ mod tests {
         for good in ["alice-password", "a.b-c", "x"] {
             assert!(is_dns_subdomain(good), "{good}");
         }
-        for bad in ["", "a/b", "a?b", "A", "-a", "a-", "a..b", "../x", &"a".repeat(254)] {
+        for bad in [
+            "",
+            "a/b",
+            "a?b",
+            "A",
+            "-a",
+            "a-",
+            "a..b",
+            "../x",
+            &"a".repeat(254),
+        ] {
             assert!(!is_dns_subdomain(bad), "{bad}");
         }
         for good in ["password", "tls.crt", "a_b-c"] {

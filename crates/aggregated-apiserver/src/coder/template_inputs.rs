@@ -203,7 +203,6 @@ fn valid_version_name(name: &str) -> bool {
             .all(|run| !run.is_empty() && run.chars().all(|c| c.is_ascii_alphanumeric()))
 }
 
-
 /// The rules of the version inputs of a spec (paths under `spec.`).
 pub fn validate(spec: &CoderTemplateSpec) -> Vec<FieldError> {
     let mut errors = Vec::new();

@@ -43,7 +43,10 @@ pub struct Creation {
 pub fn creation(desired: &CoderUserSpec) -> Result<Creation, Vec<FieldError>> {
     let mut errors = Vec::new();
     if desired.email.is_empty() {
-        errors.push(FieldError::required("spec.email", "Coder signs users in by email"));
+        errors.push(FieldError::required(
+            "spec.email",
+            "Coder signs users in by email",
+        ));
     }
     let login_type = if desired.login_type.is_empty() {
         "password"
@@ -66,7 +69,11 @@ pub fn creation(desired: &CoderUserSpec) -> Result<Creation, Vec<FieldError>> {
         name: desired.name.clone(),
         login_type: login_type.to_owned(),
         roles: Vec::new(),
-        organizations: desired.organizations.keys().map(|o| (o.clone(), Vec::new())).collect(),
+        organizations: desired
+            .organizations
+            .keys()
+            .map(|o| (o.clone(), Vec::new()))
+            .collect(),
         suspended: desired.suspended,
         password: None,
         deletion_policy: String::new(),
@@ -89,7 +96,11 @@ pub fn creation(desired: &CoderUserSpec) -> Result<Creation, Vec<FieldError>> {
 }
 
 /// `spec.password`: exactly one source for a password user, none for the others.
-fn password_source(login_type: &str, desired: &CoderUserSpec, errors: &mut Vec<FieldError>) -> PasswordSource {
+fn password_source(
+    login_type: &str,
+    desired: &CoderUserSpec,
+    errors: &mut Vec<FieldError>,
+) -> PasswordSource {
     let (reference, generate) = match &desired.password {
         Some(p) => (p.secret_key_ref.as_ref(), p.generate.as_ref()),
         None => (None, None),
@@ -98,7 +109,9 @@ fn password_source(login_type: &str, desired: &CoderUserSpec, errors: &mut Vec<F
         if reference.is_some() || generate.is_some() {
             errors.push(FieldError::forbidden(
                 "spec.password",
-                format!("only a user with login type \"password\" has a password (this one is {login_type:?})"),
+                format!(
+                    "only a user with login type \"password\" has a password (this one is {login_type:?})"
+                ),
             ));
         }
         return PasswordSource::None;
@@ -113,7 +126,11 @@ fn password_source(login_type: &str, desired: &CoderUserSpec, errors: &mut Vec<F
             if generate.secret_name.is_empty() {
                 errors.push(FieldError::required(field, ""));
             } else if !is_dns_subdomain(&generate.secret_name) {
-                errors.push(FieldError::invalid(field, &generate.secret_name, SECRET_NAME_RULE));
+                errors.push(FieldError::invalid(
+                    field,
+                    &generate.secret_name,
+                    SECRET_NAME_RULE,
+                ));
             }
             PasswordSource::Generate(generate.secret_name.clone())
         }
@@ -135,14 +152,19 @@ fn password_source(login_type: &str, desired: &CoderUserSpec, errors: &mut Vec<F
     }
 }
 
-const SECRET_NAME_RULE: &str = "a Secret name must be a lowercase RFC 1123 subdomain of at most 253 characters";
+const SECRET_NAME_RULE: &str =
+    "a Secret name must be a lowercase RFC 1123 subdomain of at most 253 characters";
 
 fn check_reference(reference: &CoderUserSecretKeyRef, errors: &mut Vec<FieldError>) {
     let at = "spec.password.secretKeyRef";
     if reference.name.is_empty() {
         errors.push(FieldError::required(format!("{at}.name"), ""));
     } else if !is_dns_subdomain(&reference.name) {
-        errors.push(FieldError::invalid(format!("{at}.name"), &reference.name, SECRET_NAME_RULE));
+        errors.push(FieldError::invalid(
+            format!("{at}.name"),
+            &reference.name,
+            SECRET_NAME_RULE,
+        ));
     }
     if !is_secret_data_key(&reference.key) {
         errors.push(FieldError::invalid(
@@ -246,7 +268,10 @@ mod tests {
         });
         assert_eq!(
             paths(&creation(&spec).unwrap_err()),
-            ["spec.password.secretKeyRef.name", "spec.password.secretKeyRef.key"]
+            [
+                "spec.password.secretKeyRef.name",
+                "spec.password.secretKeyRef.key"
+            ]
         );
         let mut both = bob();
         if let Some(password) = both.password.as_mut() {
@@ -278,7 +303,12 @@ mod tests {
         spec.deletion_policy = "Archive".to_owned();
         assert_eq!(
             paths(&creation(&spec).unwrap_err()),
-            ["spec.email", "spec.password", "spec.organizations", "spec.deletionPolicy"]
+            [
+                "spec.email",
+                "spec.password",
+                "spec.organizations",
+                "spec.deletionPolicy"
+            ]
         );
         spec = bob();
         spec.login_type = "github".to_owned();

@@ -22,7 +22,7 @@ use super::names;
 use super::provider::Backend;
 use super::resources::{USERS, subject};
 use super::user_create::{self, Creation, GENERATED_PASSWORD_KEY, PasswordSource};
-use super::user_records::UserRecord;
+use super::user_records::{UserRecord, UserStore};
 use super::user_writes::{self, DeletionPolicy, UserChange};
 use super::users::{Found, UserStorage, deadline, organization_names};
 use super::write_rules::{check_preconditions, coder_write};
@@ -63,7 +63,13 @@ impl UserStorage {
         let creation = user_create::creation(&desired.spec).map_err(|errors| invalid(name, &errors))?;
         let organization_ids = self.organization_ids(backend, deadline, name, &creation).await?;
         let password = self
-            .first_password(ctx, &backend.namespace, name, &desired.spec.email, &creation.password)
+            .first_password(
+                ctx,
+                &backend.namespace,
+                name,
+                &desired.spec.email,
+                &creation.password,
+            )
             .await?;
         let request = CreateUserRequest {
             email: desired.spec.email.clone(),
@@ -139,16 +145,25 @@ impl UserStorage {
         match source {
             PasswordSource::None => Ok(None),
             PasswordSource::Secret(reference) => {
-                authorize(ctx, &ExtraAction::core("get", "secrets", namespace, &reference.name)).await?;
-                let value = self.read_password(namespace, name, reference).await?;
+                let store = self.store_for(name, "spec.password.secretKeyRef")?;
+                authorize(
+                    ctx,
+                    &ExtraAction::core("get", "secrets", namespace, &reference.name),
+                )
+                .await?;
+                let value = read_password(store.as_ref(), namespace, name, reference).await?;
                 Ok(Some(FirstPassword {
                     value,
                     generated_into: None,
                 }))
             }
             PasswordSource::Generate(secret_name) => {
-                authorize(ctx, &ExtraAction::core("create", "secrets", namespace, secret_name)).await?;
                 let store = self.store_for(name, "spec.password.generate")?;
+                authorize(
+                    ctx,
+                    &ExtraAction::core("create", "secrets", namespace, secret_name),
+                )
+                .await?;
                 let value = generate_password()?;
                 store
                     .create_secret(namespace, password_secret(secret_name, name, email, &value))
@@ -161,30 +176,13 @@ impl UserStorage {
         }
     }
 
-    /// The password in the referenced key; a missing Secret or key, or a value that is not text, is a 422 naming the
-    /// field (never the value).
-    async fn read_password(
+    /// Coder refused the user: the generated password's Secret goes too (it would hold a password of no user).
+    async fn forget_password(
         &self,
         namespace: &str,
-        name: &str,
-        reference: &CoderUserSecretKeyRef,
-    ) -> Result<Hidden, ApiError> {
-        let at = "spec.password.secretKeyRef";
-        let store = self.store_for(name, at)?;
-        let data = store.read_secret(namespace, &reference.name).await?;
-        let error = match data.as_ref().map(|d| d.get(&reference.key)) {
-            None => FieldError::not_found(format!("{at}.name"), &reference.name, ""),
-            Some(None) => FieldError::not_found(format!("{at}.key"), &reference.key, ""),
-            Some(Some(bytes)) => match String::from_utf8(bytes.clone()) {
-                Ok(text) if !text.is_empty() => return Ok(Hidden::new(text)),
-                _ => FieldError::invalid(format!("{at}.key"), &reference.key, "the value must be non-empty UTF-8 text"),
-            },
-        };
-        Err(invalid(name, &[error]))
-    }
-
-    /// Coder refused the user: the generated password's Secret goes too (it would hold a password of no user).
-    async fn forget_password(&self, namespace: &str, password: Option<FirstPassword>, mut error: ApiError) -> ApiError {
+        password: Option<FirstPassword>,
+        mut error: ApiError,
+    ) -> ApiError {
         let (Some(secret), Some(store)) = (password.and_then(|p| p.generated_into), &self.store) else {
             return error;
         };
@@ -244,10 +242,17 @@ impl UserStorage {
         let deadline = deadline(ctx);
         let (found, object) = self.read(backend, deadline, name).await?;
         check_preconditions(USERS, name, &object, options)?;
-        let policy = found.record.as_ref().map(|r| r.deletion_policy).unwrap_or_default();
+        let policy = found
+            .record
+            .as_ref()
+            .map(|r| r.deletion_policy)
+            .unwrap_or_default();
         match policy {
             DeletionPolicy::Delete => self.delete_in_coder(backend, deadline, name, &found.user).await?,
-            DeletionPolicy::Suspend => self.suspend_for_delete(backend, deadline, name, &found.user).await?,
+            DeletionPolicy::Suspend => {
+                self.suspend_for_delete(backend, deadline, name, &found.user)
+                    .await?
+            }
         }
         Ok(Deleted::Success {
             object: Some(object),
@@ -324,6 +329,31 @@ impl UserStorage {
     }
 }
 
+/// The password in the referenced key; a missing Secret or key, or a value that is not text, is a 422 naming the
+/// field (never the value).
+async fn read_password(
+    store: &dyn UserStore,
+    namespace: &str,
+    name: &str,
+    reference: &CoderUserSecretKeyRef,
+) -> Result<Hidden, ApiError> {
+    let at = "spec.password.secretKeyRef";
+    let data = store.read_secret(namespace, &reference.name).await?;
+    let error = match data.as_ref().map(|d| d.get(&reference.key)) {
+        None => FieldError::not_found(format!("{at}.name"), &reference.name, ""),
+        Some(None) => FieldError::not_found(format!("{at}.key"), &reference.key, ""),
+        Some(Some(bytes)) => match String::from_utf8(bytes.clone()) {
+            Ok(text) if !text.is_empty() => return Ok(Hidden::new(text)),
+            _ => FieldError::invalid(
+                format!("{at}.key"),
+                &reference.key,
+                "the value must be non-empty UTF-8 text",
+            ),
+        },
+    };
+    Err(invalid(name, &[error]))
+}
+
 /// The 422 of `errors` (at least one) in a write of user `name`.
 pub(super) fn invalid(name: &str, errors: &[FieldError]) -> ApiError {
     field_errors::invalid("CoderUser", GROUP, name, errors)
@@ -359,11 +389,14 @@ fn generate_password() -> Result<Hidden, ApiError> {
     let mut password = String::with_capacity(PASSWORD_LENGTH);
     let mut bytes = [0u8; 64];
     while password.len() < PASSWORD_LENGTH {
-        getrandom::fill(&mut bytes).map_err(|e| ApiError::internal(format!("no random bytes for a password: {e}")))?;
+        getrandom::fill(&mut bytes)
+            .map_err(|e| ApiError::internal(format!("no random bytes for a password: {e}")))?;
         // 62 letters and digits: bytes from 248 up are dropped, so every character is equally likely.
         for byte in bytes.iter().filter(|b| **b < 248) {
             if password.len() < PASSWORD_LENGTH {
-                password.push(char::from(PASSWORD_ALPHABET[usize::from(*byte) % PASSWORD_ALPHABET.len()]));
+                password.push(char::from(
+                    PASSWORD_ALPHABET[usize::from(*byte) % PASSWORD_ALPHABET.len()],
+                ));
             }
         }
     }
@@ -375,8 +408,14 @@ fn password_secret(secret_name: &str, user: &str, email: &str, password: &Hidden
     Secret {
         metadata: ObjectMeta {
             name: Some(secret_name.to_owned()),
-            labels: Some(BTreeMap::from([(GENERATED_PASSWORD_LABEL.to_owned(), "true".to_owned())])),
-            annotations: Some(BTreeMap::from([(PASSWORD_USER_ANNOTATION.to_owned(), user.to_owned())])),
+            labels: Some(BTreeMap::from([(
+                GENERATED_PASSWORD_LABEL.to_owned(),
+                "true".to_owned(),
+            )])),
+            annotations: Some(BTreeMap::from([(
+                PASSWORD_USER_ANNOTATION.to_owned(),
+                user.to_owned(),
+            )])),
             ..ObjectMeta::default()
         },
         type_: Some("kubernetes.io/basic-auth".to_owned()),
@@ -412,6 +451,9 @@ mod tests {
         let data = secret.data.unwrap();
         assert_eq!(data["username"].0, b"alice@example.com");
         assert_eq!(data["password"].0, b"pw");
-        assert_eq!(secret.metadata.annotations.unwrap()[PASSWORD_USER_ANNOTATION], "alice");
+        assert_eq!(
+            secret.metadata.annotations.unwrap()[PASSWORD_USER_ANNOTATION],
+            "alice"
+        );
     }
 }

@@ -176,7 +176,11 @@ impl UserStore for KubeUserStore {
             Ok(())
         } else {
             // kube-apiserver's wording for a core object.
-            Err(ApiError::new(409, "AlreadyExists", format!("secrets {name:?} already exists")))
+            Err(ApiError::new(
+                409,
+                "AlreadyExists",
+                format!("secrets {name:?} already exists"),
+            ))
         }
     }
 

@@ -99,7 +99,11 @@ impl Found {
     }
 
     pub(super) fn object(&self, namespace: &str) -> Result<Value, ApiError> {
-        let policy = self.record.as_ref().map(|r| r.deletion_policy).unwrap_or_default();
+        let policy = self
+            .record
+            .as_ref()
+            .map(|r| r.deletion_policy)
+            .unwrap_or_default();
         convert::user(namespace, &self.user, self.memberships.clone(), policy.as_str())
     }
 }
@@ -388,7 +392,8 @@ impl Storage for UserStorage {
             });
         }
         check_organizations_exist(&backend.client, deadline, name, &changes).await?;
-        self.apply(&backend, deadline, name, &found.user, &changes).await?;
+        self.apply(&backend, deadline, name, &found.user, &changes)
+            .await?;
         Ok(Written {
             object: self.read(&backend, deadline, name).await?.1,
             created: false,

@@ -172,7 +172,10 @@ impl KubeParameterSecrets {
 }
 
 /// A kube call within [`REVIEW_TIMEOUT`]; `what` names it in the 500.
-pub(super) async fn bounded<T>(what: &str, call: impl Future<Output = Result<T, kube::Error>>) -> Result<T, ApiError> {
+pub(super) async fn bounded<T>(
+    what: &str,
+    call: impl Future<Output = Result<T, kube::Error>>,
+) -> Result<T, ApiError> {
     match tokio::time::timeout(REVIEW_TIMEOUT, call).await {
         Ok(Ok(value)) => Ok(value),
         Ok(Err(error)) => Err(ApiError::internal(format!("{what}: {}", kube_message(&error)))),

@@ -16,8 +16,8 @@ use coder_k8s_coder_client::types::builds::Transition;
 use coder_k8s_coder_client::types::parameters::TemplateVersionParameter;
 use coder_k8s_coder_client::types::workspaces::{RichParameterValue, Workspace};
 
-use super::k8s_names::{is_dns_subdomain, is_secret_data_key};
 use super::field_errors::{self, FieldError};
+use super::k8s_names::{is_dns_subdomain, is_secret_data_key};
 use crate::generic::ApiError;
 
 /// The field errors of one workspace object, answered together as one 422.

@@ -6,8 +6,8 @@ use reqwest::Method;
 
 use super::{CoderClient, Result};
 use crate::types::users::{
-    CreateUserRequest, LoginWithPasswordRequest, LoginWithPasswordResponse, UpdateRoles, UpdateUserProfileRequest,
-    User, UserRoles, UsersPage,
+    CreateUserRequest, LoginWithPasswordRequest, LoginWithPasswordResponse, UpdateRoles,
+    UpdateUserProfileRequest, User, UserRoles, UsersPage,
 };
 
 impl CoderClient {

@@ -321,6 +321,7 @@ fn every_manifest_is_applied_by_a_test_or_listed_with_the_reason_it_is_not() {
         let applied = [
             "config/quickstart",
             "examples/coder-templates",
+            "examples/coder-people",
             "examples/cloudnativepg",
         ]
         .contains(&dir.as_str());
@@ -374,6 +375,7 @@ fn local_up_brings_every_sample_to_ready_and_the_quickstart_and_examples_apply()
         stdout(&env.output)
     );
     apply_quickstart_and_templates(&env);
+    apply_people(&env);
     apply_cloudnativepg(&env);
 }
 
@@ -446,6 +448,63 @@ fn apply_quickstart_and_templates(env: &LocalEnv) {
                     });
                 }
                 other => panic!("{dir}: no documented state for {other}/{name}; add it to this test"),
+            }
+        }
+    }
+}
+
+/// examples/coder-people on the licensed test server: every object reads back from Coder as the manifest says (the
+/// first passwords, never shown, aside), and each generated password is in its Secret.
+fn apply_people(env: &LocalEnv) {
+    let dir = "examples/coder-people";
+    let out = env.kubectl(&["apply", "-k", dir]);
+    assert_success(&out, &format!("kubectl apply -k {dir}"));
+    for document in kustomizations()[dir]
+        .iter()
+        .flat_map(|f| yaml_documents(&repo_root().join(f)))
+    {
+        let name = document["metadata"]["name"].as_str().unwrap();
+        let kind = document["kind"].as_str().unwrap();
+        let read = env.get(&format!("{}/{name}", kind.to_lowercase()));
+        for (field, wanted) in document["spec"].as_object().unwrap() {
+            match (kind, field.as_str()) {
+                ("CoderUser", "password") => {
+                    assert_eq!(read["spec"].get("password"), None, "{read}");
+                    let secret = wanted["generate"]["secretName"].as_str().unwrap();
+                    let stored = env.get(&format!("secret/{secret}"));
+                    assert_eq!(stored["type"], "kubernetes.io/basic-auth", "{secret}");
+                    assert_eq!(
+                        stored["data"]["password"].as_str().map(str::len),
+                        Some(32),
+                        "{secret}"
+                    );
+                }
+                ("CoderUser", "roles") | ("CoderGroup", "members") => {
+                    let mut read_back: Vec<Value> = read["spec"][field].as_array().unwrap().clone();
+                    let mut expected = wanted.as_array().unwrap().clone();
+                    read_back.sort_by_key(Value::to_string);
+                    expected.sort_by_key(Value::to_string);
+                    assert_eq!(read_back, expected, "{kind}/{name} {field}");
+                }
+                ("CoderTemplate", "files") => assert_eq!(&read["spec"]["files"], wanted, "{name} files"),
+                ("CoderTemplate", "acl") => {
+                    let entries = |acl: &Value, list: &str| -> BTreeSet<String> {
+                        acl[list]
+                            .as_array()
+                            .into_iter()
+                            .flatten()
+                            .map(Value::to_string)
+                            .collect()
+                    };
+                    for list in ["groups", "users"] {
+                        assert_eq!(
+                            entries(&read["spec"]["acl"], list),
+                            entries(wanted, list),
+                            "{name} acl {list}"
+                        );
+                    }
+                }
+                _ => assert_eq!(&read["spec"][field], wanted, "{kind}/{name} {field}"),
             }
         }
     }

@@ -1,5 +1,5 @@
-//! `coder-k8s-coder-testserver --database-url URL [--listen 127.0.0.1:PORT] [--entitle feature ...] [--oidc-configured]`:
-//! prints its URL and serves until SIGTERM or Ctrl-C.
+//! `coder-k8s-coder-testserver --database-url URL [--listen 127.0.0.1:PORT] [--entitle feature ...]
+//! [--oidc-configured]`: prints its URL and serves until SIGTERM or Ctrl-C.
 
 use std::net::SocketAddr;
 

@@ -47,7 +47,10 @@ fn go_keys(value: Value, fields: &[&'static str]) -> Value {
 }
 
 /// Decodes a request body as Go would into the type whose JSON names are `fields`.
-fn decode<T: serde::de::DeserializeOwned>(body: &JsonBody<Value>, fields: &[&'static str]) -> Result<T, ApiError> {
+fn decode<T: serde::de::DeserializeOwned>(
+    body: &JsonBody<Value>,
+    fields: &[&'static str],
+) -> Result<T, ApiError> {
     serde_json::from_value(go_keys(body.parse()?, fields))
         .map_err(|e| ApiError::bad_request("Request body must be valid JSON.").detail(e.to_string()))
 }
@@ -227,10 +230,8 @@ fn creation_failed(err: &tokio_postgres::Error, organization_ids: &[Uuid]) -> Ap
     } else {
         "create user".to_owned()
     };
-    ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "Internal error creating user.").detail(format!(
-        "execute transaction: {step}: pq: {}",
-        db.message()
-    ))
+    ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "Internal error creating user.")
+        .detail(format!("execute transaction: {step}: pq: {}", db.message()))
 }
 
 /// `DELETE /users/{user}` (Coder's `deleteUser`), its checks in Coder's order: the key; the user (a UUID finds a
@@ -291,11 +292,18 @@ fn login_failed() -> ApiError {
 /// `POST /users/{user}`: the login for `login`. Coder's router serves `POST /users/login` and, for any other method
 /// there, tries `/users/{user}` with the user `login` (as `GET /users/login` then looks that user up), so the test
 /// server routes `/users/login` as a `{user}`; a `POST` to any other user has no route (405).
-pub(super) async fn post_user(State(app): State<App>, Path(param): Path<String>, body: JsonBody<Value>) -> ApiResult {
+pub(super) async fn post_user(
+    State(app): State<App>,
+    Path(param): Path<String>,
+    body: JsonBody<Value>,
+) -> ApiResult {
     if param == "login" {
         login(&app, &body).await
     } else {
-        Err(ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "Method not allowed."))
+        Err(ApiError::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "Method not allowed.",
+        ))
     }
 }
 
@@ -362,14 +370,10 @@ async fn login(app: &App, body: &JsonBody<Value>) -> ApiResult {
             ),
         ));
     }
-    let token = app
-        .db
-        .insert_login_key(user.id)
-        .await
-        .map_err(|e| {
-            ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "Failed to create API key.")
-                .detail(format!("insert API key: {e}"))
-        })?;
+    let token = app.db.insert_login_key(user.id).await.map_err(|e| {
+        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "Failed to create API key.")
+            .detail(format!("insert API key: {e}"))
+    })?;
     let cookie = format!("{SESSION_COOKIE}={token}; Path=/; HttpOnly; SameSite=Lax");
     let mut response = created(json!({ "session_token": token }))?;
     if let Ok(value) = HeaderValue::from_str(&cookie) {

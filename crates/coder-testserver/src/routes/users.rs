@@ -20,7 +20,10 @@ use crate::util::{valid_name, valid_user_real_name};
 pub(super) fn routes() -> Router<App> {
     Router::new()
         .route("/users", get(list_users).post(user_lifecycle::create_user))
-        .route("/users/first", get(first_user).delete(user_lifecycle::delete_first))
+        .route(
+            "/users/first",
+            get(first_user).delete(user_lifecycle::delete_first),
+        )
         .route(
             "/users/{user}",
             get(get_user)
