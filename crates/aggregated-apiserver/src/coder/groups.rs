@@ -35,8 +35,8 @@ use super::resources::{
 };
 use super::templates::exact_organization;
 use super::write_rules::{
-    check_preconditions, check_resource_version, coder_write, not_served, not_served_error, parse_body,
-    refuse_dry_run,
+    check_current_version, check_preconditions, coder_write, gone, not_served, not_served_error, parse_body,
+    refuse_dry_run, unchanged,
 };
 use crate::generic::{ApiError, Column, Deleted, EventType, RequestContext, ResourceDef, Storage, Written};
 
@@ -377,21 +377,16 @@ impl Storage for GroupStorage {
             Err(error) => return Err(error),
         };
         let object = convert::group(&backend.namespace, &organization.name, &current)?;
-        let current_rv = object["metadata"]["resourceVersion"].as_str().unwrap_or_default();
-        check_resource_version(
+        check_current_version(
             GROUPS,
             name,
             desired.metadata.resource_version.as_deref(),
-            current_rv,
+            &object,
         )?;
         let known = self.members(&backend, deadline, name, &organization).await?;
         let wanted = member_ids(name, &desired.spec.members, &known, &organization.name)?;
         let Some(patch) = patch_request(&current, &desired.spec, &wanted) else {
-            return Ok(Written {
-                object,
-                created: false,
-                event: None,
-            });
+            return Ok(unchanged(object));
         };
         let updated = write(deadline, name, backend.client.patch_group(current.id, &patch)).await?;
         Ok(Written {
@@ -415,10 +410,7 @@ impl Storage for GroupStorage {
         let object = convert::group(&backend.namespace, &organization.name, &group)?;
         check_preconditions(GROUPS, name, &object, options)?;
         write(deadline, name, backend.client.delete_group(group.id)).await?;
-        Ok(Deleted::Success {
-            object: Some(object),
-            event: Some(EventType::Deleted),
-        })
+        Ok(gone(object))
     }
 
     async fn list(&self, ctx: &RequestContext) -> Result<Vec<Value>, ApiError> {

@@ -22,8 +22,8 @@ use super::resources::{
     ALL_VERBS, ORGANIZATIONS, at, column, named_backend, not_canonical, schema, subject, unpaged_list_options,
 };
 use super::write_rules::{
-    check_preconditions, check_resource_version, coder_write, conflict, not_served, not_served_error,
-    parse_body, refuse_dry_run,
+    self, check_current_version, check_preconditions, coder_write, conflict, gone, not_served,
+    not_served_error, parse_body, refuse_dry_run,
 };
 use crate::generic::{ApiError, Column, Deleted, EventType, RequestContext, ResourceDef, Storage, Written};
 
@@ -215,19 +215,14 @@ impl Storage for OrganizationStorage {
             Err(error) => return Err(error),
         };
         let object = convert::organization(&backend.namespace, &current)?;
-        let current_rv = object["metadata"]["resourceVersion"].as_str().unwrap_or_default();
-        check_resource_version(
+        check_current_version(
             ORGANIZATIONS,
             name,
             desired.metadata.resource_version.as_deref(),
-            current_rv,
+            &object,
         )?;
         if unchanged(&current, &desired.spec) {
-            return Ok(Written {
-                object,
-                created: false,
-                event: None,
-            });
+            return Ok(write_rules::unchanged(object));
         }
         let id = current.id.to_string();
         let request = update_request(&desired.spec);
@@ -257,10 +252,7 @@ impl Storage for OrganizationStorage {
         check_preconditions(ORGANIZATIONS, name, &object, options)?;
         let id = current.id.to_string();
         write(deadline(ctx), name, backend.client.delete_organization(&id)).await?;
-        Ok(Deleted::Success {
-            object: Some(object),
-            event: Some(EventType::Deleted),
-        })
+        Ok(gone(object))
     }
 
     async fn list(&self, ctx: &RequestContext) -> Result<Vec<Value>, ApiError> {

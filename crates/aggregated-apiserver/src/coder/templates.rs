@@ -35,7 +35,9 @@ use super::resources::{TEMPLATES, at, column, named_backend, schema, subject};
 use super::template_import::{self, SettingsSource, WaitSettings, process_environment, wait_for_import};
 use super::template_inputs::{self, Active, Wanted};
 use super::template_settings::{self, Desired, Texts};
-use super::write_rules::{check_preconditions, check_resource_version, conflict, parse_body, refuse_dry_run};
+use super::write_rules::{
+    check_preconditions, check_resource_version, conflict, gone, parse_body, refuse_dry_run, unchanged,
+};
 use super::{template_acl, template_plan};
 use crate::generic::{
     ApiError, Column, Deleted, EventType, RequestContext, ResourceDef, Storage, Verb, Written,
@@ -767,11 +769,7 @@ impl TemplateStorage {
             .await?;
         if plan.changes_nothing() {
             let acl = template_acl::shown(client, ctx.deadline, subject(TEMPLATES, name), current.id).await?;
-            return Ok(Written {
-                object: with_details(current_object, &active, acl.as_ref())?,
-                created: false,
-                event: None,
-            });
+            return Ok(unchanged(with_details(current_object, &active, acl.as_ref())?));
         }
         let refreshed = self
             .apply_update(ctx, name, backend, current, &active, plan)
@@ -1016,10 +1014,7 @@ impl Storage for TemplateStorage {
             backend.client.delete_template(template.id),
         )
         .await?;
-        Ok(Deleted::Success {
-            object: Some(object),
-            event: Some(EventType::Deleted),
-        })
+        Ok(gone(object))
     }
 }
 

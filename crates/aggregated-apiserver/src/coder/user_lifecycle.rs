@@ -25,7 +25,7 @@ use super::user_create::{self, Creation, GENERATED_PASSWORD_KEY, PasswordSource}
 use super::user_records::{UserRecord, UserStore};
 use super::user_writes::{self, DeletionPolicy, UserChange};
 use super::users::{Found, UserStorage, deadline, organization_names};
-use super::write_rules::{check_preconditions, coder_write};
+use super::write_rules::{check_preconditions, coder_write, gone};
 use crate::generic::caller::{ExtraAction, authorize};
 use crate::generic::{ApiError, Deleted, EventType, RequestContext, Written};
 
@@ -254,10 +254,7 @@ impl UserStorage {
                     .await?
             }
         }
-        Ok(Deleted::Success {
-            object: Some(object),
-            event: Some(EventType::Deleted),
-        })
+        Ok(gone(object))
     }
 
     async fn delete_in_coder(

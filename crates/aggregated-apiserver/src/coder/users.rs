@@ -26,7 +26,7 @@ use super::resources::{
 };
 use super::user_records::{UserRecord, UserStore};
 use super::user_writes::{self, UserChange};
-use super::write_rules::{check_resource_version, parse_body, refuse_dry_run};
+use super::write_rules::{check_current_version, parse_body, refuse_dry_run, unchanged};
 use crate::generic::{ApiError, Column, Deleted, EventType, RequestContext, ResourceDef, Storage, Written};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::DeleteOptions;
 
@@ -371,25 +371,18 @@ impl Storage for UserStorage {
             }
             Err(error) => return Err(error),
         };
-        let current_rv = current["metadata"]["resourceVersion"]
-            .as_str()
-            .unwrap_or_default();
-        check_resource_version(
+        check_current_version(
             USERS,
             name,
             desired.metadata.resource_version.as_deref(),
-            current_rv,
+            &current,
         )?;
         let held: CoderUser = parse_body(current.clone(), "CoderUser")?;
         // `plan` refuses only with field errors, so the fallback to no change is never taken.
         let changes = user_writes::plan(&held.spec, &desired.spec)
             .or_else(|errors| field_errors::check("CoderUser", GROUP, name, &errors).map(|()| Vec::new()))?;
         if changes.is_empty() {
-            return Ok(Written {
-                object: current,
-                created: false,
-                event: None,
-            });
+            return Ok(unchanged(current));
         }
         check_organizations_exist(&backend.client, deadline, name, &changes).await?;
         self.apply(&backend, deadline, name, &found.user, &changes)

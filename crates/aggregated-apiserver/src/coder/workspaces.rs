@@ -25,6 +25,7 @@ use super::workspace_rules as rules;
 use super::workspace_secrets::{ParameterSecrets, secret_values};
 use super::workspace_settings::{self as settings, FieldErrors, SettingsChanges, WantedValue};
 use super::workspace_writes::Target;
+use super::write_rules;
 use crate::generic::{
     ApiError, Column, Deleted, EventType, RequestContext, ResourceDef, Storage, Verb, Written,
 };
@@ -424,11 +425,7 @@ impl WorkspaceStorage {
                 Some(values) => target.shown_with(&workspace, values).await?,
                 None => target.shown(&workspace).await?,
             };
-            return Ok(Written {
-                object,
-                created: false,
-                event: None,
-            });
+            return Ok(write_rules::unchanged(object));
         }
         // Recorded before Coder gets a value from a Secret, so no read ever shows it; put back if the writes fail
         // before the build could carry the new values.

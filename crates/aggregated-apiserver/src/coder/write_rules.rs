@@ -10,7 +10,7 @@ use coder_k8s_api::aggregation::GROUP;
 use coder_k8s_coder_client::Error as CoderError;
 
 use super::errors::{Subject, timed_out};
-use crate::generic::{ApiError, RequestContext};
+use crate::generic::{ApiError, Deleted, EventType, RequestContext, Written};
 
 /// Coder cannot preview a write, so a dry run would really change Coder: refused before any Coder call.
 pub fn refuse_dry_run(ctx: &RequestContext, resource: &str) -> Result<(), ApiError> {
@@ -58,6 +58,36 @@ pub fn check_resource_version(
         ));
     }
     Ok(())
+}
+
+/// [`check_resource_version`] against the object as read now.
+pub fn check_current_version(
+    resource: &str,
+    name: &str,
+    given: Option<&str>,
+    current: &Value,
+) -> Result<(), ApiError> {
+    let current_rv = current["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap_or_default();
+    check_resource_version(resource, name, given, current_rv)
+}
+
+/// The answer of an update that changes nothing: the object as it is, nothing sent, no event.
+pub fn unchanged(object: Value) -> Written {
+    Written {
+        object,
+        created: false,
+        event: None,
+    }
+}
+
+/// The answer of a delete Coder carried out: the object as it was, and the event watchers get.
+pub fn gone(object: Value) -> Deleted {
+    Deleted::Success {
+        object: Some(object),
+        event: Some(EventType::Deleted),
+    }
 }
 
 /// `preconditions.uid` and `preconditions.resourceVersion` (an explicit empty value counts), worded as
