@@ -945,7 +945,7 @@ impl Storage for TemplateStorage {
             lists.push(self.listed.objects(&backend.namespace, answers, |answers| {
                 sorted_templates(answers, TEMPLATES)?
                     .iter()
-                    .map(|t| convert::template(&backend.namespace, t))
+                    .map(|t| convert::listed_template(&backend.namespace, t))
                     .collect()
             })?);
         }
