@@ -481,6 +481,15 @@ async fn refusals(flow: &Flow) {
         invalid.contains("spec.organizations: Required value"),
         "{invalid}"
     );
+    // A name that is not a Coder user name never reaches Coder's URLs.
+    let mut hostile: Value =
+        serde_json::from_str(&flow.manifest("dave", json!({"loginType": "github"}))).unwrap();
+    hostile["metadata"]["name"] = json!("dave_x");
+    let refused = flow.fails(&["create", "-f", "-"], Some(&hostile.to_string()));
+    assert!(
+        refused.contains("BadRequest") || refused.contains("dave_x"),
+        "{refused}"
+    );
     assert_eq!(flow.writes(), Vec::<String>::new());
     assert_eq!(flow.status_in_coder("dave").await, None);
     assert!(flow.secrets().get_opt("dave-login").await.unwrap().is_none());
@@ -516,8 +525,19 @@ async fn lifecycle(flow: &Flow) {
 // kubectl runs as a blocking child process: the test server needs worker threads of its own meanwhile.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn users_are_created_with_a_first_password_and_deleted_by_policy_on_the_test_server() {
-    let flow = Flow::test_server("ts", |c| c).await;
+    let flow = Flow::test_server("ts", |mut config| {
+        config.oidc_configured = true;
+        config
+    })
+    .await;
     lifecycle(&flow).await;
+    // A Coder with OIDC configured creates an OIDC user, without a password.
+    flow.run(
+        &["create", "-f", "-"],
+        Some(&flow.manifest("olga", json!({"loginType": "oidc"}))),
+    );
+    let olga = flow.client.user(&flow.user("olga")).await.unwrap();
+    assert_eq!(olga.login_type, "oidc");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -3,15 +3,22 @@
 //! user", so the server records both: one ConfigMap per user in the server's own namespace,
 //! `ck8s-user-<hash of namespace/name>`, with the user's Coder ID and never a secret. A user suspended by a delete is
 //! hidden from reads while Coder still holds it exactly as the delete left it (same ID, still suspended, the same
-//! `updated_at`): any change made in Coder since, or a create of the object, shows it again.
+//! `updated_at`): any change made in Coder since, or a create of the object, shows it again. The records are read
+//! from a watch of them (started on first use), so a user read or an open watch's poll costs no Kubernetes request;
+//! a write waits until the watch has it, so the next read sees it.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use coder_k8s_coder_client::types::users::User;
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use tokio::sync::OnceCell;
 use uuid::Uuid;
 
 use super::user_writes::DeletionPolicy;
@@ -111,10 +118,76 @@ fn record_data(namespace: &str, name: &str, record: &UserRecord) -> BTreeMap<Str
     data
 }
 
+/// How long the first read waits for the records' watch to list them before it lists them itself.
+const FIRST_LIST_WAIT: Duration = Duration::from_secs(2);
+/// How long a write waits for its record to reach the watch (kube-apiserver sends it within milliseconds).
+const WRITE_SEEN_WAIT: Duration = Duration::from_secs(3);
+
+/// The records as a watch of the records namespace keeps them.
+struct RecordCache {
+    store: Store<ConfigMap>,
+    listed: tokio::sync::watch::Receiver<bool>,
+}
+
+impl RecordCache {
+    /// Starts the watch of the records (label-selected) on the current runtime.
+    fn start(api: Api<ConfigMap>) -> Self {
+        let (store, mut writer) = reflector::store();
+        let (listed_tx, listed) = tokio::sync::watch::channel(false);
+        let config = watcher::Config::default().labels(&format!("{USER_RECORD_LABEL}=true"));
+        let events = watcher(api, config).default_backoff();
+        tokio::spawn(async move {
+            let mut events = std::pin::pin!(events);
+            while let Some(event) = events.next().await {
+                match event {
+                    Ok(event) => {
+                        writer.apply_watcher_event(&event);
+                        if matches!(event, watcher::Event::InitDone) {
+                            listed_tx.send_replace(true);
+                        }
+                    }
+                    Err(error) => tracing::warn!(%error, "watch of the user records failed; retrying"),
+                }
+            }
+        });
+        Self { store, listed }
+    }
+
+    /// Whether the watch has listed, waiting up to `wait` for it.
+    async fn ready(&self, wait: Duration) -> bool {
+        let mut listed = self.listed.clone();
+        matches!(
+            tokio::time::timeout(wait, listed.wait_for(|listed| *listed)).await,
+            Ok(Ok(_))
+        )
+    }
+
+    /// Waits until the cached record `name` is at `resource_version` (`None`: gone), or `WRITE_SEEN_WAIT` passed.
+    async fn seen(&self, namespace: &str, name: &str, resource_version: Option<&str>) {
+        let key = ObjectRef::new(name).within(namespace);
+        let deadline = tokio::time::Instant::now() + WRITE_SEEN_WAIT;
+        while tokio::time::Instant::now() < deadline {
+            let cached = self.store.get(&key);
+            let cached_version = cached
+                .as_ref()
+                .and_then(|c| c.metadata.resource_version.as_deref());
+            if cached_version == resource_version {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        tracing::warn!(
+            record = name,
+            "a user record write did not reach the watch in time"
+        );
+    }
+}
+
 /// [`UserStore`] on kube-apiserver with the server's own credentials; records in `records_namespace`.
 pub struct KubeUserStore {
     kube: kube::Client,
     records_namespace: String,
+    cache: OnceCell<RecordCache>,
 }
 
 impl KubeUserStore {
@@ -122,6 +195,32 @@ impl KubeUserStore {
         Self {
             kube,
             records_namespace: records_namespace.into(),
+            cache: OnceCell::new(),
+        }
+    }
+
+    /// The records' watch, started by the first read.
+    async fn cache(&self) -> &RecordCache {
+        self.cache
+            .get_or_init(|| async { RecordCache::start(self.records_api()) })
+            .await
+    }
+
+    /// The record ConfigMaps: from the watch once it has listed, else one list.
+    async fn record_maps(&self) -> Result<Vec<ConfigMap>, ApiError> {
+        let cache = self.cache().await;
+        if cache.ready(FIRST_LIST_WAIT).await {
+            return Ok(cache.store.state().iter().map(|c| (**c).clone()).collect());
+        }
+        let params = ListParams::default().labels(&format!("{USER_RECORD_LABEL}=true"));
+        let list = bounded("read the user records", self.records_api().list(&params)).await?;
+        Ok(list.items)
+    }
+
+    /// Waits until a started watch has the write of record `name` (no wait before the first read started it).
+    async fn write_seen(&self, name: &str, resource_version: Option<&str>) {
+        if let Some(cache) = self.cache.get() {
+            cache.seen(&self.records_namespace, name, resource_version).await;
         }
     }
 
@@ -194,10 +293,9 @@ impl UserStore for KubeUserStore {
     }
 
     async fn records(&self, namespace: &str) -> Result<BTreeMap<String, UserRecord>, ApiError> {
-        let params = ListParams::default().labels(&format!("{USER_RECORD_LABEL}=true"));
-        let list = bounded("read the user records", self.records_api().list(&params)).await?;
-        Ok(list
-            .items
+        Ok(self
+            .record_maps()
+            .await?
             .into_iter()
             .filter_map(|c| {
                 let config_name = c.metadata.name.clone().unwrap_or_default();
@@ -213,7 +311,9 @@ impl UserStore for KubeUserStore {
         let what = format!("write the user record {config_name}");
         let api = self.records_api();
         if record.is_default() {
-            return bounded(&what, delete_absent_ok(&api, &config_name)).await;
+            bounded(&what, delete_absent_ok(&api, &config_name)).await?;
+            self.write_seen(&config_name, None).await;
+            return Ok(());
         }
         let mut config_map = ConfigMap {
             metadata: ObjectMeta {
@@ -227,17 +327,19 @@ impl UserStore for KubeUserStore {
             data: Some(record_data(namespace, name, record)),
             ..ConfigMap::default()
         };
-        match bounded(&what, api.get_opt(&config_name)).await? {
+        // Read, not taken from the watch: a write must not fail on a version the watch has not caught up with.
+        let written = match bounded(&what, api.get_opt(&config_name)).await? {
             Some(existing) => {
                 config_map.metadata.resource_version = existing.metadata.resource_version;
                 let params = PostParams::default();
                 let replace = api.replace(&config_name, &params, &config_map);
-                bounded(&what, replace).await.map(drop)
+                bounded(&what, replace).await?
             }
-            None => bounded(&what, api.create(&PostParams::default(), &config_map))
-                .await
-                .map(drop),
-        }
+            None => bounded(&what, api.create(&PostParams::default(), &config_map)).await?,
+        };
+        self.write_seen(&config_name, written.metadata.resource_version.as_deref())
+            .await;
+        Ok(())
     }
 }
 
