@@ -370,10 +370,20 @@ async fn password_from_secret_and_other_login_types(flow: &Flow) {
     let spec = json!({"password": {"secretKeyRef": {"name": "carol-initial", "key": "pw"}}});
     let out = flow.run(
         &["create", "-f", "-", "-o", "json"],
-        Some(&flow.manifest("carol", spec)),
+        Some(&flow.manifest("carol", spec.clone())),
     );
     assert!(!out.contains(INITIAL_PASSWORD), "{out}");
     assert_eq!(flow.sign_in("carol", INITIAL_PASSWORD).await, flow.user("carol"));
+    // The manifest leaves the login type to Coder's default: applied again (server-side), it changes nothing.
+    flow.clear();
+    let manifest = flow.manifest("carol", spec);
+    flow.run(&["apply", "--server-side", "-f", "-"], Some(&manifest));
+    assert_eq!(flow.writes(), Vec::<String>::new());
+    // Deleted (suspended) and created again from the same manifest: the same user, active again.
+    flow.run(&["delete", "coderuser", &flow.user("carol")], None);
+    assert_eq!(flow.status_in_coder("carol").await.as_deref(), Some("suspended"));
+    flow.run(&["create", "-f", "-"], Some(&manifest));
+    assert_ne!(flow.status_in_coder("carol").await.as_deref(), Some("suspended"));
 
     let spec = json!({"loginType": "github", "suspended": true, "deletionPolicy": "Delete"});
     flow.run(&["apply", "-f", "-"], Some(&flow.manifest("bob", spec)));

@@ -86,10 +86,11 @@ fn owned(roles: &[String]) -> Vec<String> {
     sorted(roles).into_iter().map(str::to_owned).collect()
 }
 
-/// The fields Coder lets nobody change through its API (an email address, how the user signs in).
+/// The fields Coder lets nobody change through its API (an email address, how the user signs in). Left out (empty)
+/// keeps them: a manifest that relied on Coder's default login type applies again unchanged.
 fn read_only(current: &CoderUserSpec, desired: &CoderUserSpec) -> Vec<FieldError> {
     let mut errors = Vec::new();
-    if desired.email != current.email {
+    if !desired.email.is_empty() && desired.email != current.email {
         errors.push(FieldError::forbidden(
             "spec.email",
             format!(
@@ -98,7 +99,7 @@ fn read_only(current: &CoderUserSpec, desired: &CoderUserSpec) -> Vec<FieldError
             ),
         ));
     }
-    if desired.login_type != current.login_type {
+    if !desired.login_type.is_empty() && desired.login_type != current.login_type {
         errors.push(FieldError::forbidden(
             "spec.loginType",
             format!(
@@ -256,6 +257,14 @@ mod tests {
         desired.deletion_policy = "Archive".to_owned();
         let errors = plan(&alice(), &desired).unwrap_err();
         assert_eq!(errors[0].path, "spec.deletionPolicy");
+    }
+
+    #[test]
+    fn a_left_out_email_or_login_type_keeps_coders() {
+        let mut desired = alice();
+        desired.email = String::new();
+        desired.login_type = String::new();
+        assert_eq!(plan(&alice(), &desired), Ok(Vec::new()));
     }
 
     #[test]
