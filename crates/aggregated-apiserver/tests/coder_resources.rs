@@ -270,6 +270,19 @@ async fn templates_and_versions_list_and_get_from_coder() {
         assert!(template["status"].get(key).is_none(), "{key}: {template}");
         single["status"].as_object_mut().unwrap().remove(key);
     }
+    // A single get mirrors the settings in the status; a list shows them once, in the spec.
+    let mirrored: Vec<String> = single["status"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .filter(|key| template["status"].get(key.as_str()).is_none())
+        .cloned()
+        .collect();
+    assert!(mirrored.contains(&"defaultTTL".to_owned()), "{mirrored:?}");
+    for key in mirrored {
+        assert_eq!(single["status"][&key], single["spec"][&key], "status.{key}");
+        single["status"].as_object_mut().unwrap().remove(&key);
+    }
     assert_eq!(&single, template);
     let cased = get(
         &registry,

@@ -94,6 +94,7 @@ async fn the_people_read_the_same_everywhere(registry: &Registry, client: &Coder
     assert_eq!(
         fields,
         [
+            "deletionPolicy",
             "email",
             "loginType",
             "name",
