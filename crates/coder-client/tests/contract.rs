@@ -391,10 +391,18 @@ async fn contract_users(t: &Target) {
     let by_id = client.user(&me.id.to_string()).await.unwrap();
     assert_eq!(by_id.username, t.owner);
     // The list leaves out system users (the operator's user, this target's owner on the test server); every user it
-    // shows is the one a get by name finds.
+    // shows is the one a get by name finds. Other contracts run at the same time against the same Coder and delete
+    // their users, so a listed user that a get by name no longer finds must be gone from a fresh list too.
     let listed = client.users().await.unwrap();
     for user in &listed {
-        assert_eq!(client.user(&user.username).await.unwrap().id, user.id, "{user:?}");
+        match client.user(&user.username).await {
+            Ok(found) => assert_eq!(found.id, user.id, "{user:?}"),
+            Err(Error::Rejected { status: 400, .. }) => {
+                let now = client.users().await.unwrap();
+                assert!(now.iter().all(|u| u.id != user.id), "listed but not found: {user:?}");
+            }
+            Err(err) => panic!("{user:?}: {err:?}"),
+        }
     }
     if matches!(t.backend, Backend::Real(_)) {
         let listed_me = listed
