@@ -399,7 +399,10 @@ async fn contract_users(t: &Target) {
             Ok(found) => assert_eq!(found.id, user.id, "{user:?}"),
             Err(Error::Rejected { status: 400, .. }) => {
                 let now = client.users().await.unwrap();
-                assert!(now.iter().all(|u| u.id != user.id), "listed but not found: {user:?}");
+                assert!(
+                    now.iter().all(|u| u.id != user.id),
+                    "listed but not found: {user:?}"
+                );
             }
             Err(err) => panic!("{user:?}: {err:?}"),
         }

@@ -6,7 +6,8 @@
 //! (recorded from the server's own list, then replayed one after the other and as the server sends them), the list
 //! sent straight to the aggregated API server (Table and JSON), the list through kube-apiserver (Table and JSON), and
 //! `kubectl get`; and two small GETs through kube-apiserver, the cost of the extra hop: one kube-apiserver answers
-//! itself, and one it proxies to the aggregated API server. Then it opens 10, 100 and 1,000 watches of the namespace
+//! itself, and one it proxies to the aggregated API server. The paths are sampled in rounds, one sample of each per
+//! round, and the ratios are also taken round by round. Then it opens 10, 100 and 1,000 watches of the namespace
 //! through kube-apiserver, and then watches of 10 namespaces (each with its own control plane and token), and
 //! reports for each the operator's memory and the Coder calls per minute while nothing changes, in all and with the
 //! busiest token. `-- --bench --lists-only` measures the lists alone.
@@ -50,7 +51,7 @@ use crate::coder::Coder;
 use crate::measure::{Memory, ms, percentiles};
 use crate::operator::Operator;
 use crate::rest::{RestCase, Watchers, Window};
-use crate::timing::{samples, samples_then};
+use crate::timing::samples;
 
 /// Sizes of one run mode.
 struct Mode {
@@ -140,17 +141,40 @@ struct ListTimes {
     through_kube: Vec<Duration>,
     /// The same list through kube-apiserver as a JSON `<Kind>List` instead of a Table.
     through_kube_json: Vec<Duration>,
-    /// The operator's own Kubernetes reads (get and list) per list through kube-apiserver.
+    /// One kube-apiserver hop (a Namespace GET), sampled in the same rounds.
+    kube_hop: Vec<Duration>,
+    /// A small answer of the aggregated API server through kube-apiserver (its API group's discovery document),
+    /// sampled in the same rounds.
+    proxied_hop: Vec<Duration>,
+    /// The operator's own Kubernetes reads (get and list) per list it answered.
     kube_reads_per_list: f64,
     kubectl: Vec<Duration>,
+}
+
+impl ListTimes {
+    fn new(resource: &'static str, items: usize, coder_calls: usize, samples: usize) -> Self {
+        let series = || Vec::with_capacity(samples);
+        Self {
+            resource,
+            items,
+            coder_calls,
+            direct_sequential: series(),
+            direct_coder: series(),
+            server: series(),
+            server_json: series(),
+            through_kube: series(),
+            through_kube_json: series(),
+            kube_hop: series(),
+            proxied_hop: series(),
+            kube_reads_per_list: 0.0,
+            kubectl: Vec::new(),
+        }
+    }
 }
 
 /// Everything the report prints.
 struct Results {
     lists: Vec<ListTimes>,
-    kube_hop: Vec<Duration>,
-    /// A small answer of the aggregated API server through kube-apiserver: the API group's discovery document.
-    proxied_hop: Vec<Duration>,
     memory_before_watches: Memory,
     rest_cases: Vec<RestCase>,
 }
@@ -269,23 +293,6 @@ impl Measure<'_> {
             self.list("coderworkspaces", self.mode.workspaces).await?,
             self.list("codertemplates", self.mode.templates).await?,
         ];
-        let hop_path = format!("/api/v1/namespaces/{}", self.namespace);
-        let kube_hop = samples(self.mode.samples, || async {
-            self.kube
-                .request_text(http::Request::get(&hop_path).body(Vec::new())?)
-                .await?;
-            Ok(())
-        })
-        .await?;
-
-        let discovery = "/apis/aggregation.coder.com/v1alpha1";
-        let proxied_hop = samples(self.mode.samples, || async {
-            self.kube
-                .request_text(http::Request::get(discovery).body(Vec::new())?)
-                .await?;
-            Ok(())
-        })
-        .await?;
         let memory_before_watches = self.operator.memory()?;
         let rest_cases = match self.mode.lists_only {
             true => Vec::new(),
@@ -293,8 +300,6 @@ impl Measure<'_> {
         };
         Ok(Results {
             lists,
-            kube_hop,
-            proxied_hop,
             memory_before_watches,
             rest_cases,
         })
@@ -349,7 +354,9 @@ impl Measure<'_> {
         )
     }
 
-    /// The four measurements of one list of `items` objects.
+    /// Every measurement of one list of `items` objects, interleaved: each round takes one sample of every path in
+    /// turn, so a machine that slows down or speeds up during the run weighs on every path alike, and the ratios
+    /// are also taken round by round (paired).
     async fn list(&self, resource: &'static str, items: usize) -> Result<ListTimes> {
         eprintln!("measuring {resource} ({items} objects) ...");
         let path = self.resource_path(resource);
@@ -365,61 +372,48 @@ impl Measure<'_> {
         ensure!(!calls.is_empty(), "a list of {resource} made no Coder call");
         let coder_base = self.coder.server.url().as_str().trim_end_matches('/').to_owned();
         let plain = reqwest::Client::new();
+        let hop_path = format!("/api/v1/namespaces/{}", self.namespace);
+        let discovery = "/apis/aggregation.coder.com/v1alpha1";
 
-        let direct_sequential = samples(self.mode.samples, || {
-            timing::replay(&plain, &coder_base, self.token, &calls, 1)
-        })
-        .await?;
-        let direct_coder = samples(self.mode.samples, || {
-            timing::replay(&plain, &coder_base, self.token, &calls, timing::AT_ONCE)
-        })
-        .await?;
-        let server_times = samples_then(
-            self.mode.samples,
-            || timing::server_list(&server, &server_url, admin),
-            |body| rows(&body),
-        )
-        .await?;
-        let server_json = samples_then(
-            self.mode.samples,
-            || timing::server_list_json(&server, &server_url, admin),
-            |body| timing::check_items(&body, items, &path),
-        )
-        .await?;
+        let mut t = ListTimes::new(resource, items, calls.len(), self.mode.samples);
         let before = self.operator.scrape().await?;
-        let through_kube = samples_then(
-            self.mode.samples,
-            || timing::kube_list(self.kube, &path),
-            |body| rows(body.as_bytes()),
-        )
-        .await?;
-        let through_kube_json = samples_then(
-            self.mode.samples,
-            || timing::kube_list_json(self.kube, &path),
-            |body| timing::check_items(body.as_bytes(), items, &path),
-        )
-        .await?;
+        for _ in 0..self.mode.samples {
+            let replay = |at_once| timing::replay(&plain, &coder_base, self.token, &calls, at_once);
+            t.direct_sequential.push(timed(replay(1)).await?.0);
+            t.direct_coder.push(timed(replay(timing::AT_ONCE)).await?.0);
+            let (took, body) = timed(timing::server_list(&server, &server_url, admin)).await?;
+            rows(&body)?;
+            t.server.push(took);
+            let (took, body) = timed(timing::server_list_json(&server, &server_url, admin)).await?;
+            timing::check_items(&body, items, &path)?;
+            t.server_json.push(took);
+            let (took, body) = timed(timing::kube_list(self.kube, &path)).await?;
+            rows(body.as_bytes())?;
+            t.through_kube.push(took);
+            let (took, body) = timed(timing::kube_list_json(self.kube, &path)).await?;
+            timing::check_items(body.as_bytes(), items, &path)?;
+            t.through_kube_json.push(took);
+            t.kube_hop
+                .push(timed(timing::kube_get(self.kube, &hop_path)).await?.0);
+            t.proxied_hop
+                .push(timed(timing::kube_get(self.kube, discovery)).await?.0);
+        }
         let kube_reads = self.operator.scrape().await?.since(&before).reads();
-        let kube_reads_per_list =
-            kube_reads as f64 / (through_kube.len() + through_kube_json.len()).max(1) as f64;
-        let kubectl = samples(self.mode.kubectl_samples, || async {
+        // Four lists a round reach the server: Table and JSON, straight and through kube-apiserver.
+        t.kube_reads_per_list = kube_reads as f64 / (4 * self.mode.samples).max(1) as f64;
+        t.kubectl = samples(self.mode.kubectl_samples, || async {
             timing::kubectl_list(self.cp, resource, self.namespace, items)
         })
         .await?;
-        Ok(ListTimes {
-            resource,
-            items,
-            coder_calls: calls.len(),
-            direct_sequential,
-            direct_coder,
-            server: server_times,
-            server_json,
-            through_kube,
-            through_kube_json,
-            kube_reads_per_list,
-            kubectl,
-        })
+        Ok(t)
     }
+}
+
+/// How long `future` took, and its answer.
+async fn timed<T>(future: impl std::future::Future<Output = Result<T>>) -> Result<(Duration, T)> {
+    let sent = Instant::now();
+    let answer = future.await?;
+    Ok((sent.elapsed(), answer))
 }
 
 fn row(what: &str, latencies: &[Duration]) -> String {
@@ -433,9 +427,66 @@ fn row(what: &str, latencies: &[Duration]) -> String {
     )
 }
 
+/// The ratios of one representation of a list through kube-apiserver over the Coder calls the server sends for it:
+/// of the percentiles, and round by round (the median of each round's own ratio, which a machine that drifts during
+/// the run disturbs least).
+fn print_ratios(list: &ListTimes, representation: &str, through: &[Duration], direct: &[Duration]) {
+    let coder = &list.direct_coder;
+    let (coder_p50, coder_p99, _) = percentiles(coder);
+    let over = |a: Duration, b: Duration| a.as_secs_f64() / b.as_secs_f64().max(1e-9);
+    let minus = |through: &[Duration], hop: &[Duration]| -> (f64, f64, f64) {
+        let (hop_p50, _, _) = percentiles(hop);
+        let (p50, p99, _) = percentiles(through);
+        let paired = median(
+            through
+                .iter()
+                .zip(hop)
+                .zip(coder)
+                .map(|((t, h), c)| over(t.saturating_sub(*h), *c)),
+        );
+        (
+            over(p50.saturating_sub(hop_p50), coder_p50),
+            over(p99.saturating_sub(hop_p50), coder_p99),
+            paired,
+        )
+    };
+    let (kube_p50, kube_p99, kube_paired) = minus(through, &list.kube_hop);
+    let (proxied_p50, proxied_p99, proxied_paired) = minus(through, &list.proxied_hop);
+    let plus_hop = median(
+        through
+            .iter()
+            .zip(&list.kube_hop)
+            .zip(coder)
+            .map(|((t, h), c)| over(*t, *c + *h)),
+    );
+    let (direct_p50, direct_p99, _) = percentiles(direct);
+    let direct_paired = median(direct.iter().zip(coder).map(|(d, c)| over(*d, *c)));
+    println!(
+        "{representation} through kube-apiserver, over the same Coder calls sent as the server sends them (goal <= 1.10x):\n\
+         - minus one kube-apiserver hop served by kube-apiserver itself: p50 {kube_p50:.2}x, p99 {kube_p99:.2}x; \
+         round by round, median {kube_paired:.2}x\n\
+         - minus one hop proxied to the aggregated API server, a small answer: p50 {proxied_p50:.2}x, p99 \
+         {proxied_p99:.2}x; round by round, median {proxied_paired:.2}x\n\
+         - the whole list over the Coder calls plus one kube-apiserver hop, round by round: median {plus_hop:.2}x\n\
+         - the aggregated API server's own answer (straight to it, over TLS): p50 {:.2}x, p99 {:.2}x; round by \
+         round, median {direct_paired:.2}x",
+        over(direct_p50, coder_p50),
+        over(direct_p99, coder_p99),
+    );
+}
+
+/// The median of `ratios` (0 without any).
+fn median(ratios: impl Iterator<Item = f64>) -> f64 {
+    let mut sorted: Vec<f64> = ratios.collect();
+    sorted.sort_by(f64::total_cmp);
+    match sorted.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => sorted[n / 2],
+        n => (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0,
+    }
+}
+
 fn print_report(mode: &Mode, results: &Results, log_path: &std::path::Path) {
-    let (hop, _, _) = percentiles(&results.kube_hop);
-    let (proxied_hop, _, _) = percentiles(&results.proxied_hop);
     println!(
         "\n## Aggregated API lists ({})\n",
         if mode.bench { "benchmark" } else { "smoke run" }
@@ -484,48 +535,26 @@ fn print_report(mode: &Mode, results: &Results, log_path: &std::path::Path) {
             "\nthe operator's own Kubernetes reads per list through kube-apiserver: {:.2}",
             list.kube_reads_per_list
         );
-        let (coder_p50, coder_p99, _) = percentiles(&list.direct_coder);
-        let ratio = |through: Duration, direct: Duration| {
-            through.saturating_sub(hop).as_secs_f64() / direct.as_secs_f64().max(1e-9)
-        };
-        let proxied = |through: Duration, direct: Duration| {
-            through.saturating_sub(proxied_hop).as_secs_f64() / direct.as_secs_f64().max(1e-9)
-        };
         println!();
         for (representation, through, direct) in [
             ("Table", &list.through_kube, &list.server),
             ("JSON", &list.through_kube_json, &list.server_json),
         ] {
-            let (kube_p50, kube_p99, _) = percentiles(through);
-            let (direct_p50, direct_p99, _) = percentiles(direct);
-            println!(
-                "{representation} through kube-apiserver, over the same Coder calls sent as the server sends them (goal <= 1.10x):\n\
-                 - minus one kube-apiserver hop served by kube-apiserver itself ({}): p50 {:.2}x, p99 {:.2}x\n\
-                 - minus one hop proxied to the aggregated API server, a small answer ({}): p50 {:.2}x, p99 {:.2}x\n\
-                 - the aggregated API server's own answer (straight to it, over TLS): p50 {:.2}x, p99 {:.2}x",
-                ms(hop),
-                ratio(kube_p50, coder_p50),
-                ratio(kube_p99, coder_p99),
-                ms(proxied_hop),
-                proxied(kube_p50, coder_p50),
-                proxied(kube_p99, coder_p99),
-                direct_p50.as_secs_f64() / coder_p50.as_secs_f64().max(1e-9),
-                direct_p99.as_secs_f64() / coder_p99.as_secs_f64().max(1e-9),
-            );
+            print_ratios(list, representation, through, direct);
         }
+        println!(
+            "{}",
+            row("one kube-apiserver hop: GET a Namespace", &list.kube_hop)
+        );
+        println!(
+            "{}",
+            row(
+                "one hop proxied to the aggregated API server: GET its API group's discovery",
+                &list.proxied_hop
+            )
+        );
         println!();
     }
-    println!(
-        "{}",
-        row("one kube-apiserver hop: GET a Namespace", &results.kube_hop)
-    );
-    println!(
-        "{}",
-        row(
-            "one hop proxied to the aggregated API server: GET its API group's discovery",
-            &results.proxied_hop
-        )
-    );
     let mib = |kib: u64| kib as f64 / 1024.0;
     println!(
         "\noperator memory (RSS) before the watches: {:.1} MiB\n",
@@ -568,6 +597,8 @@ fn check_smoke(mode: &Mode, results: &Results) -> Result<()> {
                 &list.through_kube_json,
                 mode.samples,
             ),
+            ("kube-apiserver hop", &list.kube_hop, mode.samples),
+            ("proxied hop", &list.proxied_hop, mode.samples),
             ("kubectl", &list.kubectl, mode.kubectl_samples),
         ] {
             ensure!(
