@@ -376,11 +376,14 @@ impl Measure<'_> {
         let discovery = "/apis/aggregation.coder.com/v1alpha1";
 
         let mut t = ListTimes::new(resource, items, calls.len(), self.mode.samples);
-        let before = self.operator.scrape().await?;
+        let mut kube_reads = 0;
         for _ in 0..self.mode.samples {
             let replay = |at_once| timing::replay(&plain, &coder_base, self.token, &calls, at_once);
             t.direct_sequential.push(timed(replay(1)).await?.0);
             t.direct_coder.push(timed(replay(timing::AT_ONCE)).await?.0);
+            // The operator's reads are counted around the four lists it answers, not its background (a watch that
+            // lists again after its resource version expired).
+            let before = self.operator.scrape().await?;
             let (took, body) = timed(timing::server_list(&server, &server_url, admin)).await?;
             rows(&body)?;
             t.server.push(took);
@@ -393,12 +396,12 @@ impl Measure<'_> {
             let (took, body) = timed(timing::kube_list_json(self.kube, &path)).await?;
             timing::check_items(body.as_bytes(), items, &path)?;
             t.through_kube_json.push(took);
+            kube_reads += self.operator.scrape().await?.since(&before).reads();
             t.kube_hop
                 .push(timed(timing::kube_get(self.kube, &hop_path)).await?.0);
             t.proxied_hop
                 .push(timed(timing::kube_get(self.kube, discovery)).await?.0);
         }
-        let kube_reads = self.operator.scrape().await?.since(&before).reads();
         // Four lists a round reach the server: Table and JSON, straight and through kube-apiserver.
         t.kube_reads_per_list = kube_reads as f64 / (4 * self.mode.samples).max(1) as f64;
         t.kubectl = samples(self.mode.kubectl_samples, || async {
@@ -532,7 +535,7 @@ fn print_report(mode: &Mode, results: &Results, log_path: &std::path::Path) {
         );
         println!("{}", row("`kubectl get` (process start to exit)", &list.kubectl));
         println!(
-            "\nthe operator's own Kubernetes reads per list through kube-apiserver: {:.2}",
+            "\nthe operator's own Kubernetes reads per list it answered (straight and through kube-apiserver): {:.2}",
             list.kube_reads_per_list
         );
         println!();
