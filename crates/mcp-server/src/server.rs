@@ -108,7 +108,41 @@ pub async fn serve(
     router: Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router)
+    axum::serve(without_delay(listener), router)
         .with_graceful_shutdown(shutdown)
         .await
+}
+
+/// `listener` with Nagle's algorithm off on every connection it accepts: an answer or a stream event written in
+/// pieces would otherwise wait for the client's acknowledgement of the piece before, up to its delayed-ACK timer.
+fn without_delay(
+    listener: tokio::net::TcpListener,
+) -> axum::serve::TapIo<tokio::net::TcpListener, fn(&mut tokio::net::TcpStream)> {
+    use axum::serve::ListenerExt as _;
+    listener.tap_io(send_without_delay)
+}
+
+fn send_without_delay(tcp: &mut tokio::net::TcpStream) {
+    if let Err(error) = tcp.set_nodelay(true) {
+        tracing::debug!(%error, "could not turn off Nagle's algorithm");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::serve::Listener as _;
+
+    #[tokio::test]
+    async fn accepted_connections_send_without_delay() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let mut listener = without_delay(listener);
+        let ((tcp, _), client) = tokio::join!(listener.accept(), tokio::net::TcpStream::connect(address));
+        client.unwrap();
+        assert!(
+            tcp.nodelay().unwrap(),
+            "Nagle's algorithm is on for an accepted connection"
+        );
+    }
 }

@@ -188,7 +188,10 @@ pub async fn serve(
 #[derive(Clone, Debug)]
 pub struct ServerStopping(pub watch::Receiver<bool>);
 
-/// The next connection, once fewer than [`MAX_CONNECTIONS`] are open.
+/// The next connection, once fewer than [`MAX_CONNECTIONS`] are open, with Nagle's algorithm off: an answer is
+/// written as several pieces (HTTP/2 frames, TLS records), and with it on the last small piece would wait for the
+/// peer's acknowledgement of the ones before, up to the peer's delayed-ACK timer (40 ms on Linux), on every answer
+/// larger than one segment. Go, which kube-apiserver is written in, turns it off on every connection too.
 async fn accept_within(
     listener: &TcpListener,
     limit: &Arc<tokio::sync::Semaphore>,
@@ -200,6 +203,10 @@ async fn accept_within(
         .await
         .map_err(|_| std::io::Error::other("the connection limit was closed"))?;
     let (tcp, remote) = listener.accept().await?;
+    if let Err(error) = tcp.set_nodelay(true) {
+        // Only slower answers follow from it; the connection is served all the same.
+        tracing::debug!(%remote, %error, "could not turn off Nagle's algorithm");
+    }
     Ok((tcp, remote, permit))
 }
 
@@ -280,6 +287,20 @@ mod tests {
             .self_signed(&key)
             .unwrap();
         (cert.pem(), key.serialize_pem())
+    }
+
+    #[tokio::test]
+    async fn accepted_connections_send_without_delay() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let limit = Arc::new(tokio::sync::Semaphore::new(1));
+        let (accepted, _client) = tokio::join!(accept_within(&listener, &limit), TcpStream::connect(address));
+        let (tcp, _, _permit) = accepted.unwrap();
+        assert!(
+            tcp.nodelay().unwrap(),
+            "Nagle's algorithm is on for an accepted connection"
+        );
+        assert_eq!(limit.available_permits(), 0, "the connection holds its permit");
     }
 
     #[test]
