@@ -12,16 +12,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cluster::{
-    SERVER_NAMESPACE, assert_success, kubectl, kubectl_json, register, spawn_server, spawn_server_with,
-    wait_until,
+    SERVER_NAMESPACE, assert_success, kubectl, kubectl_json, serve_alone, static_provider, wait_until,
 };
 use coder_k8s_aggregated_apiserver::coder::template_import::{
     BACKOFF_AFTER_ENV, INITIAL_POLL_ENV, MAX_POLL_ENV, SettingsSource, WAIT_TIMEOUT_ENV,
 };
 use coder_k8s_aggregated_apiserver::coder::user_records::{KubeUserStore, UserStore};
 use coder_k8s_aggregated_apiserver::coder::{
-    StaticBackend, StaticProvider, groups, organizations, promote, template_versions, templates, transitions,
-    users, workspace_log, workspaces,
+    groups, organizations, promote, template_versions, templates, transitions, users, workspace_log,
+    workspaces,
 };
 use coder_k8s_aggregated_apiserver::generic::Registry;
 use coder_k8s_coder_client::types::builds::Transition;
@@ -29,7 +28,6 @@ use coder_k8s_coder_client::types::groups::CreateGroupRequest;
 use coder_k8s_coder_client::types::organizations::CreateOrganizationRequest;
 use coder_k8s_coder_client::{CoderClient, SessionToken};
 use coder_k8s_coder_testserver::{Config, Entitlement, TestServer};
-use coder_k8s_control_plane_access::ClientSettings;
 use coder_k8s_testenv::ControlPlane;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::api::{Api, PostParams};
@@ -60,16 +58,7 @@ fn registry(server: &TestServer, token: &str) -> Registry {
 /// [`registry`] over the Coder at `url` with the user store of the server's namespace, which user creates and
 /// deletes need.
 fn registry_with_store(url: url::Url, token: &str, store: Option<Arc<dyn UserStore>>) -> Registry {
-    let backend = StaticBackend {
-        url,
-        token: token.to_owned(),
-        namespace: NAMESPACE.to_owned(),
-    };
-    let settings = ClientSettings {
-        timeout: Duration::from_secs(10),
-        service_address_override: None,
-    };
-    let provider = Arc::new(StaticProvider::new(&backend, &settings).unwrap());
+    let provider = static_provider(url, token, NAMESPACE, Duration::from_secs(10));
     let mut workspace_def = workspaces::resource(provider.clone());
     workspace_def.subresources = vec![
         workspace_log::subresource(provider.clone()),
@@ -796,28 +785,11 @@ async fn each_verb_on_each_resource_allows_exactly_its_own_request_and_denied_on
     let client = CoderClient::new(server.url(), SessionToken::new(token.clone())).unwrap();
     let org = client.default_organization().await.unwrap().name;
 
-    let cp: &'static ControlPlane = Box::leak(Box::new(ControlPlane::builder().start().await.unwrap()));
-    for namespace in [SERVER_NAMESPACE, NAMESPACE] {
-        assert_success(
-            &kubectl(cp, &["create", "namespace", namespace], None),
-            "create namespace",
-        );
-    }
     let (url, server_token) = (server.url(), token.clone());
-    let (addr, _) = spawn_server_with(cp, move |kube| {
+    let cp = serve_alone(NAMESPACE, "codertemplates", move |kube| {
         let store: Arc<dyn UserStore> = Arc::new(KubeUserStore::new(kube, SERVER_NAMESPACE));
         registry_with_store(url, &server_token, Some(store))
-    });
-    register(&cp.client().unwrap(), addr.port()).await;
-    wait_until(
-        "the aggregated API is served",
-        Duration::from_secs(60),
-        || async {
-            kubectl(cp, &["get", "codertemplates", "-n", NAMESPACE], None)
-                .status
-                .success()
-        },
-    )
+    })
     .await;
     for grant in GRANTS {
         bind(cp, grant).await;
@@ -937,25 +909,8 @@ async fn an_update_of_a_missing_object_creates_nothing() {
     let server = TestServer::start(Config::new(&db_url)).await.unwrap();
     let client = CoderClient::new(server.url(), SessionToken::new(token.clone())).unwrap();
     let org = client.default_organization().await.unwrap().name;
-    let cp: &'static ControlPlane = Box::leak(Box::new(ControlPlane::builder().start().await.unwrap()));
-    for namespace in [SERVER_NAMESPACE, NAMESPACE] {
-        assert_success(
-            &kubectl(cp, &["create", "namespace", namespace], None),
-            "create namespace",
-        );
-    }
-    let (addr, _) = spawn_server(cp, registry(&server, &token));
-    register(&cp.client().unwrap(), addr.port()).await;
-    wait_until(
-        "the aggregated API is served",
-        Duration::from_secs(60),
-        || async {
-            kubectl(cp, &["get", "codertemplates", "-n", NAMESPACE], None)
-                .status
-                .success()
-        },
-    )
-    .await;
+    let registry = registry(&server, &token);
+    let cp = serve_alone(NAMESPACE, "codertemplates", move |_| registry).await;
     for grant in GRANTS
         .iter()
         .filter(|g| g.user == "tpl-update" || g.user == "ws-update" || g.user == "ver-get")

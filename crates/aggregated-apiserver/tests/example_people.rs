@@ -13,14 +13,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cluster::{SERVER_NAMESPACE, assert_success, kubectl, register, spawn_server_with, stdout, wait_until};
+use cluster::{SERVER_NAMESPACE, assert_success, kubectl, serve_alone, static_provider, stdout};
+use coder_k8s_aggregated_apiserver::coder::registry_with;
 use coder_k8s_aggregated_apiserver::coder::user_records::{KubeUserStore, UserStore};
-use coder_k8s_aggregated_apiserver::coder::{StaticBackend, StaticProvider, registry_with};
 use coder_k8s_coder_client::types::users::LoginWithPasswordRequest;
 use coder_k8s_coder_client::{CoderClient, Secret as Hidden, SessionToken};
 use coder_k8s_coder_testserver::{Config, Entitlement, TestServer};
-use coder_k8s_control_plane_access::ClientSettings;
-use coder_k8s_testenv::ControlPlane;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::Api;
 
@@ -174,40 +172,14 @@ async fn the_people_example_sets_up_exactly_its_organization_groups_users_and_te
     }
     let client = CoderClient::new(server.url(), SessionToken::new(token.clone())).unwrap();
 
-    let cp: &'static ControlPlane = Box::leak(Box::new(ControlPlane::builder().start().await.unwrap()));
-    for namespace in [SERVER_NAMESPACE, NAMESPACE] {
-        assert_success(
-            &kubectl(cp, &["create", "namespace", namespace], None),
-            "create namespace",
-        );
-    }
     let (url, server_token) = (server.url(), token.clone());
-    let (addr, _) = spawn_server_with(cp, move |kube| {
-        let backend = StaticBackend {
-            url,
-            token: server_token,
-            namespace: NAMESPACE.to_owned(),
-        };
-        let settings = ClientSettings {
-            timeout: Duration::from_secs(20),
-            service_address_override: None,
-        };
-        let provider = Arc::new(StaticProvider::new(&backend, &settings).unwrap());
+    let cp = serve_alone(NAMESPACE, "coderusers", move |kube| {
+        let provider = static_provider(url, &server_token, NAMESPACE, Duration::from_secs(20));
         let store: Arc<dyn UserStore> = Arc::new(KubeUserStore::new(kube, SERVER_NAMESPACE));
         registry_with(provider, None, Some(store))
-    });
-    let kube = cp.client().unwrap();
-    register(&kube, addr.port()).await;
-    wait_until(
-        "the aggregated API is served",
-        Duration::from_secs(60),
-        || async {
-            kubectl(cp, &["get", "coderusers", "-n", NAMESPACE], None)
-                .status
-                .success()
-        },
-    )
+    })
     .await;
+    let kube = cp.client().unwrap();
 
     let dir = example_dir();
     let out = kubectl(cp, &["apply", "-k", &dir], None);

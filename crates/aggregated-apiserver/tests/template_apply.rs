@@ -11,17 +11,14 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cluster::{
-    SERVER_NAMESPACE, assert_success, kubectl, kubectl_json, register, spawn_server, stdout, wait_until,
-};
+use cluster::{assert_success, kubectl, kubectl_json, serve_alone, static_provider, stdout};
 use coder_k8s_aggregated_apiserver::coder::template_import::{
     BACKOFF_AFTER_ENV, INITIAL_POLL_ENV, MAX_POLL_ENV, SettingsSource, WAIT_TIMEOUT_ENV,
 };
-use coder_k8s_aggregated_apiserver::coder::{StaticBackend, StaticProvider, template_versions, templates};
+use coder_k8s_aggregated_apiserver::coder::{template_versions, templates};
 use coder_k8s_aggregated_apiserver::generic::Registry;
 use coder_k8s_coder_client::{CoderClient, SessionToken};
 use coder_k8s_coder_testserver::{Config, TestServer};
-use coder_k8s_control_plane_access::ClientSettings;
 use coder_k8s_testenv::ControlPlane;
 
 const NAMESPACE: &str = "team-a";
@@ -42,16 +39,7 @@ fn fast_waits() -> SettingsSource {
 }
 
 fn registry(server: &TestServer, token: &str) -> Registry {
-    let backend = StaticBackend {
-        url: server.url(),
-        token: token.to_owned(),
-        namespace: NAMESPACE.to_owned(),
-    };
-    let settings = ClientSettings {
-        timeout: Duration::from_secs(10),
-        service_address_override: None,
-    };
-    let provider = Arc::new(StaticProvider::new(&backend, &settings).unwrap());
+    let provider = static_provider(server.url(), token, NAMESPACE, Duration::from_secs(10));
     Registry {
         group: "aggregation.coder.com",
         version: "v1alpha1",
@@ -114,25 +102,8 @@ async fn applying_the_same_template_manifest_twice_changes_nothing_in_coder() {
     let client = CoderClient::new(server.url(), SessionToken::new(token.clone())).unwrap();
     let org = client.default_organization().await.unwrap().name;
 
-    let cp: &'static ControlPlane = Box::leak(Box::new(ControlPlane::builder().start().await.unwrap()));
-    for namespace in [SERVER_NAMESPACE, NAMESPACE] {
-        assert_success(
-            &kubectl(cp, &["create", "namespace", namespace], None),
-            "create namespace",
-        );
-    }
-    let (addr, _) = spawn_server(cp, registry(&server, &token));
-    register(&cp.client().unwrap(), addr.port()).await;
-    wait_until(
-        "codertemplates is served through kube-apiserver",
-        Duration::from_secs(60),
-        || async {
-            kubectl(cp, &["get", "codertemplates", "-n", NAMESPACE], None)
-                .status
-                .success()
-        },
-    )
-    .await;
+    let registry = registry(&server, &token);
+    let cp = serve_alone(NAMESPACE, "codertemplates", move |_| registry).await;
     let name = format!("{org}.gitops");
     let first = manifest(&org, "resource \"null_resource\" \"a\" {}");
 

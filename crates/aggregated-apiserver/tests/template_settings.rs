@@ -13,11 +13,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use cluster::{SERVER_NAMESPACE, assert_success, kubectl, kubectl_json, register, spawn_server, wait_until};
+use cluster::{assert_success, kubectl, kubectl_json, serve_alone, static_provider, wait_until};
 use coder_k8s_aggregated_apiserver::coder::template_import::{
     BACKOFF_AFTER_ENV, INITIAL_POLL_ENV, MAX_POLL_ENV, SettingsSource, WAIT_TIMEOUT_ENV,
 };
-use coder_k8s_aggregated_apiserver::coder::{StaticBackend, StaticProvider, templates};
+use coder_k8s_aggregated_apiserver::coder::templates;
 use coder_k8s_aggregated_apiserver::generic::Registry;
 use coder_k8s_coder_client::types::{
     ArchiveKind, CreateTemplateRequest, CreateTemplateVersionRequest, JobStatus, Template,
@@ -25,7 +25,6 @@ use coder_k8s_coder_client::types::{
 };
 use coder_k8s_coder_client::{CoderClient, SessionToken};
 use coder_k8s_coder_testserver::{Config, Entitlement, TestServer};
-use coder_k8s_control_plane_access::ClientSettings;
 use coder_k8s_testenv::coder::EchoTemplate;
 use coder_k8s_testenv::{ControlPlane, RealCoder};
 use serde_json::{Value, json};
@@ -54,41 +53,13 @@ fn fast_waits() -> SettingsSource {
 /// A control plane of its own (the APIService is cluster-wide) with `codertemplates` served from the Coder at
 /// `url` and registered behind kube-apiserver.
 async fn serve(url: Url, token: &str) -> &'static ControlPlane {
-    let cp: &'static ControlPlane = Box::leak(Box::new(ControlPlane::builder().start().await.unwrap()));
-    for namespace in [SERVER_NAMESPACE, NAMESPACE] {
-        assert_success(
-            &kubectl(cp, &["create", "namespace", namespace], None),
-            "create namespace",
-        );
-    }
-    let backend = StaticBackend {
-        url,
-        token: token.to_owned(),
-        namespace: NAMESPACE.to_owned(),
-    };
-    let settings = ClientSettings {
-        timeout: Duration::from_secs(20),
-        service_address_override: None,
-    };
-    let provider = Arc::new(StaticProvider::new(&backend, &settings).unwrap());
+    let provider = static_provider(url, token, NAMESPACE, Duration::from_secs(20));
     let registry = Registry {
         group: "aggregation.coder.com",
         version: "v1alpha1",
         resources: vec![templates::resource_with(provider, fast_waits())],
     };
-    let (addr, _) = spawn_server(cp, registry);
-    register(&cp.client().unwrap(), addr.port()).await;
-    wait_until(
-        "codertemplates is served through kube-apiserver",
-        Duration::from_secs(60),
-        || async {
-            kubectl(cp, &["get", "codertemplates", "-n", NAMESPACE], None)
-                .status
-                .success()
-        },
-    )
-    .await;
-    cp
+    serve_alone(NAMESPACE, "codertemplates", move |_| registry).await
 }
 
 /// A template `name` in `organization` from a source archive, its import waited for.

@@ -9,89 +9,35 @@
 
 mod cluster;
 
-use std::collections::BTreeMap;
-use std::net::{IpAddr, Ipv4Addr};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::Arc;
 
-use async_trait::async_trait;
-use cluster::{SERVER_NAMESPACE, assert_success, kubectl, register, spawn_server_with, stdout, wait_until};
+use cluster::{SERVER_NAMESPACE, ServedByNamespace, assert_success, kubectl, stdout};
+use coder_k8s_aggregated_apiserver::coder::registry_with;
 use coder_k8s_aggregated_apiserver::coder::user_records::{
     KubeUserStore, USER_RECORD_LABEL, UserStore, record_name,
 };
-use coder_k8s_aggregated_apiserver::coder::{Backend, Provider, registry_with};
-use coder_k8s_aggregated_apiserver::generic::ApiError;
 use coder_k8s_coder_client::types::users::LoginWithPasswordRequest;
 use coder_k8s_coder_client::{CoderClient, Secret as Hidden, SessionToken};
 use coder_k8s_coder_testserver::{Config, TestServer};
-use coder_k8s_control_plane_access::ClientSettings;
 use coder_k8s_testenv::ControlPlane;
 use coder_k8s_testenv::coder::RealCoder;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 use tokio::sync::OnceCell;
 use uuid::Uuid;
 
-/// The Coder deployment of each served namespace; tests add theirs.
-#[derive(Default)]
-struct ByNamespace(Mutex<BTreeMap<String, Backend>>);
-
-#[async_trait]
-impl Provider for ByNamespace {
-    async fn resolve(&self, namespace: Option<&str>) -> Result<Vec<Backend>, ApiError> {
-        let backends = self.0.lock().unwrap();
-        Ok(match namespace {
-            Some(ns) => backends.get(ns).cloned().into_iter().collect(),
-            None => backends.values().cloned().collect(),
-        })
-    }
-}
-
-struct Served {
-    cp: &'static ControlPlane,
-    backends: Arc<ByNamespace>,
-}
-
 /// One control plane per test process with the Coder-backed registry behind it, user records kept in the
 /// server's namespace.
-async fn served() -> &'static Served {
-    static SERVED: OnceCell<Served> = OnceCell::const_new();
+async fn served() -> &'static ServedByNamespace {
+    static SERVED: OnceCell<ServedByNamespace> = OnceCell::const_new();
     SERVED
-        .get_or_init(|| async {
-            let cp: &'static ControlPlane = Box::leak(Box::new(
-                ControlPlane::builder().start().await.expect("a control plane"),
-            ));
-            let kube = cp.client().unwrap();
-            let namespace: Namespace =
-                serde_json::from_value(json!({"metadata": {"name": SERVER_NAMESPACE}})).unwrap();
-            Api::<Namespace>::all(kube.clone())
-                .create(&PostParams::default(), &namespace)
-                .await
-                .unwrap();
-            let backends = Arc::new(ByNamespace::default());
-            let provider: Arc<dyn Provider> = backends.clone();
-            let (addr, _) = spawn_server_with(cp, move |kube| {
+        .get_or_init(|| {
+            ServedByNamespace::start(|kube, provider| {
                 let store: Arc<dyn UserStore> = Arc::new(KubeUserStore::new(kube, SERVER_NAMESPACE));
                 registry_with(provider, None, Some(store))
-            });
-            register(&kube, addr.port()).await;
-            wait_until(
-                "the aggregated API answers through kube-apiserver",
-                Duration::from_secs(60),
-                || async {
-                    kubectl(
-                        cp,
-                        &["get", "--raw", "/apis/aggregation.coder.com/v1alpha1"],
-                        None,
-                    )
-                    .status
-                    .success()
-                },
-            )
-            .await;
-            Served { cp, backends }
+            })
         })
         .await
 }
@@ -113,24 +59,7 @@ struct Flow {
 impl Flow {
     async fn start(tag: &str, url: url::Url, token: String, server: Option<TestServer>) -> Flow {
         let served = served().await;
-        let namespace = served
-            .cp
-            .namespace(&format!("users-{tag}"))
-            .await
-            .unwrap()
-            .name()
-            .to_owned();
-        let settings = ClientSettings {
-            timeout: Duration::from_secs(20),
-            service_address_override: Some(IpAddr::V4(Ipv4Addr::LOCALHOST)),
-        };
-        served.backends.0.lock().unwrap().insert(
-            namespace.clone(),
-            Backend {
-                namespace: namespace.clone(),
-                client: settings.build(&url, &token).unwrap(),
-            },
-        );
+        let namespace = served.namespace(&format!("users-{tag}"), &url, &token).await;
         let client = CoderClient::new(url.clone(), SessionToken::new(token)).unwrap();
         let organization = client.default_organization().await.unwrap().name;
         Flow {

@@ -11,18 +11,15 @@
 mod cluster;
 
 use std::collections::BTreeMap;
-use std::net::{IpAddr, Ipv4Addr};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use bytes::Bytes;
-use cluster::{SERVER_NAMESPACE, assert_success, kubectl, register, spawn_server_with, stdout, wait_until};
+use cluster::{SERVER_NAMESPACE, ServedByNamespace, assert_success, kubectl, stdout, wait_until};
+use coder_k8s_aggregated_apiserver::coder::registry_with;
 use coder_k8s_aggregated_apiserver::coder::workspace_secrets::{
     KubeParameterSecrets, ParameterSecrets, RECORD_LABEL, record_name,
 };
-use coder_k8s_aggregated_apiserver::coder::{Backend, Provider, registry_with};
-use coder_k8s_aggregated_apiserver::generic::ApiError;
 use coder_k8s_coder_client::types::builds::{CreateWorkspaceBuildRequest, Transition};
 use coder_k8s_coder_client::types::files::ArchiveKind;
 use coder_k8s_coder_client::types::jobs::JobStatus;
@@ -34,94 +31,28 @@ use coder_k8s_coder_client::types::workspaces::{
 };
 use coder_k8s_coder_client::{CoderClient, SessionToken};
 use coder_k8s_coder_testserver::{Config, TestServer};
-use coder_k8s_control_plane_access::ClientSettings;
 use coder_k8s_testenv::ControlPlane;
 use coder_k8s_testenv::coder::{EchoTemplate, RealCoder, WITH_PARAMETERS_MAIN_TF};
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 use tokio::sync::OnceCell;
 use uuid::Uuid;
 
-/// The Coder deployment of each served namespace; tests add theirs.
-#[derive(Default)]
-struct ByNamespace(Mutex<BTreeMap<String, Backend>>);
-
-#[async_trait]
-impl Provider for ByNamespace {
-    async fn resolve(&self, namespace: Option<&str>) -> Result<Vec<Backend>, ApiError> {
-        let backends = self.0.lock().unwrap();
-        Ok(match namespace {
-            Some(ns) => backends.get(ns).cloned().into_iter().collect(),
-            None => backends.values().cloned().collect(),
-        })
-    }
-}
-
-struct Served {
-    cp: &'static ControlPlane,
-    backends: Arc<ByNamespace>,
-}
-
 /// One control plane per test process with the Coder-backed registry registered behind it, parameter references
 /// recorded in the server's namespace.
-async fn served() -> &'static Served {
-    static SERVED: OnceCell<Served> = OnceCell::const_new();
+async fn served() -> &'static ServedByNamespace {
+    static SERVED: OnceCell<ServedByNamespace> = OnceCell::const_new();
     SERVED
-        .get_or_init(|| async {
-            let cp: &'static ControlPlane = Box::leak(Box::new(
-                ControlPlane::builder().start().await.expect("a control plane"),
-            ));
-            let kube = cp.client().unwrap();
-            let namespace: Namespace =
-                serde_json::from_value(json!({"metadata": {"name": SERVER_NAMESPACE}})).unwrap();
-            Api::<Namespace>::all(kube.clone())
-                .create(&PostParams::default(), &namespace)
-                .await
-                .unwrap();
-            let backends = Arc::new(ByNamespace::default());
-            let provider: Arc<dyn Provider> = backends.clone();
-            let (addr, _) = spawn_server_with(cp, move |kube| {
+        .get_or_init(|| {
+            ServedByNamespace::start(|kube, provider| {
                 let secrets: Arc<dyn ParameterSecrets> =
                     Arc::new(KubeParameterSecrets::new(kube, SERVER_NAMESPACE));
                 registry_with(provider, Some(secrets), None)
-            });
-            register(&kube, addr.port()).await;
-            wait_until(
-                "the aggregated API answers through kube-apiserver",
-                Duration::from_secs(60),
-                || async {
-                    kubectl(
-                        cp,
-                        &["get", "--raw", "/apis/aggregation.coder.com/v1alpha1"],
-                        None,
-                    )
-                    .status
-                    .success()
-                },
-            )
-            .await;
-            Served { cp, backends }
+            })
         })
         .await
-}
-
-/// A namespace of the control plane served by the Coder at `url`.
-async fn serve_namespace(served: &Served, prefix: &str, url: &url::Url, token: &str) -> String {
-    let namespace = served.cp.namespace(prefix).await.unwrap().name().to_owned();
-    let settings = ClientSettings {
-        timeout: Duration::from_secs(20),
-        service_address_override: Some(IpAddr::V4(Ipv4Addr::LOCALHOST)),
-    };
-    served.backends.0.lock().unwrap().insert(
-        namespace.clone(),
-        Backend {
-            namespace: namespace.clone(),
-            client: settings.build(url, token).unwrap(),
-        },
-    );
-    namespace
 }
 
 /// Where a flow runs: the Coder, its owner, organization and a template with the rich parameters of
@@ -157,7 +88,9 @@ impl Flow {
         let template = format!("params-{tag}");
         let organization = import_template(&client, &template, archive, "terraform").await;
         let owner = client.me().await.unwrap().username;
-        let namespace = serve_namespace(served, &format!("wss-{tag}"), &server.url(), &token).await;
+        let namespace = served
+            .namespace(&format!("wss-{tag}"), &server.url(), &token)
+            .await;
         Flow {
             cp: served.cp,
             // A client of the test's own runtime.
@@ -181,7 +114,9 @@ impl Flow {
         let template = format!("params-{tag}-{}", &Uuid::new_v4().simple().to_string()[..8]);
         let organization = import_template(&client, &template, archive, "echo").await;
         let owner = client.me().await.unwrap().username;
-        let namespace = serve_namespace(served, &format!("wsr-{tag}"), &url, coder.owner_token()).await;
+        let namespace = served
+            .namespace(&format!("wsr-{tag}"), &url, coder.owner_token())
+            .await;
         Flow {
             cp: served.cp,
             // A client of the test's own runtime.

@@ -7,16 +7,11 @@
 
 mod cluster;
 
-use std::collections::BTreeMap;
-use std::net::{IpAddr, Ipv4Addr};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use async_trait::async_trait;
 use bytes::Bytes;
-use cluster::{SERVER_NAMESPACE, assert_success, kubectl, register, spawn_server, stdout, wait_until};
-use coder_k8s_aggregated_apiserver::coder::{Backend, Provider, registry, transitions};
-use coder_k8s_aggregated_apiserver::generic::ApiError;
+use cluster::{ServedByNamespace, assert_success, kubectl, stdout};
+use coder_k8s_aggregated_apiserver::coder::{registry, transitions};
 use coder_k8s_coder_client::types::builds::{Transition, WorkspaceBuildStatus};
 use coder_k8s_coder_client::types::files::ArchiveKind;
 use coder_k8s_coder_client::types::jobs::JobStatus;
@@ -25,97 +20,28 @@ use coder_k8s_coder_client::types::templates::CreateTemplateRequest;
 use coder_k8s_coder_client::types::workspaces::Workspace;
 use coder_k8s_coder_client::{CoderClient, SessionToken};
 use coder_k8s_coder_testserver::{Config, TestServer};
-use coder_k8s_control_plane_access::ClientSettings;
 use coder_k8s_testenv::{ControlPlane, RealCoder};
-use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 use tokio::sync::OnceCell;
 
-/// The Coder deployment of each served namespace; tests add theirs.
-#[derive(Default)]
-struct ByNamespace(Mutex<BTreeMap<String, Backend>>);
-
-#[async_trait]
-impl Provider for ByNamespace {
-    async fn resolve(&self, namespace: Option<&str>) -> Result<Vec<Backend>, ApiError> {
-        let backends = self.0.lock().unwrap();
-        Ok(match namespace {
-            Some(ns) => backends.get(ns).cloned().into_iter().collect(),
-            None => backends.values().cloned().collect(),
-        })
-    }
-}
-
-struct Served {
-    cp: &'static ControlPlane,
-    backends: Arc<ByNamespace>,
-}
-
 /// One control plane per test process with the Coder-backed registry (and `start`/`stop`) registered behind it.
-async fn served() -> &'static Served {
-    static SERVED: OnceCell<Served> = OnceCell::const_new();
+async fn served() -> &'static ServedByNamespace {
+    static SERVED: OnceCell<ServedByNamespace> = OnceCell::const_new();
     SERVED
-        .get_or_init(|| async {
-            let cp: &'static ControlPlane = Box::leak(Box::new(
-                ControlPlane::builder().start().await.expect("a control plane"),
-            ));
-            let client = cp.client().unwrap();
-            let namespace: Namespace =
-                serde_json::from_value(json!({"metadata": {"name": SERVER_NAMESPACE}})).unwrap();
-            Api::<Namespace>::all(client.clone())
-                .create(&PostParams::default(), &namespace)
-                .await
-                .unwrap();
-            let backends = Arc::new(ByNamespace::default());
-            let provider: Arc<dyn Provider> = backends.clone();
-            let mut registry = registry(provider.clone());
-            let workspaces = registry
-                .resources
-                .iter_mut()
-                .find(|r| r.plural == "coderworkspaces")
-                .unwrap();
-            workspaces.subresources = vec![transitions::start(provider.clone()), transitions::stop(provider)];
-            let (addr, _) = spawn_server(cp, registry);
-            register(&client, addr.port()).await;
-            wait_until(
-                "the aggregated API answers through kube-apiserver",
-                Duration::from_secs(60),
-                || async {
-                    kubectl(
-                        cp,
-                        &["get", "--raw", "/apis/aggregation.coder.com/v1alpha1"],
-                        None,
-                    )
-                    .status
-                    .success()
-                },
-            )
-            .await;
-            Served { cp, backends }
+        .get_or_init(|| {
+            ServedByNamespace::start(|_, provider| {
+                let mut registry = registry(provider.clone());
+                let workspaces = registry
+                    .resources
+                    .iter_mut()
+                    .find(|r| r.plural == "coderworkspaces")
+                    .unwrap();
+                workspaces.subresources =
+                    vec![transitions::start(provider.clone()), transitions::stop(provider)];
+                registry
+            })
         })
         .await
-}
-
-fn settings() -> ClientSettings {
-    ClientSettings {
-        timeout: Duration::from_secs(20),
-        service_address_override: Some(IpAddr::V4(Ipv4Addr::LOCALHOST)),
-    }
-}
-
-/// A namespace of the control plane served by the Coder at `url`.
-async fn serve_namespace(served: &Served, prefix: &str, url: &url::Url, token: &str) -> String {
-    let namespace = served.cp.namespace(prefix).await.unwrap().name().to_owned();
-    let client = settings().build(url, token).unwrap();
-    served.backends.0.lock().unwrap().insert(
-        namespace.clone(),
-        Backend {
-            namespace: namespace.clone(),
-            client,
-        },
-    );
-    namespace
 }
 
 fn manifest(name: &str, namespace: &str, organization: &str, template: &str, running: bool) -> String {
@@ -397,7 +323,7 @@ async fn kubectl_creates_stops_starts_applies_and_deletes_workspaces_of_the_test
         "terraform",
     )
     .await;
-    let namespace = serve_namespace(served, "kc-testserver", &server.url(), &token).await;
+    let namespace = served.namespace("kc-testserver", &server.url(), &token).await;
 
     // Discovery lists both subresources with their kind and verb.
     let resources: Value = serde_json::from_str(&run(
@@ -471,6 +397,6 @@ async fn kubectl_creates_stops_starts_applies_and_deletes_workspaces_of_a_real_c
     );
     let organization = import_template(&client, "kube-echo", archive, "echo").await;
     let owner = client.me().await.unwrap().username;
-    let namespace = serve_namespace(served, "kc-real", &url, coder.owner_token()).await;
+    let namespace = served.namespace("kc-real", &url, coder.owner_token()).await;
     create_stop_start_delete(served.cp, &client, &namespace, &organization, &owner, "kube-echo").await;
 }

@@ -1,26 +1,35 @@
 //! Test support: a real control plane with the aggregated API server of this crate registered behind it (served
-//! from in-memory storages on a runtime of its own, reached through an ExternalName Service), and kubectl helpers.
-// Two test binaries use this module, each a part of it.
+//! from in-memory storages, or from Coder for one namespace or for each namespace a test adds, on a runtime of its
+//! own, reached through an ExternalName Service), and kubectl helpers.
+// Many test binaries use this module, each a part of it.
 #![allow(dead_code)]
 
-use std::net::SocketAddr;
+use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use rustls_pki_types::pem::PemObject as _;
 use std::process::{Command, Output, Stdio};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use async_trait::async_trait;
+use coder_k8s_aggregated_apiserver::coder::provider::NO_SECRETS;
+use coder_k8s_aggregated_apiserver::coder::{Backend, Provider, StaticBackend, StaticProvider};
+use coder_k8s_aggregated_apiserver::generic::ApiError;
 use coder_k8s_aggregated_apiserver::generic::memory::MemoryStorage;
 use coder_k8s_aggregated_apiserver::generic::server::ServerSettings;
 use coder_k8s_aggregated_apiserver::generic::{Column, Registry, ResourceDef, Verb};
 use coder_k8s_aggregated_apiserver::run::{Options, prepare};
 use coder_k8s_aggregated_apiserver::serving::ServingSettings;
+use coder_k8s_control_plane_access::ClientSettings;
 use coder_k8s_testenv::ControlPlane;
 use k8s_openapi::api::authorization::v1::ResourceAttributes;
+use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::api::{Api, DynamicObject, PostParams};
 use serde_json::{Value, json};
 use tokio::sync::OnceCell;
+use url::Url;
 
 /// The namespace the server runs in (its Service and serving-CA Secret live there).
 pub const SERVER_NAMESPACE: &str = "coder-system";
@@ -66,22 +75,180 @@ impl Served {
             addr,
             ca_pem,
         };
-        wait_until(
-            "the aggregated API answers through kube-apiserver",
-            Duration::from_secs(60),
-            || async {
-                kubectl(
-                    cp,
-                    &["get", "--raw", "/apis/aggregation.coder.com/v1alpha1"],
-                    None,
-                )
-                .status
-                .success()
-            },
-        )
-        .await;
+        wait_until_served(cp).await;
         served
     }
+}
+
+/// Waits until kube-apiserver answers for the aggregated API (the APIService is available).
+async fn wait_until_served(cp: &ControlPlane) {
+    wait_until(
+        "the aggregated API answers through kube-apiserver",
+        Duration::from_secs(60),
+        || async {
+            kubectl(
+                cp,
+                &["get", "--raw", "/apis/aggregation.coder.com/v1alpha1"],
+                None,
+            )
+            .status
+            .success()
+        },
+    )
+    .await;
+}
+
+/// The Coder deployment of each served namespace, filled by the tests: the provider of the test binaries that share
+/// one control plane and serve each test's namespace from a Coder of the test's own.
+pub struct ByNamespace {
+    backends: Mutex<BTreeMap<String, Backend>>,
+    /// Reads Secrets as the control plane's admin, with a client built per read on the server's runtime (a client
+    /// works only while the runtime it was built on runs, and each test has a runtime of its own); `None` refuses
+    /// like a provider without a Kubernetes client.
+    secrets: Option<kube::Config>,
+}
+
+#[async_trait]
+impl Provider for ByNamespace {
+    async fn resolve(&self, namespace: Option<&str>) -> Result<Vec<Backend>, ApiError> {
+        let backends = self.backends.lock().expect("backends");
+        Ok(match namespace {
+            Some(ns) => backends.get(ns).cloned().into_iter().collect(),
+            None => backends.values().cloned().collect(),
+        })
+    }
+
+    async fn read_secret(&self, namespace: &str, name: &str) -> Result<Option<Secret>, ApiError> {
+        let Some(config) = &self.secrets else {
+            return Err(ApiError::internal(NO_SECRETS));
+        };
+        let client = kube::Client::try_from(config.clone())
+            .map_err(|e| ApiError::internal(format!("build a kube client: {e}")))?;
+        Api::<Secret>::namespaced(client, namespace)
+            .get_opt(name)
+            .await
+            .map_err(|e| ApiError::internal(format!("read Secret {namespace}/{name}: {e}")))
+    }
+}
+
+/// One control plane per test process with a Coder-backed registry over [`ByNamespace`] registered behind it: the
+/// test binaries that serve a namespace per test built this alike but for their registry; each keeps its own
+/// `OnceCell` and starts this in it.
+pub struct ServedByNamespace {
+    pub cp: &'static ControlPlane,
+    pub backends: Arc<ByNamespace>,
+}
+
+impl ServedByNamespace {
+    /// Starts the control plane, creates [`SERVER_NAMESPACE`] and serves the registry `build` makes on the server's
+    /// runtime from a kube client of that runtime and the provider; returns once the aggregated API answers. The
+    /// provider refuses to read Secrets.
+    pub async fn start(
+        build: impl FnOnce(kube::Client, Arc<dyn Provider>) -> Registry + Send + 'static,
+    ) -> ServedByNamespace {
+        Self::start_with(false, build).await
+    }
+
+    /// [`ServedByNamespace::start`] with a provider that reads Secrets as the control plane's admin.
+    pub async fn start_reading_secrets(
+        build: impl FnOnce(kube::Client, Arc<dyn Provider>) -> Registry + Send + 'static,
+    ) -> ServedByNamespace {
+        Self::start_with(true, build).await
+    }
+
+    async fn start_with(
+        reads_secrets: bool,
+        build: impl FnOnce(kube::Client, Arc<dyn Provider>) -> Registry + Send + 'static,
+    ) -> ServedByNamespace {
+        let cp = leaked_control_plane().await;
+        let client = cp.client().expect("client");
+        create_namespace(&client, SERVER_NAMESPACE).await;
+        let backends = Arc::new(ByNamespace {
+            backends: Mutex::default(),
+            secrets: reads_secrets.then(|| cp.config().expect("kube config")),
+        });
+        let provider: Arc<dyn Provider> = backends.clone();
+        let (addr, _) = spawn_server_with(cp, move |kube| build(kube, provider));
+        register(&client, addr.port()).await;
+        wait_until_served(cp).await;
+        ServedByNamespace { cp, backends }
+    }
+
+    /// A new namespace of the control plane (named from `prefix`) served by the Coder at `url` with `token`.
+    pub async fn namespace(&self, prefix: &str, url: &Url, token: &str) -> String {
+        let namespace = self
+            .cp
+            .namespace(prefix)
+            .await
+            .expect("a namespace")
+            .name()
+            .to_owned();
+        let settings = ClientSettings {
+            timeout: Duration::from_secs(20),
+            service_address_override: Some(IpAddr::V4(Ipv4Addr::LOCALHOST)),
+        };
+        let backend = Backend {
+            namespace: namespace.clone(),
+            client: settings.build(url, token).expect("a Coder client"),
+        };
+        self.backends
+            .backends
+            .lock()
+            .expect("backends")
+            .insert(namespace.clone(), backend);
+        namespace
+    }
+}
+
+/// A control plane without kube-controller-manager, leaked to `'static`: the server on it outlives the runtime of
+/// the test that starts it.
+async fn leaked_control_plane() -> &'static ControlPlane {
+    Box::leak(Box::new(
+        ControlPlane::builder().start().await.expect("a control plane"),
+    ))
+}
+
+/// The provider of tests served by one Coder: `namespace` served by the Coder at `url` with `token`, each call
+/// timing out after `timeout`.
+pub fn static_provider(url: Url, token: &str, namespace: &str, timeout: Duration) -> Arc<StaticProvider> {
+    let backend = StaticBackend {
+        url,
+        token: token.to_owned(),
+        namespace: namespace.to_owned(),
+    };
+    let settings = ClientSettings {
+        timeout,
+        service_address_override: None,
+    };
+    Arc::new(StaticProvider::new(&backend, &settings).expect("a static provider"))
+}
+
+/// A control plane of one test's own (a test needs one when its registry differs from the other tests' of its
+/// binary, as the APIService is cluster-wide) with [`SERVER_NAMESPACE`] and `namespace` created and the registry
+/// `make_registry` makes registered behind it; returns once `kubectl get <plural> -n <namespace>` answers.
+pub async fn serve_alone(
+    namespace: &str,
+    plural: &str,
+    make_registry: impl FnOnce(kube::Client) -> Registry + Send + 'static,
+) -> &'static ControlPlane {
+    let cp = leaked_control_plane().await;
+    let client = cp.client().expect("client");
+    for name in [SERVER_NAMESPACE, namespace] {
+        create_namespace(&client, name).await;
+    }
+    let (addr, _) = spawn_server_with(cp, make_registry);
+    register(&client, addr.port()).await;
+    wait_until(
+        &format!("{plural} is served through kube-apiserver"),
+        Duration::from_secs(60),
+        || async {
+            kubectl(cp, &["get", plural, "-n", namespace], None)
+                .status
+                .success()
+        },
+    )
+    .await;
+    cp
 }
 
 /// Starts the server on a thread and runtime of its own (each test has its own runtime; the server outlives them).

@@ -7,23 +7,21 @@
 
 use std::collections::BTreeMap;
 use std::process::Output;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use bytes::Bytes;
 use coder_k8s_aggregated_apiserver::coder::template_import::{
     BACKOFF_AFTER_ENV, INITIAL_POLL_ENV, MAX_POLL_ENV, SettingsSource, WAIT_TIMEOUT_ENV,
 };
-use coder_k8s_aggregated_apiserver::coder::{Backend, Provider, templates};
-use coder_k8s_aggregated_apiserver::generic::{ApiError, Registry};
+use coder_k8s_aggregated_apiserver::coder::templates;
+use coder_k8s_aggregated_apiserver::generic::Registry;
 use coder_k8s_coder_client::CoderClient;
 use coder_k8s_coder_client::Secret as Value;
 use coder_k8s_coder_client::types::{
     ArchiveKind, CreateTemplateRequest, CreateTemplateVersionRequest, JobStatus, Template, VariableValue,
 };
 use coder_k8s_coder_testserver::{Config, Entitlement, TestServer};
-use coder_k8s_control_plane_access::ClientSettings;
 use coder_k8s_testenv::coder::EchoTemplate;
 use coder_k8s_testenv::{ControlPlane, EchoVariable, RealCoder, echo_with_variables};
 use k8s_openapi::api::core::v1::Secret;
@@ -33,7 +31,7 @@ use tokio::sync::OnceCell;
 use url::Url;
 use uuid::Uuid;
 
-use crate::cluster::{SERVER_NAMESPACE, assert_success, kubectl, register, spawn_server, wait_until};
+use crate::cluster::{ServedByNamespace, kubectl, wait_until};
 
 /// Every premium feature behind template settings.
 pub const ALL_FEATURES: [&str; 4] = [
@@ -72,38 +70,10 @@ fn fast_waits() -> SettingsSource {
     Arc::new(move |name| map.get(name).map(|v| (*v).to_owned()))
 }
 
-/// Namespace → the Coder serving it, filled by the tests; Secrets read as the admin user.
-struct MapProvider {
-    backends: Mutex<BTreeMap<String, Backend>>,
-    /// A client is built per read, on the server's runtime (a client's worker lives on the runtime it was built on,
-    /// and each test has a runtime of its own).
-    kube: kube::Config,
-}
-
-#[async_trait]
-impl Provider for MapProvider {
-    async fn resolve(&self, namespace: Option<&str>) -> Result<Vec<Backend>, ApiError> {
-        let backends = self.backends.lock().unwrap();
-        Ok(match namespace {
-            Some(ns) => backends.get(ns).cloned().into_iter().collect(),
-            None => backends.values().cloned().collect(),
-        })
-    }
-
-    async fn read_secret(&self, namespace: &str, name: &str) -> Result<Option<Secret>, ApiError> {
-        let client = kube::Client::try_from(self.kube.clone())
-            .map_err(|e| ApiError::internal(format!("build a kube client: {e}")))?;
-        Api::<Secret>::namespaced(client, namespace)
-            .get_opt(name)
-            .await
-            .map_err(|e| ApiError::internal(format!("read Secret {namespace}/{name}: {e}")))
-    }
-}
-
-/// The control plane of this test process with `codertemplates` served behind it.
+/// The control plane of this test process with `codertemplates` served behind it, Secrets read as the admin user.
 pub struct Served {
     pub cp: &'static ControlPlane,
-    provider: Arc<MapProvider>,
+    by_namespace: ServedByNamespace,
 }
 
 impl Served {
@@ -114,52 +84,23 @@ impl Served {
 
     async fn start() -> Served {
         coder_k8s_coder_client::install_ring_provider();
-        let cp: &'static ControlPlane = Box::leak(Box::new(ControlPlane::builder().start().await.unwrap()));
-        assert_success(
-            &kubectl(cp, &["create", "namespace", SERVER_NAMESPACE], None),
-            "create namespace",
-        );
-        let provider = Arc::new(MapProvider {
-            backends: Mutex::new(BTreeMap::new()),
-            kube: cp.config().unwrap(),
-        });
-        let registry = Registry {
+        let by_namespace = ServedByNamespace::start_reading_secrets(|_, provider| Registry {
             group: "aggregation.coder.com",
             version: "v1alpha1",
-            resources: vec![templates::resource_with(provider.clone(), fast_waits())],
-        };
-        let (addr, _) = spawn_server(cp, registry);
-        register(&cp.client().unwrap(), addr.port()).await;
-        wait_until(
-            "codertemplates is served through kube-apiserver",
-            Duration::from_secs(60),
-            || async {
-                kubectl(
-                    cp,
-                    &["get", "--raw", "/apis/aggregation.coder.com/v1alpha1"],
-                    None,
-                )
-                .status
-                .success()
-            },
-        )
+            resources: vec![templates::resource_with(provider, fast_waits())],
+        })
         .await;
-        Served { cp, provider }
+        Served {
+            cp: by_namespace.cp,
+            by_namespace,
+        }
     }
 
     /// A new namespace whose templates `coder` serves.
     pub async fn namespace(&self, prefix: &str, coder: &Coder) -> String {
-        let ns = self.cp.namespace(prefix).await.unwrap().name().to_owned();
-        let settings = ClientSettings {
-            timeout: Duration::from_secs(20),
-            service_address_override: None,
-        };
-        let backend = Backend {
-            namespace: ns.clone(),
-            client: settings.build(&coder.url, &coder.token).unwrap(),
-        };
-        self.provider.backends.lock().unwrap().insert(ns.clone(), backend);
-        ns
+        self.by_namespace
+            .namespace(prefix, &coder.url, &coder.token)
+            .await
     }
 
     /// Creates Secret `name` in `namespace` holding `data`.
