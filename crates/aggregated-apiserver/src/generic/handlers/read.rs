@@ -121,9 +121,20 @@ fn representation(format: &ResponseFormat) -> Option<Representation> {
 /// Frees `lists` on a blocking thread, off the path of the answer: freeing a thousand JSON trees costs about as
 /// much as building them.
 fn free_later(lists: Vec<Arc<Vec<Value>>>) {
-    if !lists.is_empty() {
-        drop(tokio::task::spawn_blocking(move || drop(lists)));
+    let freed = freed_by_dropping(lists);
+    if !freed.is_empty() {
+        drop(tokio::task::spawn_blocking(move || drop(freed)));
     }
+}
+
+/// The lists of `lists` that dropping would free. The others are still held elsewhere (an unchanged list is the
+/// answer just given and the storage's memo too): dropping them here only lowers a count, which costs less than
+/// waking a blocking thread on every list of unchanged objects.
+fn freed_by_dropping(lists: Vec<Arc<Vec<Value>>>) -> Vec<Arc<Vec<Value>>> {
+    lists
+        .into_iter()
+        .filter(|list| Arc::strong_count(list) == 1)
+        .collect()
 }
 
 /// A stream of the changes after the requested resourceVersion, for `timeoutSeconds` (or a randomised default):
@@ -353,6 +364,21 @@ mod tests {
         assert_eq!(
             check("resourceVersion=17&resourceVersionMatch=NotOlderThan&sendInitialEvents=true"),
             Err(400)
+        );
+    }
+
+    #[test]
+    fn only_lists_held_nowhere_else_are_freed_off_the_answers_path() {
+        let shared = Arc::new(vec![serde_json::json!({"kind": "Kept"})]);
+        let answer = shared.clone();
+        let sole = Arc::new(vec![serde_json::json!({"kind": "Replaced"})]);
+        let freed = freed_by_dropping(vec![shared, sole]);
+        assert_eq!(freed.len(), 1);
+        assert_eq!(freed[0][0]["kind"], "Replaced");
+        assert_eq!(
+            Arc::strong_count(&answer),
+            1,
+            "the shared list's extra reference was dropped"
         );
     }
 }
