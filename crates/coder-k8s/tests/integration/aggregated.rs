@@ -20,7 +20,7 @@ use serde_json::json;
 use tokio::sync::OnceCell;
 
 use crate::support::{
-    Process, assert_success, control_plane_with_crds, install_crds, kubectl, path, stderr, stdout,
+    Process, assert_success, control_plane_with_crds, install_crds, kubectl, path, stderr, stdout, wait_for,
 };
 
 const SERVER_NAMESPACE: &str = "coder-system";
@@ -89,14 +89,6 @@ async fn seed_template(coder: &RealCoder, name: &str) -> String {
     organization
 }
 
-async fn wait_until(what: &str, mut check: impl AsyncFnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(90);
-    while !check().await {
-        assert!(Instant::now() < deadline, "timed out waiting until {what}");
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-}
-
 /// A control plane on the port and database of a Coder (real or the test server), made Ready by the operator (the
 /// test plays kubelet).
 async fn ready_control_plane(client: &kube::Client, port: u16, database_url: &str, namespace: &str) {
@@ -119,19 +111,23 @@ async fn ready_control_plane(client: &kube::Client, port: u16, database_url: &st
         .await
         .unwrap();
     let deployments = Api::<Deployment>::namespaced(client.clone(), namespace);
-    wait_until("the Deployment exists", async || {
-        deployments.get_opt("coder").await.unwrap().is_some()
-    })
+    wait_for(
+        async || deployments.get_opt("coder").await.unwrap().is_some(),
+        "the Deployment exists",
+    )
     .await;
     let ready = json!({"status": {"replicas": 1, "readyReplicas": 1, "availableReplicas": 1}});
     deployments
         .patch_status("coder", &PatchParams::default(), &Patch::Merge(&ready))
         .await
         .unwrap();
-    wait_until("operator access is ready", async || {
-        let cp = control_planes.get("coder").await.unwrap();
-        cp.status.and_then(|s| s.operator_access_ready) == Some(true)
-    })
+    wait_for(
+        async || {
+            let cp = control_planes.get("coder").await.unwrap();
+            cp.status.and_then(|s| s.operator_access_ready) == Some(true)
+        },
+        "operator access is ready",
+    )
     .await;
 }
 
@@ -164,15 +160,18 @@ async fn register_and_wait(cp: &ControlPlane, client: &kube::Client, api_port: u
     coder_k8s_testenv::apiservice::register(client, SERVER_NAMESPACE, api_port)
         .await
         .unwrap();
-    wait_until("the aggregated API answers through kube-apiserver", async || {
-        kubectl(
-            cp,
-            &["get", "--raw", "/apis/aggregation.coder.com/v1alpha1"],
-            None,
-        )
-        .status
-        .success()
-    })
+    wait_for(
+        async || {
+            kubectl(
+                cp,
+                &["get", "--raw", "/apis/aggregation.coder.com/v1alpha1"],
+                None,
+            )
+            .status
+            .success()
+        },
+        "the aggregated API answers through kube-apiserver",
+    )
     .await;
 }
 
@@ -249,9 +248,10 @@ async fn all_mode_serves_a_real_coders_templates_through_kube_apiserver() {
     assert!(stdout(&out).trim().is_empty(), "{}", stdout(&out));
     let namespaces = Api::<Namespace>::all(client.clone());
     namespaces.delete(&empty, &Default::default()).await.unwrap();
-    wait_until("the namespace without a control plane is deleted", async || {
-        namespaces.get_opt(&empty).await.unwrap().is_none()
-    })
+    wait_for(
+        async || namespaces.get_opt(&empty).await.unwrap().is_none(),
+        "the namespace without a control plane is deleted",
+    )
     .await;
 
     assert!(operator.stop().success(), "SIGTERM ends the process with 0");
@@ -351,9 +351,10 @@ async fn all_mode_applies_the_samples_and_writes_through_to_coder() {
         vec!["POST /api/v2/users/coder-k8s-operator/workspaces".to_owned()]
     );
     let resource = format!("coderworkspace/{SAMPLE_WORKSPACE}");
-    wait_until("the sample workspace is running", async || {
-        field(&cp, &resource, "{.status.latestBuildStatus}") == "running"
-    })
+    wait_for(
+        async || field(&cp, &resource, "{.status.latestBuildStatus}") == "running",
+        "the sample workspace is running",
+    )
     .await;
     let out = kubectl(&cp, &["get", "coderworkspaces,codertemplates", "-A"], None);
     assert_success(&out, "get coderworkspaces,codertemplates -A");
@@ -385,9 +386,10 @@ async fn all_mode_applies_the_samples_and_writes_through_to_coder() {
         coder_writes(&server),
         vec![format!("POST /api/v2/workspaces/{workspace_id}/builds")]
     );
-    wait_until("the sample workspace is stopped", async || {
-        field(&cp, &resource, "{.status.latestBuildStatus}") == "stopped"
-    })
+    wait_for(
+        async || field(&cp, &resource, "{.status.latestBuildStatus}") == "stopped",
+        "the sample workspace is stopped",
+    )
     .await;
     assert_eq!(field(&cp, &resource, "{.spec.running}"), "false");
 
@@ -451,11 +453,14 @@ async fn all_mode_applies_the_samples_and_writes_through_to_coder() {
         coder_writes(&server),
         vec![format!("POST /api/v2/workspaces/{workspace_id}/builds")]
     );
-    wait_until("the sample workspace is gone", async || {
-        !kubectl(&cp, &["get", &resource, "-n", SAMPLE_NAMESPACE], None)
-            .status
-            .success()
-    })
+    wait_for(
+        async || {
+            !kubectl(&cp, &["get", &resource, "-n", SAMPLE_NAMESPACE], None)
+                .status
+                .success()
+        },
+        "the sample workspace is gone",
+    )
     .await;
     assert!(operator.stop().success(), "SIGTERM ends the process with 0");
 }
@@ -502,18 +507,22 @@ async fn a_standalone_server_without_a_backend_keeps_its_certificate_in_its_secr
     );
     let secrets = Api::<Secret>::namespaced(cp.client().unwrap(), &namespace);
     let mut ca = Vec::new();
-    wait_until("the serving-CA Secret is written", async || {
-        let secret = secrets.get_opt("coder-k8s-apiserver-tls").await.unwrap();
-        ca = secret
-            .and_then(|s| s.data?.get("ca.crt").map(|b| b.0.clone()))
-            .unwrap_or_default();
-        !ca.is_empty()
-    })
+    wait_for(
+        async || {
+            let secret = secrets.get_opt("coder-k8s-apiserver-tls").await.unwrap();
+            ca = secret
+                .and_then(|s| s.data?.get("ca.crt").map(|b| b.0.clone()))
+                .unwrap_or_default();
+            !ca.is_empty()
+        },
+        "the serving-CA Secret is written",
+    )
     .await;
     let (direct, base) = direct_client(&ca, &namespace, api_port);
-    wait_until("the server listens", async || {
-        direct.get(format!("{base}/healthz")).send().await.is_ok()
-    })
+    wait_for(
+        async || direct.get(format!("{base}/healthz")).send().await.is_ok(),
+        "the server listens",
+    )
     .await;
 
     for path in ["/healthz", "/livez", "/readyz"] {

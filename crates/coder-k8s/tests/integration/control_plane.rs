@@ -27,6 +27,7 @@ use serde_json::json;
 use tokio::sync::watch;
 
 use crate::support::control_plane_with_crds;
+pub(crate) use crate::support::wait_for;
 
 const LICENSE_1: &str = "eyJhbGciOiJFZERTQSJ9.license-one.sig";
 const LICENSE_2: &str = "eyJhbGciOiJFZERTQSJ9.license-two.sig";
@@ -262,20 +263,6 @@ pub(crate) async fn put_secret(api: &Api<Secret>, name: &str, data: &[(&str, &st
     };
     let params = PatchParams::apply("test").force();
     api.patch(name, &params, &Patch::Apply(&secret)).await.unwrap();
-}
-
-pub(crate) async fn wait_for<F, Fut>(mut check: F, what: &str)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    for _ in 0..300 {
-        if check().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    panic!("timed out waiting for {what}");
 }
 
 /// A CoderMCPServer that uses control plane `cp`; `held` gives it a test finalizer, so a delete leaves it

@@ -204,23 +204,18 @@ async fn a_server_is_created_once_patched_once_per_spec_edit_and_left_alone_at_r
     assert_eq!(posts, 1);
     // The Event follows the status write (the operator publishes it after the status is stored): wait for it.
     let uid = object.metadata.uid.clone().unwrap();
-    let mut published = false;
-    for _ in 0..100 {
-        let events = h
-            .api::<k8s_openapi::api::events::v1::Event>()
-            .list(&Default::default())
-            .await
-            .unwrap();
-        published = events.items.iter().any(|e| {
-            e.regarding.as_ref().and_then(|r| r.uid.as_deref()) == Some(uid.as_str())
-                && e.reason.as_deref() == Some("Synced")
-        });
-        if published {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-    assert!(published, "an Event for the phase change to Ready");
+    let events = h.api::<k8s_openapi::api::events::v1::Event>();
+    wait_for(
+        async || {
+            let events = events.list(&Default::default()).await.unwrap();
+            events.items.iter().any(|e| {
+                e.regarding.as_ref().and_then(|r| r.uid.as_deref()) == Some(uid.as_str())
+                    && e.reason.as_deref() == Some("Synced")
+            })
+        },
+        "an Event for the phase change to Ready",
+    )
+    .await;
 
     // At rest: reads only, over several requeue intervals.
     h.server.clear_requests();

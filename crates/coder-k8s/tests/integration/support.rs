@@ -79,6 +79,15 @@ pub fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
+/// Polls `check` until it holds; fails the test naming `what` after 90 s.
+pub async fn wait_for(mut check: impl AsyncFnMut() -> bool, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while !check().await {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 /// Longer than several requeue intervals of the controller test harness (its retry interval is 1 s), so a "nothing
 /// happened" check covers several reconciles.
 pub async fn several_requeues() {
