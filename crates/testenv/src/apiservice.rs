@@ -2,11 +2,15 @@
 //! (kube-apiserver resolves it to localhost, as there is no kube-proxy) and the APIService without a caBundle, which
 //! the server under test fills itself.
 
-use anyhow::{Context as _, Result};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, Result, bail};
 use k8s_openapi::api::core::v1::Service;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::json;
+
+use crate::ControlPlane;
 
 /// The APIService of the aggregated API.
 pub const APISERVICE: &str = "v1alpha1.aggregation.coder.com";
@@ -51,4 +55,30 @@ pub async fn register(client: &kube::Client, namespace: &str, port: u16) -> Resu
         .await
         .context("applying the APIService")?;
     Ok(())
+}
+
+/// How long [`wait_until_served`] waits: kube-apiserver marks an APIService available after its own checks of the
+/// Service and the server, which take a few seconds on a busy machine.
+const SERVED_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// Waits until kube-apiserver answers for the aggregated API (the APIService is available), as kubectl sees it.
+pub async fn wait_until_served(cp: &ControlPlane) -> Result<()> {
+    let deadline = Instant::now() + SERVED_TIMEOUT;
+    loop {
+        let out = cp
+            .kubectl()
+            .args(["get", "--raw", "/apis/aggregation.coder.com/v1alpha1"])
+            .output()
+            .context("running kubectl")?;
+        if out.status.success() {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            bail!(
+                "kube-apiserver did not answer for the aggregated API within {SERVED_TIMEOUT:?}: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }

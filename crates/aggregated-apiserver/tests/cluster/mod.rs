@@ -75,27 +75,11 @@ impl Served {
             addr,
             ca_pem,
         };
-        wait_until_served(cp).await;
+        coder_k8s_testenv::apiservice::wait_until_served(cp)
+            .await
+            .unwrap();
         served
     }
-}
-
-/// Waits until kube-apiserver answers for the aggregated API (the APIService is available).
-async fn wait_until_served(cp: &ControlPlane) {
-    wait_until(
-        "the aggregated API answers through kube-apiserver",
-        Duration::from_secs(60),
-        || async {
-            kubectl(
-                cp,
-                &["get", "--raw", "/apis/aggregation.coder.com/v1alpha1"],
-                None,
-            )
-            .status
-            .success()
-        },
-    )
-    .await;
 }
 
 /// The Coder deployment of each served namespace, filled by the tests: the provider of the test binaries that share
@@ -170,7 +154,9 @@ impl ServedByNamespace {
         let provider: Arc<dyn Provider> = backends.clone();
         let (addr, _) = spawn_server_with(cp, move |kube| build(kube, provider));
         register(&client, addr.port()).await;
-        wait_until_served(cp).await;
+        coder_k8s_testenv::apiservice::wait_until_served(cp)
+            .await
+            .unwrap();
         ServedByNamespace { cp, backends }
     }
 

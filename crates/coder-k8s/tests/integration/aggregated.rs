@@ -160,19 +160,9 @@ async fn register_and_wait(cp: &ControlPlane, client: &kube::Client, api_port: u
     coder_k8s_testenv::apiservice::register(client, SERVER_NAMESPACE, api_port)
         .await
         .unwrap();
-    wait_for(
-        async || {
-            kubectl(
-                cp,
-                &["get", "--raw", "/apis/aggregation.coder.com/v1alpha1"],
-                None,
-            )
-            .status
-            .success()
-        },
-        "the aggregated API answers through kube-apiserver",
-    )
-    .await;
+    coder_k8s_testenv::apiservice::wait_until_served(cp)
+        .await
+        .unwrap();
 }
 
 #[tokio::test]

@@ -16,8 +16,9 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use crate::control_plane::{Harness, harness, harness_with, wait_for};
+use crate::control_plane::{Harness, harness, harness_with};
 use crate::provisioner::ready_control_plane;
+use crate::support::wait_for;
 
 const CP: &str = "codercontrolplane-sample";
 pub(crate) const KEYS: &str = "/api/v2/ai-gateway/keys";

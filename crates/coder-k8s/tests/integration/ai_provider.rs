@@ -16,8 +16,9 @@ use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use crate::ai_gateway_key::has_record;
-use crate::control_plane::{Harness, harness, wait_for};
+use crate::control_plane::{Harness, harness};
 use crate::provisioner::ready_control_plane;
+use crate::support::wait_for;
 
 const CP: &str = "codercontrolplane-sample";
 pub(crate) const PROVIDERS: &str = "/api/v2/ai/providers";

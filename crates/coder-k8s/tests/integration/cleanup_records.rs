@@ -20,7 +20,8 @@ use serde_json::json;
 
 use crate::ai_gateway_key::{KEYS, create_key_object, setup, uid_of};
 use crate::ai_provider::{PROVIDERS, create_object, foreign_provider};
-use crate::control_plane::{Harness, harness, wait_for};
+use crate::control_plane::{Harness, harness};
+use crate::support::wait_for;
 
 /// Removes the object without its cleanup, as a namespace deletion does once Coder's pods are gone.
 async fn remove_without_cleanup<K>(h: &Harness, name: &str)

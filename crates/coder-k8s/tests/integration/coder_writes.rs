@@ -9,12 +9,13 @@ use kube::api::{Patch, PatchParams};
 use serde_json::json;
 
 use crate::ai_provider::{PROVIDERS, create_object, wait_reason as provider_reason};
-use crate::control_plane::{Harness, harness, wait_for};
+use crate::control_plane::{Harness, harness};
 use crate::mcp_server::{
     create_server, credential_secret, patch_spec, setup, spec as mcp_spec, wait_config,
     wait_reason as mcp_reason,
 };
 use crate::provisioner::ready_control_plane;
+use crate::support::wait_for;
 
 const CP: &str = "codercontrolplane-sample";
 

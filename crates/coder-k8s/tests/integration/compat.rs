@@ -13,7 +13,8 @@ use kube::CustomResourceExt;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use crate::control_plane::{Harness, harness, settings, wait_for};
+use crate::control_plane::{Harness, harness, settings};
+use crate::support::wait_for;
 use crate::support::{assert_success, kubectl, path};
 
 /// Creates a CoderWorkspaceProxy from raw JSON (the typed client could not write what the types cannot hold).

@@ -26,8 +26,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use tokio::sync::watch;
 
-use crate::support::control_plane_with_crds;
-pub(crate) use crate::support::wait_for;
+use crate::support::{control_plane_with_crds, wait_for};
 
 const LICENSE_1: &str = "eyJhbGciOiJFZERTQSJ9.license-one.sig";
 const LICENSE_2: &str = "eyJhbGciOiJFZERTQSJ9.license-two.sig";

@@ -16,9 +16,10 @@ use tokio::sync::OnceCell;
 
 use coder_k8s_api::provisioner::CoderProvisioner;
 
-use crate::control_plane::{Harness, harness, wait_for};
+use crate::control_plane::{Harness, harness};
 use crate::lifecycle::{json_of, walk};
 use crate::provisioner::{create_provisioner, ready_control_plane, sample_spec};
+use crate::support::wait_for;
 use crate::support::{Process, assert_success, kubectl, kwok_control_plane, stdout};
 
 /// A replica: the process and the ports of its aggregated API and health servers.

@@ -9,8 +9,9 @@ use coder_k8s_testenv::ControlPlane;
 use serde_json::Value;
 use tokio::sync::OnceCell;
 
-use crate::control_plane::{harness_on, wait_for};
+use crate::control_plane::harness_on;
 use crate::provisioner::{create_provisioner, ready_control_plane, sample_spec};
+use crate::support::wait_for;
 use crate::support::{
     assert_success, install_crds, kubectl, kwok_control_plane, path, repo_root, stderr, stdout,
 };

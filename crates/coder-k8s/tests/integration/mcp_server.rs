@@ -14,8 +14,9 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
-use crate::control_plane::{Harness, harness, wait_for};
+use crate::control_plane::{Harness, harness};
 use crate::provisioner::ready_control_plane;
+use crate::support::wait_for;
 use crate::support::{argocd_health, assert_success, flux_health, kubectl, path};
 
 const CP: &str = "codercontrolplane-sample";

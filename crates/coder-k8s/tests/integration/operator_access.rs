@@ -13,8 +13,9 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use serde_json::json;
 
-use crate::control_plane::{Harness, harness, wait_for};
+use crate::control_plane::{Harness, harness};
 use crate::support::control_plane_with_crds;
+use crate::support::wait_for;
 
 const OPERATOR: &str = "coder-k8s-operator";
 const DATABASE: &str = "coder-db-app";

@@ -15,9 +15,10 @@ use k8s_openapi::api::core::v1::{Secret, Service, ServiceAccount};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use crate::control_plane::{Harness, harness, wait_for};
+use crate::control_plane::{Harness, harness};
 use crate::provisioner::{create_provisioner, ready_control_plane, sample_spec};
 use crate::support::several_requeues;
+use crate::support::wait_for;
 
 /// A Secret `name` owned by the control plane `owner` (as the operator builds it), holding `value`.
 fn owned(owner: &CoderControlPlane, name: &str, value: &[u8]) -> Secret {

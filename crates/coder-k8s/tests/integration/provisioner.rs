@@ -11,7 +11,8 @@ use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use crate::control_plane::{Harness, harness, wait_for};
+use crate::control_plane::{Harness, harness};
+use crate::support::wait_for;
 
 /// A ready control plane with operator access; returns its operator token.
 pub(crate) async fn ready_control_plane(h: &Harness) -> String {

@@ -8,8 +8,9 @@ use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::json;
 
-use crate::control_plane::{Harness, harness, harness_with, wait_for};
+use crate::control_plane::{Harness, harness, harness_with};
 use crate::support::several_requeues;
+use crate::support::wait_for;
 
 const OWNER_UID: &str = "coder.com/workspace-rbac-owner-uid";
 

@@ -22,8 +22,9 @@ use prometheus_client::registry::Registry;
 use serde_json::json;
 use tokio::sync::watch;
 
-use crate::control_plane::{settings, spawn_controllers, wait_for};
+use crate::control_plane::{settings, spawn_controllers};
 use crate::support::control_plane_with_crds;
+use crate::support::wait_for;
 
 const LICENSE: &str = "eyJhbGciOiJFZERTQSJ9.real-coder.sig";
 

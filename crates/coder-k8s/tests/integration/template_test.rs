@@ -18,8 +18,9 @@ use coder_k8s_coder_testserver::{AgentSpec, BuildOutcome, Fault, FaultRule};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use crate::control_plane::{Harness, harness, wait_for};
+use crate::control_plane::{Harness, harness};
 use crate::provisioner::ready_control_plane;
+use crate::support::wait_for;
 use crate::support::{argocd_health, flux_health};
 
 const CP: &str = "codercontrolplane-sample";

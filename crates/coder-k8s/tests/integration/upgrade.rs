@@ -23,8 +23,9 @@ use serde::de::DeserializeOwned;
 use serde_json::json;
 use tokio::sync::watch;
 
-use crate::control_plane::{Harness, harness, settings, spawn_controllers, wait_for};
+use crate::control_plane::{Harness, harness, settings, spawn_controllers};
 use crate::support::several_requeues;
+use crate::support::wait_for;
 
 const CP: &str = "coder";
 

@@ -15,8 +15,9 @@ use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
 use tokio::sync::OnceCell;
 
-use crate::control_plane::{Harness, harness, wait_for};
+use crate::control_plane::{Harness, harness};
 use crate::provisioner::{create_provisioner, ready_control_plane, sample_spec, wait_reason};
+use crate::support::wait_for;
 use crate::support::{assert_success, install_crds, kubectl};
 
 const CP: &str = "codercontrolplane-sample";

@@ -10,7 +10,8 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use crate::control_plane::{Harness, harness, wait_for};
+use crate::control_plane::{Harness, harness};
+use crate::support::wait_for;
 
 pub(crate) async fn create_proxy(h: &Harness, name: &str, spec: serde_json::Value) {
     let object = CoderWorkspaceProxy::new(name, serde_json::from_value(spec).unwrap());
