@@ -50,4 +50,10 @@ set -e
 # One closing line for the whole workspace (cargo prints one result line per test binary).
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
      END { printf "\ncargo-test: %d passed, %d failed\n", p, f }' "$log"
+# Each failure's panic message again, last: the output of a long run may be cut short from the middle, and the
+# "failures:" sections are far from the end.
+if [ "$status" -ne 0 ]; then
+  echo "the failed tests' panics (their whole output is above):"
+  grep -A 3 -E "^thread '.*' \([0-9]+\) panicked at|^thread '.*' panicked at" "$log" | grep -v "^Stack backtrace:" | head -n 80 || true
+fi
 exit "$status"

@@ -58,27 +58,60 @@ pub async fn register(client: &kube::Client, namespace: &str, port: u16) -> Resu
 }
 
 /// How long [`wait_until_served`] waits: kube-apiserver marks an APIService available after its own checks of the
-/// Service and the server, which take a few seconds on a busy machine.
+/// Service and the server, and retries a failed discovery fetch with a backoff that grows to a minute.
 const SERVED_TIMEOUT: Duration = Duration::from_secs(90);
 
-/// Waits until kube-apiserver answers for the aggregated API (the APIService is available), as kubectl sees it.
+/// The resources kubectl must find in the cluster's discovery before a test may name them.
+const DISCOVERED: [&str; 2] = [
+    "coderworkspaces.aggregation.coder.com",
+    "codertemplates.aggregation.coder.com",
+];
+
+/// Waits until kubectl can use the aggregated API through kube-apiserver: the proxy answers for the group version,
+/// and the cluster's aggregated discovery lists its resources. The two become true at different times: kube-apiserver
+/// fetches the server's discovery in its own worker, and a fetch that failed while the APIService was still being
+/// set up (no caBundle yet) is retried with a backoff, so `kubectl get coderworkspaces` can say "the server doesn't
+/// have a resource type" for seconds after the proxy works.
 pub async fn wait_until_served(cp: &ControlPlane) -> Result<()> {
     let deadline = Instant::now() + SERVED_TIMEOUT;
     loop {
-        let out = cp
-            .kubectl()
-            .args(["get", "--raw", "/apis/aggregation.coder.com/v1alpha1"])
-            .output()
-            .context("running kubectl")?;
-        if out.status.success() {
-            return Ok(());
-        }
+        let last_failure = match served_as_kubectl_sees_it(cp)? {
+            None => return Ok(()),
+            Some(failure) => failure,
+        };
         if Instant::now() >= deadline {
             bail!(
-                "kube-apiserver did not answer for the aggregated API within {SERVED_TIMEOUT:?}: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
+                "kube-apiserver did not serve the aggregated API to kubectl within {SERVED_TIMEOUT:?}: {last_failure}"
             );
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// `None` when kubectl is served; otherwise what is missing.
+fn served_as_kubectl_sees_it(cp: &ControlPlane) -> Result<Option<String>> {
+    let proxied = cp
+        .kubectl()
+        .args(["get", "--raw", "/apis/aggregation.coder.com/v1alpha1"])
+        .output()
+        .context("running kubectl")?;
+    if !proxied.status.success() {
+        let stderr = String::from_utf8_lossy(&proxied.stderr);
+        return Ok(Some(format!("the proxy does not answer: {}", stderr.trim())));
+    }
+    // api-resources refreshes kubectl's discovery cache instead of trusting it.
+    let discovery = cp
+        .kubectl()
+        .args(["api-resources", "--api-group=aggregation.coder.com", "-o", "name"])
+        .output()
+        .context("running kubectl")?;
+    let names = String::from_utf8_lossy(&discovery.stdout);
+    let listed: Vec<&str> = names.lines().map(str::trim).collect();
+    match DISCOVERED.iter().find(|name| !listed.contains(name)) {
+        None => Ok(None),
+        Some(missing) => Ok(Some(format!(
+            "discovery does not list {missing} yet (kubectl api-resources printed {listed:?}; {})",
+            String::from_utf8_lossy(&discovery.stderr).trim()
+        ))),
     }
 }

@@ -8,7 +8,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use coder_k8s_api::control_plane::CoderControlPlane;
-use coder_k8s_coder_client::types::{ArchiveKind, CreateTemplateRequest, CreateTemplateVersionRequest};
+use coder_k8s_coder_client::types::{
+    ArchiveKind, CreateTemplateRequest, CreateTemplateVersionRequest, JobStatus,
+};
 use coder_k8s_coder_client::{CoderClient, SessionToken};
 use coder_k8s_coder_testserver::{Config, TestServer};
 use coder_k8s_testenv::{ControlPlane, RealCoder};
@@ -69,17 +71,18 @@ async fn seed_template(coder: &RealCoder, name: &str) -> String {
         .await
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
-    while !client
-        .template_version(version.id)
-        .await
-        .unwrap()
-        .job
-        .status
-        .is_terminal()
-    {
-        assert!(Instant::now() < deadline, "the template import did not finish");
+    let job = loop {
+        let job = client.template_version(version.id).await.unwrap().job;
+        if job.status.is_terminal() {
+            break job;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the template import did not finish: {job:?}"
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    };
+    assert_eq!(job.status, JobStatus::Succeeded, "the template import: {job:?}");
     let request = CreateTemplateRequest {
         name: name.to_owned(),
         template_version_id: version.id,
