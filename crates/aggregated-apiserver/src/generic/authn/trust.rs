@@ -1,8 +1,15 @@
 //! Certificate trust built from the authentication ConfigMap: one WebPKI verifier per CA (front proxy, cluster
 //! clients), swapped as a whole when the ConfigMap changes, and the rustls verifier that consults the current ones
 //! during each handshake.
+//!
+//! Each request's chain is checked against the CAs configured when it arrives, so a CA taken out of the ConfigMap
+//! stops the connections already open. The chains that verified are remembered by their bytes until the first of
+//! their certificates expires: a connection presents the same chain on every request, and an ECDSA verification
+//! costs more than the rest of a small request. The memory belongs to one [`Trust`], so a changed ConfigMap starts
+//! with none.
 
 use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
 
 use rustls::client::danger::HandshakeSignatureValid;
 use rustls::crypto::{WebPkiSupportedAlgorithms, ring};
@@ -10,8 +17,22 @@ use rustls::server::WebPkiClientVerifier;
 use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::{CertificateError, DigitallySignedStruct, DistinguishedName, RootCertStore, SignatureScheme};
 use rustls_pki_types::{CertificateDer, UnixTime};
+use sha2::{Digest as _, Sha256};
 
 use super::config::AuthConfig;
+use crate::generic::ttl_cache::TtlCache;
+
+/// How long a verified chain is trusted without a new verification, at most (its certificates' expiry comes first).
+const VERIFIED_TTL: Duration = Duration::from_secs(60);
+/// Chains remembered at most: one per client connection (kube-apiserver keeps a few).
+const VERIFIED_CAPACITY: usize = 1024;
+
+/// Which CA a chain was verified against.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum CaRole {
+    RequestHeader,
+    Client,
+}
 
 /// The parsed settings and the verifiers made from them.
 #[derive(Debug)]
@@ -19,6 +40,8 @@ pub(crate) struct Trust {
     pub config: AuthConfig,
     client_ca: Option<Arc<dyn ClientCertVerifier>>,
     request_header_ca: Option<Arc<dyn ClientCertVerifier>>,
+    /// Chains that verified, by the SHA-256 of their certificates and the CA, with when the first of them expires.
+    verified: TtlCache<([u8; 32], CaRole), UnixTime>,
 }
 
 impl Trust {
@@ -37,18 +60,67 @@ impl Trust {
             config,
             client_ca,
             request_header_ca,
+            verified: TtlCache::new(VERIFIED_TTL, VERIFIED_CAPACITY),
         })
     }
 
     /// Whether `chain` (leaf first) verifies against the front proxy CA now configured.
     pub(crate) fn is_request_header_chain(&self, chain: &[CertificateDer<'_>]) -> bool {
-        verifies(self.request_header_ca.as_deref(), chain)
+        self.verifies(CaRole::RequestHeader, chain, UnixTime::now(), Instant::now())
     }
 
     /// Whether `chain` (leaf first) verifies against the cluster client CA now configured.
     pub(crate) fn is_client_ca_chain(&self, chain: &[CertificateDer<'_>]) -> bool {
-        verifies(self.client_ca.as_deref(), chain)
+        self.verifies(CaRole::Client, chain, UnixTime::now(), Instant::now())
     }
+
+    /// Whether `chain` verifies against `ca` at `now`: remembered if it did before and none of its certificates has
+    /// expired since; otherwise verified, and remembered when it passes.
+    fn verifies(&self, ca: CaRole, chain: &[CertificateDer<'_>], now: UnixTime, clock: Instant) -> bool {
+        let key = (chain_digest(chain), ca);
+        if self
+            .verified
+            .get(&key, clock)
+            .is_some_and(|expires| now.as_secs() < expires.as_secs())
+        {
+            return true;
+        }
+        let verifier = match ca {
+            CaRole::RequestHeader => self.request_header_ca.as_deref(),
+            CaRole::Client => self.client_ca.as_deref(),
+        };
+        if !verifies(verifier, chain, now) {
+            return false;
+        }
+        // A chain whose expiry cannot be read verified all the same; it is just not remembered.
+        if let Some(expires) = first_expiry(chain) {
+            self.verified.insert(key, expires, clock);
+        }
+        true
+    }
+}
+
+/// The SHA-256 of the chain's certificates, each preceded by its length.
+fn chain_digest(chain: &[CertificateDer<'_>]) -> [u8; 32] {
+    let mut digest = Sha256::new();
+    for cert in chain {
+        digest.update((cert.len() as u64).to_be_bytes());
+        digest.update(cert.as_ref());
+    }
+    digest.finalize().into()
+}
+
+/// When the first of the chain's certificates expires.
+fn first_expiry(chain: &[CertificateDer<'_>]) -> Option<UnixTime> {
+    chain
+        .iter()
+        .map(|cert| {
+            let (_, parsed) = x509_parser::parse_x509_certificate(cert.as_ref()).ok()?;
+            u64::try_from(parsed.validity().not_after.timestamp()).ok()
+        })
+        .min()
+        .flatten()
+        .map(|secs| UnixTime::since_unix_epoch(Duration::from_secs(secs)))
 }
 
 fn verifier(certs: &[CertificateDer<'static>], key: &str) -> Result<Arc<dyn ClientCertVerifier>, String> {
@@ -64,13 +136,11 @@ fn verifier(certs: &[CertificateDer<'static>], key: &str) -> Result<Arc<dyn Clie
         .map_err(|error| format!("data[{key:?}]: {error}"))
 }
 
-fn verifies(verifier: Option<&dyn ClientCertVerifier>, chain: &[CertificateDer<'_>]) -> bool {
+fn verifies(verifier: Option<&dyn ClientCertVerifier>, chain: &[CertificateDer<'_>], now: UnixTime) -> bool {
     let (Some(verifier), Some((leaf, intermediates))) = (verifier, chain.split_first()) else {
         return false;
     };
-    verifier
-        .verify_client_cert(leaf, intermediates, UnixTime::now())
-        .is_ok()
+    verifier.verify_client_cert(leaf, intermediates, now).is_ok()
 }
 
 /// The current [`Trust`], shared by the authenticator, the ConfigMap watch and the TLS verifier.
@@ -195,6 +265,15 @@ mod tests {
         params.signed_by(&key, &ca.issuer).unwrap().der().clone()
     }
 
+    fn leaf_expiring(ca: &Ca, cn: &str, not_after: UnixTime) -> CertificateDer<'static> {
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.distinguished_name.push(DnType::CommonName, cn);
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        params.not_after = rcgen::date_time_ymd(1970, 1, 1) + Duration::from_secs(not_after.as_secs());
+        let key = KeyPair::generate().unwrap();
+        params.signed_by(&key, &ca.issuer).unwrap().der().clone()
+    }
+
     fn trust(client: &Ca, proxy: &Ca) -> SharedTrust {
         let config = AuthConfig {
             client_ca: Some(vec![client.der.clone()]),
@@ -266,5 +345,92 @@ mod tests {
         let verifier = DynamicClientVerifier::new(shared);
         let leaf = client_leaf(&ca("x"), "a");
         assert!(verifier.verify_client_cert(&leaf, &[], UnixTime::now()).is_err());
+    }
+
+    #[test]
+    fn a_verified_chain_is_remembered_until_its_first_certificate_expires() {
+        let (client, proxy) = (ca("client"), ca("proxy"));
+        let trust = current(&trust(&client, &proxy));
+        let now = UnixTime::now();
+        let expires = UnixTime::since_unix_epoch(Duration::from_secs(now.as_secs() + 3_600));
+        let chain = [leaf_expiring(&proxy, "front-proxy-client", expires)];
+        let clock = Instant::now();
+        assert!(trust.verifies(CaRole::RequestHeader, &chain, now, clock));
+        let key = (chain_digest(&chain), CaRole::RequestHeader);
+        assert_eq!(
+            trust.verified.get(&key, clock).map(|e| e.as_secs()),
+            Some(expires.as_secs())
+        );
+        // Past the expiry the memory is not used: the verification runs again, and fails.
+        let later = UnixTime::since_unix_epoch(Duration::from_secs(expires.as_secs() + 1));
+        assert!(!trust.verifies(CaRole::RequestHeader, &chain, later, clock));
+    }
+
+    #[test]
+    fn a_remembered_chain_is_verified_again_after_the_time_to_live() {
+        let (client, proxy) = (ca("client"), ca("proxy"));
+        let trust = current(&trust(&client, &proxy));
+        let (now, clock) = (UnixTime::now(), Instant::now());
+        let expires = UnixTime::since_unix_epoch(Duration::from_secs(now.as_secs() + 86_400));
+        // Planted for a chain of an unknown CA, as no verification would store it: seen while it lives, and
+        // verified (and refused) once its time is up, however long its certificates are valid.
+        let stranger = [client_leaf(&ca("other"), "x")];
+        trust
+            .verified
+            .insert((chain_digest(&stranger), CaRole::Client), expires, clock);
+        assert!(trust.verifies(CaRole::Client, &stranger, now, clock + VERIFIED_TTL / 2));
+        assert!(!trust.verifies(CaRole::Client, &stranger, now, clock + VERIFIED_TTL));
+    }
+
+    #[test]
+    fn a_remembered_chain_is_answered_without_a_verification_and_only_for_its_ca() {
+        let (client, proxy, other) = (ca("client"), ca("proxy"), ca("other"));
+        let trust = current(&trust(&client, &proxy));
+        let stranger = [client_leaf(&other, "mallory")];
+        let (now, clock) = (UnixTime::now(), Instant::now());
+        let expires = UnixTime::since_unix_epoch(Duration::from_secs(now.as_secs() + 60));
+        // Planted, as no verification would ever store it: a memory hit answers without verifying.
+        trust
+            .verified
+            .insert((chain_digest(&stranger), CaRole::RequestHeader), expires, clock);
+        assert!(trust.verifies(CaRole::RequestHeader, &stranger, now, clock));
+        assert!(!trust.verifies(CaRole::Client, &stranger, now, clock));
+    }
+
+    #[test]
+    fn a_refused_chain_is_not_remembered_and_a_new_trust_remembers_nothing() {
+        let (client, proxy, other) = (ca("client"), ca("proxy"), ca("other"));
+        let shared = trust(&client, &proxy);
+        let first = current(&shared);
+        assert!(!first.is_client_ca_chain(&[client_leaf(&other, "x")]));
+        assert!(!first.is_request_header_chain(&[]));
+        assert_eq!(first.verified.len(), 0);
+        let proxy_leaf = [client_leaf(&proxy, "front-proxy-client")];
+        assert!(first.is_request_header_chain(&proxy_leaf));
+        assert_eq!(first.verified.len(), 1);
+
+        // The ConfigMap drops the front proxy CA: the chain remembered under the old trust no longer passes.
+        replace(
+            &shared,
+            Trust::build(AuthConfig {
+                client_ca: Some(vec![client.der.clone()]),
+                request_header: None,
+            })
+            .unwrap(),
+        );
+        let second = current(&shared);
+        assert_eq!(second.verified.len(), 0);
+        assert!(!second.is_request_header_chain(&proxy_leaf));
+    }
+
+    #[test]
+    fn the_digest_tells_chains_apart_by_their_certificates_and_their_order() {
+        let (client, proxy) = (ca("client"), ca("proxy"));
+        let (a, b) = (client_leaf(&client, "a"), client_leaf(&proxy, "b"));
+        let ab = chain_digest(&[a.clone(), b.clone()]);
+        assert_eq!(ab, chain_digest(&[a.clone(), b.clone()]));
+        assert_ne!(ab, chain_digest(&[b.clone(), a.clone()]));
+        assert_ne!(ab, chain_digest(std::slice::from_ref(&a)));
+        assert_ne!(chain_digest(&[]), chain_digest(&[a]));
     }
 }
