@@ -5,9 +5,10 @@
 //! measures each list several ways (p50 / p99 / max): the Coder calls the server makes for it sent straight to Coder
 //! (recorded from the server's own list, then replayed one after the other and as the server sends them), the list
 //! sent straight to the aggregated API server (Table and JSON), the list through kube-apiserver (Table and JSON), and
-//! `kubectl get`; and two small GETs through kube-apiserver, the cost of the extra hop: one kube-apiserver answers
-//! itself, and one it proxies to the aggregated API server. The paths are sampled in rounds, one sample of each per
-//! round, and the ratios are also taken round by round. Then it opens 10, 100 and 1,000 watches of the namespace
+//! `kubectl get`, with the operator's CPU per list straight and through kube-apiserver; and two small GETs through
+//! kube-apiserver, the cost of the extra hop: one kube-apiserver answers itself, and one it proxies to the aggregated
+//! API server. The paths are sampled in rounds, one sample of each per round, and the ratios are also taken round by
+//! round. Then it opens 10, 100 and 1,000 watches of the namespace
 //! through kube-apiserver, and then watches of 10 namespaces (each with its own control plane and token), and
 //! reports for each the operator's memory and the Coder calls per minute while nothing changes, in all and with the
 //! busiest token. `-- --bench --lists-only` measures the lists alone.
@@ -51,7 +52,7 @@ use crate::coder::Coder;
 use crate::measure::{Memory, ms, percentiles};
 use crate::operator::Operator;
 use crate::rest::{RestCase, Watchers, Window};
-use crate::timing::samples;
+use crate::timing::{ThreadCpu, samples};
 
 /// Sizes of one run mode.
 struct Mode {
@@ -148,6 +149,10 @@ struct ListTimes {
     proxied_hop: Vec<Duration>,
     /// The operator's own Kubernetes reads (get and list) per list it answered.
     kube_reads_per_list: f64,
+    /// The operator's CPU seconds per list it answered straight, and through kube-apiserver (which forwards it with
+    /// its front-proxy client certificate).
+    cpu_per_list_straight: f64,
+    cpu_per_list_through: f64,
     kubectl: Vec<Duration>,
 }
 
@@ -167,6 +172,8 @@ impl ListTimes {
             kube_hop: series(),
             proxied_hop: series(),
             kube_reads_per_list: 0.0,
+            cpu_per_list_straight: 0.0,
+            cpu_per_list_through: 0.0,
             kubectl: Vec::new(),
         }
     }
@@ -404,6 +411,32 @@ impl Measure<'_> {
         }
         // Four lists a round reach the server: Table and JSON, straight and through kube-apiserver.
         t.kube_reads_per_list = kube_reads as f64 / (4 * self.mode.samples).max(1) as f64;
+        // The CPU in blocks of its own after the rounds: read within a round, it paused the round at that point and
+        // changed the pace the lists above are measured at.
+        let lists = self.mode.samples;
+        let before = ThreadCpu::of(self.operator.pid())?;
+        for _ in 0..lists {
+            rows(&timing::server_list(&server, &server_url, admin).await?)?;
+            timing::check_items(
+                &timing::server_list_json(&server, &server_url, admin).await?,
+                items,
+                &path,
+            )?;
+        }
+        let straight_end = ThreadCpu::of(self.operator.pid())?;
+        for _ in 0..lists {
+            rows(timing::kube_list(self.kube, &path).await?.as_bytes())?;
+            timing::check_items(
+                timing::kube_list_json(self.kube, &path).await?.as_bytes(),
+                items,
+                &path,
+            )?;
+        }
+        let through_end = ThreadCpu::of(self.operator.pid())?;
+        // Two lists each time: Table and JSON.
+        let lists_each_way = (2 * lists).max(1) as f64;
+        t.cpu_per_list_straight = straight_end.since(&before) / lists_each_way;
+        t.cpu_per_list_through = through_end.since(&straight_end) / lists_each_way;
         t.kubectl = samples(self.mode.kubectl_samples, || async {
             timing::kubectl_list(self.cp, resource, self.namespace, items)
         })
@@ -537,6 +570,11 @@ fn print_report(mode: &Mode, results: &Results, log_path: &std::path::Path) {
         println!(
             "\nthe operator's own Kubernetes reads per list it answered (straight and through kube-apiserver): {:.2}",
             list.kube_reads_per_list
+        );
+        println!(
+            "the operator's CPU per list it answered: straight {:.2} ms, through kube-apiserver {:.2} ms",
+            list.cpu_per_list_straight * 1e3,
+            list.cpu_per_list_through * 1e3
         );
         println!();
         for (representation, through, direct) in [

@@ -1,12 +1,13 @@
 //! The latency samples of one list, sent several ways: the Coder calls the aggregated API server makes for it, sent
 //! straight to Coder (one after the other, and as the server sends them); the list sent straight to the aggregated API server; the list through kube-apiserver (as
 //! client-go sends it); and `kubectl get` as a user runs it. Every answer is checked, so a failure cannot pass as a
-//! fast sample.
+//! fast sample. And the operator's CPU time around them, per thread.
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context as _, Result, ensure};
+use anyhow::{Context as _, Result, anyhow, ensure};
 use coder_k8s_coder_testserver::RecordedRequest;
 use futures::{StreamExt as _, TryStreamExt as _};
 
@@ -179,4 +180,42 @@ pub fn kubectl_list(
         "kubectl get {resource}: {lines} lines, expected {expected}"
     );
     Ok(())
+}
+
+/// The CPU time of each thread of `pid` in nanoseconds, by thread ID, from the scheduler's own accounting
+/// (`/proc/<pid>/task/<tid>/schedstat`), which is exact where utime and stime count whole clock ticks.
+pub struct ThreadCpu(BTreeMap<u32, u64>);
+
+impl ThreadCpu {
+    pub fn of(pid: u32) -> Result<Self> {
+        let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).context("reading /proc/<pid>/task")?;
+        let mut threads = BTreeMap::new();
+        for task in tasks.flatten() {
+            let Some(tid) = task.file_name().to_str().and_then(|t| t.parse().ok()) else {
+                continue;
+            };
+            // A thread that ended since the listing has no file any more: it is simply not counted.
+            let Ok(schedstat) = std::fs::read_to_string(task.path().join("schedstat")) else {
+                continue;
+            };
+            let ns = schedstat
+                .split_whitespace()
+                .next()
+                .and_then(|f| f.parse().ok())
+                .ok_or_else(|| anyhow!("malformed schedstat of thread {tid}"))?;
+            threads.insert(tid, ns);
+        }
+        Ok(Self(threads))
+    }
+
+    /// Seconds of CPU since `before`, over the threads alive at both readings (a thread that ended in between
+    /// takes its time with it; one that started counts from zero).
+    pub fn since(&self, before: &ThreadCpu) -> f64 {
+        let ns: u64 = self
+            .0
+            .iter()
+            .map(|(tid, now)| now.saturating_sub(before.0.get(tid).copied().unwrap_or(0)))
+            .sum();
+        ns as f64 / 1e9
+    }
 }
