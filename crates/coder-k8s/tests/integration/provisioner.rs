@@ -451,6 +451,69 @@ async fn delete_is_best_effort_and_retries_only_coder_unavailability() {
     assert!(h.server.requests().iter().all(|r| r.method != "DELETE"));
 }
 
+#[tokio::test]
+async fn a_deletion_while_a_rotation_creates_the_new_key_deletes_the_new_key() {
+    let h = harness("prov-delete-rotating").await;
+    let token = ready_control_plane(&h).await;
+    let org = h.coder(&token).default_organization().await.unwrap();
+    create_provisioner(&h, "p", sample_spec()).await;
+    wait_reason(&h, "p", "ProvisionerKeyReady", "ProvisionerKeyReady").await;
+
+    // The rotation's create answers after 3 s, so the deletion arrives while the new key is being created: the pass
+    // that handles it comes right after the rotating one, and the cache may still show the create marker.
+    let key_path = format!("/api/v2/organizations/{}/provisionerkeys", org.id);
+    h.server.add_fault(FaultRule {
+        method: Some("POST".to_owned()),
+        path_prefix: key_path.clone(),
+        fault: Fault::Latency(Duration::from_secs(3)),
+        times: Some(1),
+    });
+    h.server.clear_requests();
+    let provisioners = h.api::<CoderProvisioner>();
+    let patch = json!({"spec": {"tags": {"scope": "organization", "pool": "gpu"}}});
+    provisioners
+        .patch("p", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    wait_for(
+        || async {
+            let status = provisioners.get("p").await.unwrap().status.unwrap_or_default();
+            status.key_create_started_at.is_some() && status.provisioner_key_id.is_none()
+        },
+        "the rotation's create marker",
+    )
+    .await;
+    provisioners.delete("p", &DeleteParams::default()).await.unwrap();
+    wait_for(
+        || async { provisioners.get_opt("p").await.unwrap().is_none() },
+        "the finalizer to be released",
+    )
+    .await;
+
+    let requests = h.server.requests();
+    let creates = requests
+        .iter()
+        .filter(|r| r.method == "POST" && r.path == key_path)
+        .count();
+    assert_eq!(creates, 1, "the rotation created one new key");
+    let deletes: Vec<&str> = requests
+        .iter()
+        .filter(|r| r.method == "DELETE")
+        .map(|r| r.path.as_str())
+        .collect();
+    let by_name = format!("{key_path}/p");
+    assert_eq!(
+        deletes,
+        vec![by_name.as_str(), by_name.as_str()],
+        "the old key at the rotation, the new one at the deletion (the whole request log)"
+    );
+    assert_eq!(
+        keys(&h.server),
+        Vec::<String>::new(),
+        "no key stays valid in Coder"
+    );
+}
+
 /// A second operator process on the harness's cluster and Coder (a restart or an upgrade): its own context, caches
 /// and metrics. It stops when the returned sender is dropped.
 fn restart_operator(

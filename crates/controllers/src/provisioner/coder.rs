@@ -11,7 +11,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 
-use super::desired::{self, KeyInputs, KeyPlan, KeyProof, ListedKey, ProvisionerNames};
+use super::desired::{self, KeyCleanup, KeyInputs, KeyPlan, KeyProof, ListedKey, ProvisionerNames};
 use super::status::{self as decide, Outcome};
 use crate::context::Context;
 use crate::error::Error;
@@ -186,13 +186,17 @@ async fn follow(
 async fn rotate_out(pass: &mut ProvisionerPass<'_>, coder: &CoderClient, annotated: Option<&str>) {
     let p = pass.object;
     tracing::info!(name = %p.name_any(), namespace = ?p.namespace(), "{DRIFT_LOG}");
-    match annotated {
-        Some(key_id) => {
-            if let Err(error) = delete_proven_key(coder, &pass.status, key_id).await {
+    match desired::key_cleanup(&pass.status, annotated) {
+        KeyCleanup::Nothing => {}
+        KeyCleanup::Unproven => unproven_key_stays(p, &pass.status),
+        KeyCleanup::Delete {
+            organization_id,
+            key_id,
+        } => {
+            if let Err(error) = delete_proven_key(coder, organization_id, key_id).await {
                 tracing::warn!(name = %p.name_any(), %error, "deleting the old provisioner key failed; it stays valid in Coder");
             }
         }
-        None => unproven_key_stays(p, &pass.status),
     }
     pass.status.provisioner_key_id = None;
 }
@@ -300,16 +304,9 @@ fn record_key(pass: &mut ProvisionerPass<'_>, inputs: &KeyInputs, names: &Provis
     pass.set_all(decide::key_ready(&names.key_secret));
 }
 
-/// Deletes the key with `key_id` (the one the key Secret records), found in the organization `status` recorded by
-/// its ID (never by spec names).
-pub async fn delete_proven_key(
-    coder: &CoderClient,
-    status: &CoderProvisionerStatus,
-    key_id: &str,
-) -> Result<(), CoderError> {
-    let Some(org) = &status.organization_id else {
-        return Ok(());
-    };
+/// Deletes the key with `key_id` (the one the key Secret records), found by its ID in the organization the status
+/// recorded (never by spec names).
+pub async fn delete_proven_key(coder: &CoderClient, org: &str, key_id: &str) -> Result<(), CoderError> {
     let keys = coder.provisioner_keys(org).await?;
     match keys.into_iter().find(|k| k.id.to_string() == key_id) {
         Some(key) => match coder.delete_provisioner_key(org, &key.name).await {

@@ -398,6 +398,35 @@ pub fn key_plan(
     }
 }
 
+/// What deleting the provisioner does about its key in Coder.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeyCleanup<'a> {
+    /// No organization recorded: no key was ever asked of Coder, so there is no Coder call.
+    Nothing,
+    /// The key Secret records no key ID: nothing proves that the key the status may name is this provisioner's, so
+    /// it stays valid in Coder.
+    Unproven,
+    /// Delete the key with this ID (the key Secret's record) in this organization (the status's record).
+    Delete {
+        organization_id: &'a str,
+        key_id: &'a str,
+    },
+}
+
+/// The key the finalizer deletes: the one the key Secret records (`annotated_id`), in the organization the status
+/// records, whether or not the status names a key at all: a pass can fail after the Secret recorded a new key and
+/// before the status did, and the status's key ID proves nothing either way.
+pub fn key_cleanup<'a>(status: &'a CoderProvisionerStatus, annotated_id: Option<&'a str>) -> KeyCleanup<'a> {
+    match (status.organization_id.as_deref(), annotated_id) {
+        (None, _) => KeyCleanup::Nothing,
+        (Some(_), None) => KeyCleanup::Unproven,
+        (Some(organization_id), Some(key_id)) => KeyCleanup::Delete {
+            organization_id,
+            key_id,
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::status::{key_not_owned, key_unproven};
@@ -748,5 +777,38 @@ mod tests {
             not_owned
         );
         assert_eq!(key_plan(k1, marked("yesterday"), false, false), not_owned);
+    }
+
+    #[test]
+    fn the_finalizer_deletes_the_key_the_secret_records_in_the_recorded_organization() {
+        let mut status = CoderProvisionerStatus::default();
+        assert_eq!(
+            key_cleanup(&status, Some("k2")),
+            KeyCleanup::Nothing,
+            "no organization: never keyed"
+        );
+        status.organization_id = Some("org".to_owned());
+        status.provisioner_key_id = Some("k1".to_owned());
+        assert_eq!(
+            key_cleanup(&status, None),
+            KeyCleanup::Unproven,
+            "a key only the status names stays"
+        );
+        let recorded = KeyCleanup::Delete {
+            organization_id: "org",
+            key_id: "k2",
+        };
+        assert_eq!(
+            key_cleanup(&status, Some("k2")),
+            recorded,
+            "the Secret's key, not the status's"
+        );
+        // A create marker (no key ID in the status) while the Secret already records the new key: a pass that
+        // failed between the two records, or a status the watch has not caught up with.
+        status.provisioner_key_id = None;
+        status.key_create_started_at = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+        ));
+        assert_eq!(key_cleanup(&status, Some("k2")), recorded);
     }
 }

@@ -13,7 +13,7 @@ use kube::runtime::controller::Action;
 
 use super::autoscale;
 use super::coder::{self, annotated_key_id, delete_proven_key, unproven_key_stays};
-use super::desired::{self, Inputs, ProvisionerNames};
+use super::desired::{self, Inputs, KeyCleanup, ProvisionerNames};
 use super::inputs;
 use super::status::{self as decide, Outcome};
 use crate::apply::Owned;
@@ -202,23 +202,33 @@ pub async fn settle(pass: &mut ProvisionerPass<'_>, outcome: Outcome) -> Result<
 /// status's ID alone proves nothing); no Coder call without them; the finalizer is always released in the end, and a
 /// failure or a key left in Coder is logged with the fact that the key stays valid. Retryable answers are retried
 /// within the cleanup window.
+///
+/// The status is the one this process last wrote when the watch has not shown it yet: a deletion that arrives while
+/// a rotation is creating the new key is handled right after that pass, and the cached object may still show the
+/// create marker (no key ID). The key ID itself comes from the Secret, so a key recorded there is deleted even when
+/// the pass that created it failed before writing the status.
 pub async fn cleanup(pass: &mut ProvisionerPass<'_>) -> Result<Cleanup> {
     pass.ctx
         .metrics
         .forget_provisioner_jobs(&pass.namespace(), &pass.name());
     let p = pass.object;
-    let status = p.status.clone().unwrap_or_default();
-    if status.provisioner_key_id.is_none() || status.organization_id.is_none() {
-        return Ok(Cleanup::Done);
-    }
+    let status = pass.shown.clone().unwrap_or_default();
     let names: ProvisionerNames = desired::names(&pass.name(), &p.spec);
     let secret = pass.ctx.k8s.secret(&pass.namespace(), &names.key_secret).await?;
-    let Some(key_id) = annotated_key_id(secret.as_deref(), &pass.uid) else {
-        unproven_key_stays(p, &status);
-        return Ok(Cleanup::Done);
+    let annotated = annotated_key_id(secret.as_deref(), &pass.uid);
+    let (organization_id, key_id) = match desired::key_cleanup(&status, annotated.as_deref()) {
+        KeyCleanup::Nothing => return Ok(Cleanup::Done),
+        KeyCleanup::Unproven => {
+            unproven_key_stays(p, &status);
+            return Ok(Cleanup::Done);
+        }
+        KeyCleanup::Delete {
+            organization_id,
+            key_id,
+        } => (organization_id, key_id),
     };
     let failure = match operator_client(pass.ctx, &pass.namespace(), &p.spec.control_plane_ref.name).await {
-        Ok(upstream) => match delete_proven_key(&upstream.coder, &status, &key_id).await {
+        Ok(upstream) => match delete_proven_key(&upstream.coder, organization_id, key_id).await {
             Ok(()) => None,
             Err(error)
                 if error.is_retryable() && deleting_for(p) < pass.ctx.settings.cleanup_retry_window =>
@@ -242,8 +252,8 @@ pub async fn cleanup(pass: &mut ProvisionerPass<'_>) -> Result<Cleanup> {
         tracing::warn!(
             name = %pass.name(),
             namespace = ?p.metadata.namespace,
-            organization_id = ?status.organization_id,
-            provisioner_key_id = ?status.provisioner_key_id,
+            %organization_id,
+            provisioner_key_id = %key_id,
             %reason,
             "could not delete the provisioner key in Coder; releasing the finalizer anyway, and the key stays valid in Coder (delete it with `coder provisioner keys delete`)"
         );
