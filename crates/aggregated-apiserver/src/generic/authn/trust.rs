@@ -74,29 +74,58 @@ impl Trust {
         self.verifies(CaRole::Client, chain, UnixTime::now(), Instant::now())
     }
 
-    /// Whether `chain` verifies against `ca` at `now`: remembered if it did before and none of its certificates has
-    /// expired since; otherwise verified, and remembered when it passes.
+    /// Whether `chain` verifies against `ca` at `now` (see [`Trust::verify`]).
     fn verifies(&self, ca: CaRole, chain: &[CertificateDer<'_>], now: UnixTime, clock: Instant) -> bool {
+        self.verify(ca, chain, now, clock).is_ok()
+    }
+
+    /// `chain` (leaf first) verified against the front proxy CA or the cluster client CA, whichever is configured,
+    /// as the TLS handshake asks: the error of the last CA tried when neither accepts it.
+    fn verify_either(&self, chain: &[CertificateDer<'_>], now: UnixTime) -> Result<(), rustls::Error> {
+        let clock = Instant::now();
+        let mut last = rustls::Error::InvalidCertificate(CertificateError::UnknownIssuer);
+        for ca in [CaRole::RequestHeader, CaRole::Client] {
+            if self.ca(ca).is_none() {
+                continue;
+            }
+            match self.verify(ca, chain, now, clock) {
+                Ok(()) => return Ok(()),
+                Err(error) => last = error,
+            }
+        }
+        Err(last)
+    }
+
+    /// `chain` verified against `ca` at `now`: remembered if it passed before and none of its certificates has
+    /// expired since; otherwise verified, and remembered when it passes.
+    fn verify(
+        &self,
+        ca: CaRole,
+        chain: &[CertificateDer<'_>],
+        now: UnixTime,
+        clock: Instant,
+    ) -> Result<(), rustls::Error> {
         let key = (chain_digest(chain), ca);
         if self
             .verified
             .get(&key, clock)
             .is_some_and(|expires| now.as_secs() < expires.as_secs())
         {
-            return true;
+            return Ok(());
         }
-        let verifier = match ca {
-            CaRole::RequestHeader => self.request_header_ca.as_deref(),
-            CaRole::Client => self.client_ca.as_deref(),
-        };
-        if !verifies(verifier, chain, now) {
-            return false;
-        }
+        verify_now(self.ca(ca), chain, now)?;
         // A chain whose expiry cannot be read verified all the same; it is just not remembered.
         if let Some(expires) = first_expiry(chain) {
             self.verified.insert(key, expires, clock);
         }
-        true
+        Ok(())
+    }
+
+    fn ca(&self, ca: CaRole) -> Option<&dyn ClientCertVerifier> {
+        match ca {
+            CaRole::RequestHeader => self.request_header_ca.as_deref(),
+            CaRole::Client => self.client_ca.as_deref(),
+        }
     }
 }
 
@@ -136,11 +165,17 @@ fn verifier(certs: &[CertificateDer<'static>], key: &str) -> Result<Arc<dyn Clie
         .map_err(|error| format!("data[{key:?}]: {error}"))
 }
 
-fn verifies(verifier: Option<&dyn ClientCertVerifier>, chain: &[CertificateDer<'_>], now: UnixTime) -> bool {
-    let (Some(verifier), Some((leaf, intermediates))) = (verifier, chain.split_first()) else {
-        return false;
-    };
-    verifier.verify_client_cert(leaf, intermediates, now).is_ok()
+/// `chain` verified against `verifier` at `now`, with no memory: what the memory saves.
+fn verify_now(
+    verifier: Option<&dyn ClientCertVerifier>,
+    chain: &[CertificateDer<'_>],
+    now: UnixTime,
+) -> Result<(), rustls::Error> {
+    let verifier = verifier.ok_or(rustls::Error::InvalidCertificate(CertificateError::UnknownIssuer))?;
+    let (leaf, intermediates) = chain
+        .split_first()
+        .ok_or(rustls::Error::NoCertificatesPresented)?;
+    verifier.verify_client_cert(leaf, intermediates, now).map(|_| ())
 }
 
 /// The current [`Trust`], shared by the authenticator, the ConfigMap watch and the TLS verifier.
@@ -197,15 +232,15 @@ impl ClientCertVerifier for DynamicClientVerifier {
         intermediates: &[CertificateDer<'_>],
         now: UnixTime,
     ) -> Result<ClientCertVerified, rustls::Error> {
-        let trust = current(&self.trust);
-        let mut last_error = rustls::Error::InvalidCertificate(CertificateError::UnknownIssuer);
-        for verifier in [&trust.request_header_ca, &trust.client_ca].into_iter().flatten() {
-            match verifier.verify_client_cert(end_entity, intermediates, now) {
-                Ok(verified) => return Ok(verified),
-                Err(error) => last_error = error,
-            }
-        }
-        Err(last_error)
+        // The chain is borrowed, not copied: only the slice of references is new. A chain that verified here is
+        // remembered for the requests that follow on the connection (and on the next ones).
+        let chain: Vec<CertificateDer<'_>> = std::iter::once(end_entity)
+            .chain(intermediates)
+            .map(|cert| CertificateDer::from(cert.as_ref()))
+            .collect();
+        current(&self.trust)
+            .verify_either(&chain, now)
+            .map(|()| ClientCertVerified::assertion())
     }
 
     fn verify_tls12_signature(
@@ -335,6 +370,37 @@ mod tests {
                 .verify_client_cert(&client_leaf(&proxy, "b"), &[], now)
                 .is_err()
         );
+    }
+
+    #[test]
+    fn a_chain_the_handshake_verified_is_remembered_for_its_ca_only() {
+        let (client, proxy, other) = (ca("client"), ca("proxy"), ca("other"));
+        let shared = trust(&client, &proxy);
+        let verifier = DynamicClientVerifier::new(shared.clone());
+        let trust = current(&shared);
+        let (now, clock) = (UnixTime::now(), Instant::now());
+        let proxy_leaf = client_leaf(&proxy, "front-proxy-client");
+        let carol = client_leaf(&client, "carol");
+        verifier.verify_client_cert(&proxy_leaf, &[], now).unwrap();
+        verifier.verify_client_cert(&carol, &[], now).unwrap();
+        let remembered = |leaf: &CertificateDer<'static>, ca| {
+            let key = (chain_digest(std::slice::from_ref(leaf)), ca);
+            trust.verified.get(&key, clock).is_some()
+        };
+        assert!(remembered(&proxy_leaf, CaRole::RequestHeader));
+        assert!(remembered(&carol, CaRole::Client));
+        assert!(
+            !remembered(&carol, CaRole::RequestHeader),
+            "tried first, refused, not remembered"
+        );
+        assert_eq!(trust.verified.len(), 2);
+        // A refused chain is neither remembered nor answered with anything but the CA's own error.
+        let refused = verifier.verify_client_cert(&client_leaf(&other, "x"), &[], now);
+        assert_eq!(
+            refused.unwrap_err(),
+            rustls::Error::InvalidCertificate(CertificateError::UnknownIssuer)
+        );
+        assert_eq!(trust.verified.len(), 2);
     }
 
     #[test]
